@@ -1,0 +1,66 @@
+"""`cuda-agent eval TASK --candidate DIR`: build, check, time and score one candidate; no LLM."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+
+def eval_command(
+    task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
+    candidate: Path = typer.Option(..., "--candidate", "-c", help="Folder with model_new.py and kernels/*.cu."),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, or cpu when no GPU: host-only kernels)."),
+    sets: int = typer.Option(5, "--sets", min=1, help="Correctness input sets (fresh seeds each run)."),
+    tolerance: str = typer.Option("kernelbench", "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2) or cuda-agent (1e-2 for all)."),
+    allow_precision: bool = typer.Option(False, "--allow-precision", help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing."),
+    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (reward then uses eager only)."),
+    arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one)."),
+    timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed per worker step before it is killed."),
+    json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+) -> None:
+    """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
+    4 runtime error or timeout, 5 task unscorable or harness error."""
+    from rich.console import Console
+
+    from cuda_agent.eval.render import EXIT_CODES, render_verdict
+    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.eval.tolerance import Tolerances
+    from cuda_agent.task import TaskError, load_task
+
+    console = Console(stderr=json_out)
+    if not candidate.is_dir():
+        console.print(f"[red]error[/]: candidate folder not found: {candidate}")
+        raise typer.Exit(2)
+    try:
+        t = load_task(task, inputs=inputs)
+    except TaskError as e:
+        console.print(f"[red]error[/]: {e}", highlight=False)
+        raise typer.Exit(2)
+    import torch
+
+    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    if dev.startswith("cuda") and not torch.cuda.is_available():
+        console.print("[red]error[/]: no CUDA GPU is visible to torch; run on a GPU machine or pass --device cpu")
+        raise typer.Exit(2)
+    try:
+        tol = Tolerances.preset(tolerance)
+    except (KeyError, ValueError):
+        console.print(f"[red]error[/]: unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
+        raise typer.Exit(2)
+    cfg = EvalConfig(device=dev, n_sets=sets, tolerances=tol, allow_precision=allow_precision, arch=arch,
+                     timeout_s=timeout, baselines=["eager"] if no_compile else ["eager", "compile"])
+    from cuda_agent.eval.evaluator import Evaluator
+
+    with console.status("evaluating..."):
+        with Evaluator(t, cfg, warm=False) as ev:
+            verdict = ev.evaluate(candidate)
+    if json_out:
+        print(json.dumps({"task": task, "candidate": str(candidate), "device": dev, "verdict": verdict.model_dump()},
+                         indent=1))
+    else:
+        render_verdict(verdict, console, title=f"{t.name} <- {candidate}")
+    raise typer.Exit(EXIT_CODES[verdict.status])

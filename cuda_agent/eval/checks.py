@@ -1,0 +1,157 @@
+"""The parent's checks on what a worker handed back: outputs, mutated inputs, timed outputs and the
+wall clock. Everything here runs in the judge's process on buffers it allocated itself.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.eval.compare import compare_output, precision_finding, zero_trap_tolerances
+from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.eval.tolerance import Tolerances
+from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
+
+
+def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, str | None]:
+    """Build the candidate's kernels/ (if any); returns (BuildResult or None, error text or None)."""
+    from cuda_agent.kernels.build import build_kernels
+
+    kdir = candidate_dir / "kernels"
+    if not kdir.is_dir() or not any(kdir.glob("*.cu")):
+        return None, None
+    try:
+        result = build_kernels(kdir, cache_dir, arch=arch)
+    except Exception as e:  # nvcc missing, a launcher signature we cannot bind...
+        return None, f"{type(e).__name__}: {e}"
+    return result, (None if result.ok else (result.errors or "the build failed"))
+
+
+def _spec(build: Any) -> dict:
+    import json
+
+    if build is None or not build.spec_path:
+        return {}
+    return json.loads(Path(build.spec_path).read_text())
+
+
+def own_kernels(build: Any) -> list[str]:
+    return list(_spec(build).get("kernels", []))
+
+
+def libraries(build: Any) -> set[str]:
+    """Vendor libraries the candidate links (cuBLAS / cuDNN kernels are then allowed)."""
+    libs: set[str] = set()
+    for flag in " ".join(getattr(build, "commands", None) or []).split():
+        m = re.match(r"-l(cublas|cublasLt|cudnn)$", flag)
+        if m:
+            libs.add("cudnn" if m.group(1) == "cudnn" else "cublas")
+    return libs
+
+
+def error_text(resp: dict) -> str:
+    tb = resp.get("traceback", "")
+    return f"{resp.get('error', 'unknown error')}\n{tb}".strip()[:4000]
+
+
+def memory_budget(device: str, fraction: float) -> int:
+    if device.startswith("cuda"):
+        import torch
+
+        free, _ = torch.cuda.mem_get_info(device)
+        return int(free * fraction)
+    return 8 << 30
+
+
+def poisoned_like(ref: Any) -> Any:
+    """A contiguous output buffer the candidate must overwrite: NaN for floats, extremes otherwise."""
+    import torch
+
+    buf = torch.empty(ref.shape, dtype=ref.dtype, device=ref.device)
+    if ref.is_floating_point() or ref.is_complex():
+        buf.fill_(float("nan"))
+    elif ref.dtype == torch.bool:
+        buf.fill_(True)
+    else:
+        buf.fill_(torch.iinfo(ref.dtype).max)
+    return buf
+
+
+def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str | None]:
+    """Tolerances for one output, tightened when all-zero or constant outputs would pass."""
+    return zero_trap_tolerances(ref32, ref64, tol)
+
+
+def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
+              tol: Tolerances, fp32: bool, allow_precision: bool, verdict: Verdict) -> SetResult:
+    """Compare what the worker copied into `bufs` with the references, after checking its metadata."""
+    outputs: list[OutputCheck] = []
+    meta = resp.get("outputs", [])
+    if resp.get("n_outputs") != len(ref32):
+        return SetResult(seed=seed, ok=False, error=f"forward returned {resp.get('n_outputs')} output(s); "
+                         f"the reference returns {len(ref32)}")
+    for j, (m, buf, r) in enumerate(zip(meta, bufs, ref32)):
+        want_shape, want_dtype = list(r.shape), str(r.dtype).removeprefix("torch.")
+        reason = None
+        if not m.get("plain"):
+            reason = f"output is a {m.get('type')}, not a plain torch.Tensor"
+            verdict.findings.append(Finding(guard="tensor_subclass", message=(
+                f"output {j} is a {m.get('type')}: return plain tensors your kernels wrote")))
+        elif m.get("shape") != want_shape:
+            reason = f"shape {m.get('shape')} != reference {want_shape}"
+        elif m.get("dtype") != want_dtype:
+            reason = f"dtype {m.get('dtype')} != reference {want_dtype}"
+        elif r.is_contiguous() and m.get("stride") != list(r.stride()):
+            reason = f"strides {m.get('stride')} != reference {list(r.stride())} (return contiguous outputs)"
+        if reason:
+            outputs.append(OutputCheck(index=j, ok=False, shape=m.get("shape") or [], dtype=m.get("dtype") or "?",
+                                       reason=reason))
+            continue
+        r64 = ref64[j] if ref64 else None
+        check = compare_output(j, buf, r, r64, out_tols.get(j, tol), task_fp32=fp32)
+        outputs.append(check)
+        finding = precision_finding(check, tol, allow_precision=allow_precision) if fp32 else None
+        if finding and not any(f.guard == "precision" and f.message == finding.message for f in verdict.findings):
+            verdict.findings.append(finding)
+    return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs)
+
+
+def mutated_inputs(given: list, fresh: list) -> list[int]:
+    """Indices of tensor inputs whose values differ from a fresh draw of the same seed."""
+    import torch
+
+    bad = []
+    for i, (a, b) in enumerate(zip(given, fresh)):
+        if isinstance(a, torch.Tensor):
+            same = a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point()
+                                                 else (a == b)).all())
+            if not same:
+                bad.append(i)
+    return bad
+
+
+def timed_outputs(bufs: list[list], kept: list[dict], tol: Tolerances, fp32: bool) -> list[Finding]:
+    """The timed reps must compute what the checked runs computed."""
+    for k, (set_bufs, ref) in enumerate(zip(bufs, kept)):
+        for j, (buf, r) in enumerate(zip(set_bufs, ref["ref32"])):
+            r64 = ref["ref64"][j] if ref["ref64"] else None
+            check = compare_output(j, buf, r, r64, tol, task_fp32=fp32)
+            if not check.ok:
+                return [Finding(guard="timed_output_mismatch", message=(
+                    f"output {j} of the timed runs on input set {k} was wrong ({check.reason}) although the "
+                    "checked runs were right: a kernel must compute the same result on every call"))]
+    return []
+
+
+def wall_clock_bound(timing: Timing, wall_ms: float, cfg: TimingConfig, overhead_ms: float) -> list[Finding]:
+    """The parent's own clock bounds what the worker reported: reps that claim much less time
+    than the parent watched pass (less generous overheads) are a finding."""
+    n = min(timing.reps + timing.warmup, cfg.max_reps + 1000)
+    slack_ms = 200.0 + 0.1 * wall_ms
+    implied = (wall_ms - slack_ms) / max(n, 1) - overhead_ms
+    if implied > 0 and timing.mean_ms < 0.5 * implied:
+        return [Finding(guard="timing_mismatch", message=(
+            f"the worker reported {timing.mean_ms:.4f} ms per call but the parent's clock implies at least "
+            f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"))]
+    return []

@@ -1,0 +1,116 @@
+"""Guards that watch the candidate's forward run: the ATen ops it dispatched and the GPU
+kernels it launched. The recording happens in the worker; the judging (these functions on
+plain lists of names) happens in the parent, which trusts only what it can re-check.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from cuda_agent.eval.verdict import Finding
+
+# Allocation, views and metadata: what a forward that only launches our kernels may dispatch.
+ALLOWED_ATEN = frozenset(
+    {
+        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
+        "new_zeros", "zero_", "fill_", "full", "full_like", "new_full", "ones", "ones_like",
+        "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
+        "squeeze", "unsqueeze", "detach", "alias", "slice", "select", "split", "split_with_sizes",
+        "unbind", "narrow", "chunk", "flatten", "unflatten", "view_as", "expand_as", "lift_fresh",
+        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "size",
+        "stride", "numel", "dim", "_local_scalar_dense", "set_", "resize_", "record_stream",
+    }
+)
+
+
+def aten_base(op: str) -> str:
+    """'aten.relu.default' / 'aten::relu' -> 'relu'."""
+    op = op.replace("::", ".")
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
+
+
+def judge_aten(ops: list[str]) -> list[Finding]:
+    bad = Counter(aten_base(o) for o in ops if aten_base(o) not in ALLOWED_ATEN)
+    if not bad:
+        return []
+    names = ", ".join(f"{n} (x{c})" if c > 1 else n for n, c in bad.most_common(8))
+    return [
+        Finding(
+            guard="aten_in_forward",
+            message=f"forward ran torch compute: {names}; do this work in your own kernels "
+            "(forward may only allocate outputs, take views and call launchers)",
+        )
+    ]
+
+
+_LIB_PATTERNS = {
+    "cublas": re.compile(r"gemm|gemv|cublas|cutlass|xmma|sgemm|dgemm|splitk|reduce_1block|dot_kernel", re.I),
+    "cudnn": re.compile(r"cudnn|conv|implicit_gemm|winograd|xmma|fft", re.I),
+}
+_TORCH_FILL = re.compile(r"FillFunctor|fill_kernel", re.I)
+
+
+def kernel_base(name: str) -> str:
+    """Demangled profiler name -> the kernel's identifier ('void ns::k<float>(float*)' -> 'k')."""
+    s = re.sub(r"^(void|__global__)\s+", "", name.strip())
+    s = s.split("(", 1)[0]
+    depth, out = 0, []
+    for ch in s:  # drop template arguments, which may nest
+        if ch == "<":
+            depth += 1
+        elif ch == ">":
+            depth -= 1
+        elif depth == 0:
+            out.append(ch)
+    return "".join(out).split("::")[-1].strip()
+
+
+def judge_kernels(
+    launched: list[str], own_kernels: list[str], libraries: set[str], allowed_torch: bool
+) -> list[Finding]:
+    """Each launched kernel must be the candidate's own, an allowed library's, or torch's fill
+    behind an allowed zeros/fill_ (`allowed_torch`)."""
+    own = set(own_kernels)
+    foreign: Counter[str] = Counter()
+    for name in launched:
+        if kernel_base(name) in own:
+            continue
+        if allowed_torch and _TORCH_FILL.search(name):
+            continue
+        if any(_LIB_PATTERNS[lib].search(name) for lib in libraries if lib in _LIB_PATTERNS):
+            continue
+        foreign[name[:120]] += 1
+    if not foreign:
+        return []
+    names = "; ".join(foreign)
+    return [
+        Finding(
+            guard="foreign_kernel",
+            message=f"forward launched kernels that are not in your kernels/ sources: {names}; "
+            "all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)",
+        )
+    ]
+
+
+def judge_side_work(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
+    """Events on the current stream vs a whole-device synchronize: a large gap is work elsewhere."""
+    out = []
+    if host_ms is not None and host_ms - event_ms > max(event_ms, 0.2):
+        out.append(
+            Finding(
+                guard="side_stream",
+                message=f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream "
+                f"({event_ms:.3f} ms by events, {host_ms:.3f} ms to synchronize): launch all work on "
+                "the stream passed to your launcher",
+            )
+        )
+    if threads_delta > 0:
+        out.append(
+            Finding(
+                guard="side_stream",
+                message=f"forward left {threads_delta} new thread(s) running: do all work in the caller's thread",
+            )
+        )
+    return out

@@ -1,0 +1,109 @@
+"""The reference side, computed in the parent where no candidate code ever runs.
+
+The task is copied out of the workspace once (an untouched snapshot, verified by hash) and the
+reference module is built from that copy: an fp32 model as the task defines it and a float64
+copy of it for the truth gate. Inputs are a pure function of a seed, so the parent can draw the
+same set again to hand to the candidate and once more to check it was not mutated.
+"""
+
+from __future__ import annotations
+
+import copy
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.task import Task, TaskError, load_task
+
+
+def snapshot_task(task: Task, dest: Path | None = None) -> Task:
+    """Copy the task's files to a private folder and load the reference from there."""
+    dest = Path(dest or tempfile.mkdtemp(prefix="cuda-agent-task-"))
+    dest.mkdir(parents=True, exist_ok=True)
+    for name, data in task.sources().items():
+        (dest / name).write_bytes(data)
+    inputs = dest / task.inputs_path.name if task.inputs_path else None
+    snap = load_task(f"{dest / task.path.name}::{task.class_name}", inputs=inputs, module_name="cuda_agent_task_ref")
+    if snap.source_hash != task.source_hash:
+        raise TaskError("the task changed while it was being copied; run again")
+    return snap
+
+
+def tensors_bytes(xs: list) -> int:
+    import torch
+
+    return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
+
+
+def _to_double(x: Any) -> Any:
+    import torch
+
+    if isinstance(x, torch.Tensor) and x.is_floating_point():
+        return x.double()
+    return x
+
+
+def flatten(out: Any) -> list:
+    return list(out) if isinstance(out, (tuple, list)) else [out]
+
+
+class Reference:
+    def __init__(self, task: Task, device: str, init_seed: int = 0):
+        import torch
+
+        self.task = task
+        self.device = device
+        self.init_seed = init_seed
+        self.init_inputs = task.init_inputs(init_seed)
+        self.model = task.build_model(self.init_inputs, device, init_seed)
+        self.state_dict = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        self.notes: list[str] = []
+        try:
+            self.model64 = copy.deepcopy(self.model).double()
+        except Exception as e:  # e.g. a module that cannot be deep-copied
+            self.model64 = None
+            self.notes.append(f"no float64 reference ({type(e).__name__}: {e}); judged against fp32")
+        floats = [v.dtype for v in self.state_dict.values() if v.is_floating_point()]
+        sample = task.draw_inputs(0, device)
+        floats += [x.dtype for x in sample if isinstance(x, torch.Tensor) and x.is_floating_point()]
+        self.fp32 = bool(floats) and all(d == torch.float32 for d in floats)
+        self.dtypes = sorted({str(d).removeprefix("torch.") for d in floats})
+        self.input_bytes = tensors_bytes(sample)
+
+    def outputs(self, inputs: list) -> tuple[list, list | None]:
+        """fp32 (the task's own dtype) and float64 reference outputs for one input set."""
+        import torch
+
+        with torch.no_grad():
+            ref = [o.detach() for o in flatten(self.model(*inputs))]
+            ref64 = None
+            if self.model64 is not None:
+                try:
+                    ref64 = [o.detach() for o in flatten(self.model64(*[_to_double(x) for x in inputs]))]
+                except Exception as e:
+                    self.model64 = None
+                    self.notes.append(f"float64 reference failed ({type(e).__name__}: {e}); judged against fp32")
+        return ref, ref64
+
+    def determinism_problem(self, seed: int) -> str | None:
+        """Run the reference twice on one input set with different RNG states: a task whose
+        output depends on the RNG (dropout, sampling) cannot be scored."""
+        import torch
+
+        from cuda_agent.task import seed_everything
+
+        inputs = self.task.draw_inputs(seed, self.device)
+        outs = []
+        for s in (seed + 1, seed + 2):
+            seed_everything(s)
+            with torch.no_grad():
+                outs.append([o.detach().clone() for o in flatten(self.model(*inputs))])
+        for i, (a, b) in enumerate(zip(*outs)):
+            if not isinstance(a, torch.Tensor):
+                continue
+            same = a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6, equal_nan=True)
+            if not same:
+                return (f"output {i} changes between two runs on the same inputs: the reference is not "
+                        "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)")
+        return None
+

@@ -1,0 +1,30 @@
+"""How one evaluation is run: counts, limits, tolerances, baselines. Defaults are the documented
+ones (docs/harness.md); every field can be set from the CLI or a config file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.eval.tolerance import Tolerances
+
+
+class EvalConfig(BaseModel):
+    device: str = "cuda:0"  # "cpu" runs the same pipeline on CPU tensors (host-only kernels; tests)
+    n_sets: int = Field(5, ge=1)  # correctness input sets, seeds drawn anew each evaluation
+    timing_sets: int = Field(3, ge=1)  # input sets rotated while timing (fewer if memory is short)
+    memory_fraction: float = 0.5  # of free device memory the parent may keep for references
+    timeout_s: float = 120.0  # per worker request (load, one input set, timing)
+    baseline_timeout_s: float = 900.0  # torch.compile can take minutes on big graphs
+    baselines: list[str] = ["eager", "compile"]
+    compile_mode: str = "default"
+    timing: TimingConfig = TimingConfig()
+    tolerances: Tolerances = Tolerances()
+    allow_precision: bool = False  # fp16/bf16/TF32 in an fp32 task becomes a warning, not a failure
+    record_guards: bool = True  # ATen dispatch + kernel trace on the first input set
+    sandbox: bool = True  # Landlock write protection in candidate workers
+    arch: str | None = None  # nvcc arch, default from the device
+    cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
+    init_seed: int = 0

@@ -1,0 +1,96 @@
+"""What one evaluation concludes: the types every later part reads (records, reports, reward).
+
+Plain pydantic models so a verdict round-trips through JSON (worker replies, trajectories,
+batch results) without pickling.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+Severity = Literal["fail", "warn", "info"]
+
+Status = Literal[
+    "correct",  # every output of every input set passed, no failing guard
+    "incorrect",  # ran, but an output was wrong
+    "guard_violation",  # a guard with severity "fail" fired (reward -1 even if outputs match)
+    "compile_error",
+    "runtime_error",  # exception, illegal address, OOM in the candidate
+    "timeout",  # the worker ran past its wall-time limit and was killed
+    "unscorable",  # the task itself cannot be scored (non-deterministic reference...)
+    "error",  # the harness could not evaluate (bad task, bad candidate layout)
+]
+
+
+class Finding(BaseModel):
+    """One guard's observation about a candidate."""
+
+    guard: str  # stable id, e.g. "aten_in_forward", "precision", "import_not_allowed"
+    message: str  # one line a model or a person can act on
+    severity: Severity = "fail"
+    where: str | None = None  # "kernels/foo.cu:12" or "model_new.py:30" when known
+
+
+class OutputCheck(BaseModel):
+    """How one output tensor of one input set compared with the reference."""
+
+    index: int
+    ok: bool
+    shape: list[int]
+    dtype: str
+    max_abs_err: float | None = None  # against the float64 reference
+    max_rel_err: float | None = None
+    norm_rel_err: float | None = None  # ||out - ref64|| / ||ref64||
+    ref_norm_rel_err: float | None = None  # the fp32 reference's own error, for scale
+    mismatched: int = 0  # elements outside tolerance
+    reason: str | None = None  # why it failed, in one line
+
+
+class SetResult(BaseModel):
+    """One input set: its seed and how every output compared."""
+
+    seed: int
+    ok: bool
+    outputs: list[OutputCheck] = Field(default_factory=list)
+    error: str | None = None
+
+
+class Timing(BaseModel):
+    """Milliseconds per call of one implementation, measured as docs/harness.md describes."""
+
+    median_ms: float
+    mean_ms: float
+    min_ms: float
+    max_ms: float
+    p20_ms: float
+    p80_ms: float
+    reps: int
+    warmup: int
+    input_sets: int
+    host_median_ms: float | None = None  # whole-device synchronize around each rep
+    clocks: dict[str, float] = Field(default_factory=dict)  # NVML: sm/mem MHz, temperature C
+    device: str = ""
+
+
+class Verdict(BaseModel):
+    """Everything one evaluation of one candidate concluded."""
+
+    status: Status
+    correct: bool = False
+    reward: int = -1
+    sets: list[SetResult] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    timing: Timing | None = None
+    eager: Timing | None = None
+    compiled: Timing | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    error: str | None = None  # compile errors (trimmed) or the runtime error text
+    notes: list[str] = Field(default_factory=list)
+    seconds: dict[str, float] = Field(default_factory=dict)  # where the wall time went
+
+    @property
+    def failing_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.severity == "fail"]

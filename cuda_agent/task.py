@@ -1,0 +1,170 @@
+"""Load a task: `file.py::Class` (KernelBench format), its init args and seeded inputs.
+
+A task file holds an nn.Module and, KernelBench style, module-level `get_inputs()` and
+`get_init_inputs()`. A file without them takes them from a sidecar `<file>.inputs.py` (or any
+file named by `--inputs`), which defines the missing functions. Torch is imported lazily so
+the CLI starts fast.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.util
+import random
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+DEFAULT_CLASS = "Model"  # KernelBench's class name
+
+
+class TaskError(ValueError):
+    """A task that cannot be loaded; the message says what to do."""
+
+
+def parse_task_ref(ref: str) -> tuple[Path, str | None]:
+    """`path/to/file.py::ClassName` -> (path, class name or None for the default)."""
+    path_s, _, cls = ref.partition("::")
+    path = Path(path_s)
+    if not path.is_file():
+        raise TaskError(f"task file not found: {path} (give path/to/file.py or path/to/file.py::ClassName)")
+    if path.suffix != ".py":
+        raise TaskError(f"task must be a Python file, got {path}")
+    return path, (cls or None)
+
+
+def sidecar_path(path: Path) -> Path:
+    return path.with_name(path.stem + ".inputs.py")
+
+
+def _exec_module(path: Path, name: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise TaskError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    # registered so pickling classes and dataclasses inside the task work
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as e:  # the task's own error, reported as such
+        sys.modules.pop(name, None)
+        raise TaskError(f"importing {path} failed: {type(e).__name__}: {e}") from e
+    return module
+
+
+@dataclass
+class Task:
+    """A loaded task: its module, the class to optimise and where its inputs come from."""
+
+    path: Path
+    class_name: str
+    module: ModuleType
+    inputs_path: Path | None  # sidecar that supplied get_inputs/get_init_inputs, if any
+    source_hash: str
+    get_inputs: Any = field(repr=False)
+    get_init_inputs: Any = field(repr=False)
+
+    @property
+    def model_cls(self) -> type:
+        return getattr(self.module, self.class_name)
+
+    @property
+    def name(self) -> str:
+        return self.path.stem if self.class_name == DEFAULT_CLASS else f"{self.path.stem}-{self.class_name}"
+
+    def sources(self) -> dict[str, bytes]:
+        """The files that define the task, to snapshot them outside any workspace."""
+        out = {self.path.name: self.path.read_bytes()}
+        if self.inputs_path is not None:
+            out[self.inputs_path.name] = self.inputs_path.read_bytes()
+        return out
+
+    def init_inputs(self, seed: int = 0) -> list:
+        seed_everything(seed)
+        return list(self.get_init_inputs())
+
+    def build_model(self, init_inputs: list, device: str, seed: int = 0):
+        """Construct the reference module exactly as the candidate will be: same seed, same args."""
+        import torch
+
+        seed_everything(seed)
+        with torch.device(device):
+            model = self.model_cls(*init_inputs)
+        return model.to(device)
+
+    def draw_inputs(self, seed: int, device: str) -> list:
+        """One input set, a pure function of (seed, device): drawn on the device when factories allow."""
+        import torch
+
+        seed_everything(seed)
+        with torch.device(device):
+            inputs = list(self.get_inputs())
+        return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
+
+
+def seed_everything(seed: int) -> None:
+    import numpy as np
+    import torch
+
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task") -> Task:
+    """Load `file.py[::Class]`; inputs from the file, else `inputs`, else the `<file>.inputs.py` sidecar."""
+    path, cls = parse_task_ref(ref)
+    module = _exec_module(path.resolve(), module_name)
+    class_name = cls or DEFAULT_CLASS
+    if not isinstance(getattr(module, class_name, None), type):
+        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and _is_module_cls(v))
+        hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
+        raise TaskError(f"{path} has no class {class_name}{hint}")
+
+    fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
+    inputs_path = inputs if inputs is not None else sidecar_path(path)
+    used_sidecar = None
+    if any(f is None for f in fns.values()) and inputs_path.is_file():
+        side = _exec_module(inputs_path.resolve(), module_name + "_inputs")
+        for n in fns:
+            fns[n] = fns[n] or getattr(side, n, None)
+        used_sidecar = inputs_path
+    elif inputs is not None and not inputs.is_file():
+        raise TaskError(f"inputs file not found: {inputs}")
+    missing = [n for n, f in fns.items() if f is None]
+    if missing:
+        raise TaskError(
+            f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
+            f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
+            "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`"
+        )
+    digest = hashlib.sha256(class_name.encode())
+    digest.update(path.read_bytes())
+    if used_sidecar is not None:
+        digest.update(used_sidecar.read_bytes())
+    return Task(
+        path=path.resolve(),
+        class_name=class_name,
+        module=module,
+        inputs_path=used_sidecar.resolve() if used_sidecar else None,
+        source_hash=digest.hexdigest()[:16],
+        get_inputs=fns["get_inputs"],
+        get_init_inputs=fns["get_init_inputs"],
+    )
+
+
+def _is_module_cls(v: type) -> bool:
+    import torch
+
+    return issubclass(v, torch.nn.Module) and v.__module__.startswith("cuda_agent_task")
+
+
+def describe_value(x: Any) -> dict:
+    """Shape/dtype of a tensor input, or the Python value of anything else (for records)."""
+    import torch
+
+    if isinstance(x, torch.Tensor):
+        return {"shape": list(x.shape), "dtype": str(x.dtype).removeprefix("torch.")}
+    return {"value": repr(x)[:80]}

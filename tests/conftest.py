@@ -1,0 +1,32 @@
+"""Shared test set-up: GPU tests are marked `gpu` and skipped where no CUDA device is visible."""
+
+import os
+
+import pytest
+
+_HAS_GPU = None
+
+
+def has_gpu() -> bool:
+    global _HAS_GPU
+    if _HAS_GPU is None:
+        import torch
+
+        _HAS_GPU = torch.cuda.is_available()
+    return _HAS_GPU
+
+
+def pytest_collection_modifyitems(config, items):
+    if has_gpu():
+        return
+    skip = pytest.mark.skip(reason="needs an NVIDIA GPU (run on the GPU machine)")
+    for item in items:
+        if "gpu" in item.keywords:
+            item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _private_cache(tmp_path_factory, monkeypatch):
+    # builds and baselines go to a per-session cache, never the user's ~/.cache
+    cache = tmp_path_factory.getbasetemp() / "cuda-agent-cache"
+    monkeypatch.setenv("CUDA_AGENT_CACHE", os.environ.get("CUDA_AGENT_TEST_CACHE", str(cache)))

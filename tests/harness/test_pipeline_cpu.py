@@ -1,0 +1,116 @@
+"""The whole harness on CPU tensors: nvcc build -> worker process -> poisoned outputs compared in the
+parent -> guards -> timing -> eager baseline -> reward. Candidates here are host-only launchers
+(host loops behind the same extern "C" layout), so every step but the GPU itself runs for real.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.task import load_task
+
+HERE = Path(__file__).parent / "cpu_task"
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
+    cfg = EvalConfig(
+        device="cpu", n_sets=3, timing_sets=2, baselines=["eager"], timeout_s=60,
+        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=30, budget_ms=50),
+        cache_dir=tmp_path_factory.mktemp("cache"),
+    )
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        yield ev
+
+
+def guards(verdict) -> set[str]:
+    return {f.guard for f in verdict.failing_findings}
+
+
+def test_honest_candidate_is_correct_timed_and_rewarded(evaluator):
+    v = evaluator.evaluate(HERE / "honest")
+    assert v.status == "correct", (v.error, v.findings, v.sets)
+    assert v.correct and len(v.sets) == 3 and all(s.ok for s in v.sets)
+    assert len({s.seed for s in v.sets}) == 3  # fresh seeds per set
+    assert v.timing is not None and v.timing.reps >= 10 and v.timing.median_ms > 0
+    assert v.eager is not None and v.speedup_vs_eager is not None
+    assert v.reward in (1, 2)  # no compile baseline here: 3 is out of reach
+    assert max(o.max_abs_err for s in v.sets for o in s.outputs) < 1e-5
+
+
+def test_seeds_are_fresh_each_evaluation(evaluator):
+    a = evaluator.evaluate(HERE / "honest")
+    b = evaluator.evaluate(HERE / "honest")
+    assert not {s.seed for s in a.sets} & {s.seed for s in b.sets}
+
+
+@pytest.mark.parametrize(
+    "name, status, guard",
+    [
+        ("wrong", "incorrect", None),
+        ("partial", "incorrect", None),
+        ("torch_compute", "guard_violation", "aten_in_forward"),
+        ("mutate", "incorrect", "input_mutation"),
+        ("subclass", "incorrect", "tensor_subclass"),
+        ("lazy_after_checks", "guard_violation", "timed_output_mismatch"),
+        ("tamper", "guard_violation", "timer_patch"),
+        ("crash", "runtime_error", None),
+    ],
+)
+def test_bad_candidates_are_rejected_for_the_right_reason(evaluator, name, status, guard):
+    v = evaluator.evaluate(HERE / name)
+    assert v.status == status, (v.status, v.error, [f.message for f in v.findings])
+    assert v.reward == -1 and not v.correct
+    if guard:
+        assert guard in guards(v), [f.guard for f in v.findings]
+
+
+def test_partial_write_names_the_poisoned_elements(evaluator):
+    v = evaluator.evaluate(HERE / "partial")
+    bad = [o for s in v.sets for o in s.outputs if not o.ok]
+    assert bad and bad[0].mismatched >= (1 << 14)  # the unwritten half, left as NaN poison or garbage
+
+
+def test_hang_is_killed_at_the_time_limit(tmp_path):
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=8, cache_dir=tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        v = ev.evaluate(HERE / "hang")
+    assert v.status == "timeout" and v.reward == -1
+    assert "8 s" in v.error
+
+
+def test_candidate_cannot_write_outside_its_scratch_folder(tmp_path, monkeypatch):
+    from cuda_agent.eval.sandbox import landlock_abi
+
+    if landlock_abi() < 1:
+        pytest.skip("Landlock unavailable on this kernel")
+    target = tmp_path / "records" / "trajectory.jsonl"
+    target.parent.mkdir()
+    monkeypatch.setenv("CUDA_AGENT_TEST_TARGET", str(target))
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        v = ev.evaluate(HERE / "escape")
+    assert not target.exists()
+    assert v.status == "runtime_error" and "Permission denied" in v.error
+    assert "forbidden_call" in guards(v) or "import_not_allowed" in guards(v)
+
+
+def test_missing_model_new_is_a_clear_error(evaluator, tmp_path):
+    v = evaluator.evaluate(tmp_path)
+    assert v.status == "error" and "model_new.py" in v.error
+
+
+def test_compile_error_is_trimmed_and_located(evaluator, tmp_path):
+    cand = tmp_path / "cand"
+    (cand / "kernels").mkdir(parents=True)
+    (cand / "model_new.py").write_text((HERE / "honest" / "model_new.py").read_text())
+    src = (HERE / "honest" / "kernels" / "scale_add.cu").read_text().replace("out[i] =", "out[j] =")
+    (cand / "kernels" / "scale_add.cu").write_text(src)
+    v = evaluator.evaluate(cand)
+    assert v.status == "compile_error" and v.reward == -1
+    assert "scale_add.cu:" in v.error and '"j"' in v.error and len(v.error) < 4000

@@ -1,0 +1,53 @@
+"""The parent's reference: snapshot outside the workspace, float64 truth, determinism check."""
+
+import pytest
+import torch
+
+from cuda_agent.eval.reference import Reference, snapshot_task
+from cuda_agent.task import load_task
+
+DROPOUT = '''
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(x)
+
+def get_inputs():
+    return [torch.randn(256)]
+
+def get_init_inputs():
+    return []
+'''
+
+
+def test_snapshot_is_independent_of_later_edits(tmp_path):
+    p = tmp_path / "model.py"
+    p.write_text(DROPOUT)
+    snap = snapshot_task(load_task(str(p)), tmp_path / "snap")
+    p.write_text("raise SystemExit('tampered')\n")
+    assert snap.path.parent == (tmp_path / "snap").resolve()
+    assert Reference(snap, "cpu").model is not None  # still builds from the untouched copy
+
+
+def test_dropout_task_is_unscorable_with_the_reason(tmp_path):
+    p = tmp_path / "model.py"
+    p.write_text(DROPOUT)
+    ref = Reference(load_task(str(p)), "cpu")
+    assert "not deterministic" in ref.determinism_problem(1)
+    ref.model.eval()  # without dropout the same task is scorable
+    assert ref.determinism_problem(1) is None
+
+
+def test_float64_reference_and_task_dtype(tmp_path):
+    p = tmp_path / "model.py"
+    p.write_text(DROPOUT.replace("self.drop(x)", "x.cumsum(0)"))
+    ref = Reference(load_task(str(p)), "cpu")
+    assert ref.fp32 and ref.dtypes == ["float32"]
+    r32, r64 = ref.outputs([torch.randn(256)])
+    assert r32[0].dtype == torch.float32 and r64[0].dtype == torch.float64
