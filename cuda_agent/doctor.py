@@ -1,0 +1,358 @@
+"""`cuda-agent doctor`: what this machine has for building, timing and profiling kernels.
+
+Each check runs on its own: an exception in one becomes that check's failure, so a broken
+driver or toolkit still gets a full report. torch and pynvml are imported inside the checks,
+so importing this module (and so `cuda-agent --help`) stays fast.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import os
+import re
+import shutil
+import subprocess
+import sys
+import warnings
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable, Literal, NamedTuple
+
+from pydantic import BaseModel, computed_field
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+# The last place nvcc and friends are looked for; a module constant so tests can move it.
+DEFAULT_CUDA_BIN = Path("/usr/local/cuda/bin")
+
+NO_GPU_FIX = (
+    "install the NVIDIA driver, or run on a machine with a GPU; "
+    "CPU-only: `cuda-agent eval` cannot time kernels"
+)
+
+
+class Check(BaseModel):
+    """One line of the report."""
+
+    name: str
+    ok: bool
+    detail: str  # what was found
+    fix: str | None = None  # what to do when not ok
+    severity: Literal["required", "optional"] = "required"
+
+    @computed_field  # in the JSON too, so scripts need not re-derive it
+    @property
+    def status(self) -> Literal["OK", "FAIL", "WARN"]:
+        if self.ok:
+            return "OK"
+        return "FAIL" if self.severity == "required" else "WARN"
+
+
+class Found(NamedTuple):
+    """What a check function returns; the runner adds the name and severity."""
+
+    ok: bool
+    detail: str
+    fix: str | None = None
+
+
+@dataclass
+class Gpu:
+    name: str
+    memory_gib: float
+    cc: tuple[int, int]
+
+    @property
+    def arch(self) -> str:
+        return f"sm_{self.cc[0]}{self.cc[1]}"
+
+
+@dataclass
+class Driver:
+    version: str
+    cuda: tuple[int, int]  # the newest CUDA this driver supports
+    gpus: list[Gpu]
+
+
+@dataclass
+class Tool:
+    path: Path
+    source: str  # where it was found: "CUDA_HOME/bin", "CUDA_PATH/bin", "PATH" or DEFAULT_CUDA_BIN
+
+
+def find_tool(name: str) -> Tool | None:
+    """CUDA_HOME/bin first (the user chose it), then PATH, then the usual install folder.
+
+    The same order as kernels/toolkit.find_nvcc, so doctor reports the nvcc the build uses.
+    """
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if (home := os.environ.get(var)) and (p := Path(home) / "bin" / name).is_file() and os.access(p, os.X_OK):
+            return Tool(p, f"{var}/bin")
+    if p := shutil.which(name):
+        return Tool(Path(p), "PATH")
+    if (p := DEFAULT_CUDA_BIN / name).is_file() and os.access(p, os.X_OK):
+        return Tool(p, str(DEFAULT_CUDA_BIN))
+    return None
+
+
+def _run(*cmd: str | Path) -> str:
+    done = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, timeout=60)
+    return done.stdout + done.stderr
+
+
+def _major_minor(text: str, pattern: str) -> tuple[int, int] | None:
+    m = re.search(pattern, text)
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def _v(t: tuple[int, int]) -> str:
+    return f"{t[0]}.{t[1]}"
+
+
+class Facts:
+    """What several checks need, looked up once per run (exceptions are not cached)."""
+
+    def __init__(self, model: str | None, api_base: str | None):
+        self.model = model or os.environ.get("CUDA_AGENT_MODEL") or None
+        self.api_base = api_base or os.environ.get("CUDA_AGENT_API_BASE") or None
+
+    @cached_property
+    def driver(self) -> Driver | str:
+        """The driver and its GPUs, or NVML's reason for having none."""
+        import pynvml
+
+        try:
+            pynvml.nvmlInit()
+        except Exception as e:  # NVMLError_LibraryNotFound, _DriverNotLoaded, ...
+            return str(e) or type(e).__name__
+        try:
+            cuda = pynvml.nvmlSystemGetCudaDriverVersion()  # e.g. 13000 for 13.0
+            gpus = []
+            for i in range(pynvml.nvmlDeviceGetCount()):
+                h = pynvml.nvmlDeviceGetHandleByIndex(i)
+                mem = pynvml.nvmlDeviceGetMemoryInfo(h).total / 2**30
+                cc = pynvml.nvmlDeviceGetCudaComputeCapability(h)
+                gpus.append(Gpu(pynvml.nvmlDeviceGetName(h), mem, (cc[0], cc[1])))
+            return Driver(pynvml.nvmlSystemGetDriverVersion(), (cuda // 1000, cuda % 1000 // 10), gpus)
+        finally:
+            pynvml.nvmlShutdown()
+
+    @cached_property
+    def nvcc(self) -> Tool | None:
+        return find_tool("nvcc")
+
+    @cached_property
+    def nvcc_version(self) -> tuple[int, int] | None:
+        return self.nvcc and _major_minor(_run(self.nvcc.path, "--version"), r"release (\d+)\.(\d+)")
+
+    @cached_property
+    def torch_cuda(self) -> tuple[int, int] | None:
+        import torch
+
+        return _major_minor(torch.version.cuda or "", r"(\d+)\.(\d+)")
+
+
+def check_gpu(f: Facts) -> Found:
+    d = f.driver
+    if isinstance(d, str):
+        return Found(False, f"no NVIDIA GPU / driver found (NVML: {d})", NO_GPU_FIX)
+    head = f"driver {d.version} (supports CUDA {_v(d.cuda)})"
+    if not d.gpus:
+        return Found(False, f"{head}, but no GPU visible", "check `nvidia-smi`; " + NO_GPU_FIX)
+    gpus = "; ".join(f"GPU {i}: {g.name}, {g.memory_gib:.0f} GiB, {g.arch}" for i, g in enumerate(d.gpus))
+    return Found(True, f"{head}; {gpus}")
+
+
+def check_nvcc(f: Facts) -> Found:
+    if f.nvcc is None:
+        return Found(
+            False,
+            f"nvcc not found (looked in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, {DEFAULT_CUDA_BIN})",
+            "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) "
+            "or set CUDA_HOME to the folder that holds bin/nvcc",
+        )
+    where = f"{f.nvcc.path} (from {f.nvcc.source})"
+    if f.nvcc_version is None:
+        return Found(False, f"{where}: no 'release X.Y' in `nvcc --version`", "reinstall the CUDA toolkit")
+    detail, problems = f"nvcc {_v(f.nvcc_version)} at {where}", []
+    d = f.driver
+    if isinstance(d, Driver) and d.gpus:
+        archs = _run(f.nvcc.path, "--list-gpu-arch")
+        missing = sorted({g.arch for g in d.gpus if f"compute_{g.cc[0]}{g.cc[1]}" not in archs})
+        if missing:
+            problems.append(f"cannot build for {', '.join(missing)}: use a CUDA toolkit that supports it")
+        # Code from a newer toolkit major does not load on an older driver.
+        if f.nvcc_version[0] > d.cuda[0]:
+            problems.append(
+                f"the driver supports CUDA {_v(d.cuda)} only: update the driver, "
+                f"or use a CUDA {d.cuda[0]}.x toolkit (set CUDA_HOME)"
+            )
+        if not problems:
+            detail += f"; builds for {', '.join(sorted({g.arch for g in d.gpus}))}"
+    return Found(not problems, detail, "; ".join(problems) or None)
+
+
+def _optional_tool(name: str, purpose: str, fix: str) -> Found:
+    tool = find_tool(name)
+    if tool is None:
+        return Found(False, f"{name} not found ({purpose} only)", fix)
+    m = re.search(r"Version (\S+)", _run(tool.path, "--version"))
+    return Found(True, f"{name} {m.group(1) if m else '(version unknown)'} at {tool.path} (from {tool.source})")
+
+
+def check_ncu(f: Facts) -> Found:
+    return _optional_tool(
+        "ncu", "profiling", "install Nsight Compute (part of the CUDA toolkit) so the agent can profile kernels"
+    )
+
+
+def check_sanitizer(f: Facts) -> Found:
+    return _optional_tool(
+        "compute-sanitizer", "memory checking",
+        "install the CUDA toolkit's compute-sanitizer so the agent can check kernels for bad memory accesses",
+    )
+
+
+def check_torch(f: Facts) -> Found:
+    import torch
+
+    with warnings.catch_warnings():  # a CUDA build without a driver warns; the detail says it
+        warnings.simplefilter("ignore")
+        available = torch.cuda.is_available()
+    detail = (
+        f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none (CPU-only)'}, "
+        f"CUDA available: {'yes' if available else 'no'}"
+    )
+    if torch.version.cuda is None:
+        return Found(False, detail, "install a CUDA build of torch (https://pytorch.org/get-started/locally/): "
+                     "the harness runs candidates and baselines on the GPU")
+    if available:
+        return Found(True, detail)
+    d = f.driver
+    if isinstance(d, str) or not d.gpus:
+        return Found(False, detail, "torch needs a GPU and driver: see the GPU / driver check")
+    if f.torch_cuda and f.torch_cuda[0] > d.cuda[0]:
+        return Found(False, detail, f"torch is built for CUDA {torch.version.cuda}, the driver supports "
+                     f"{_v(d.cuda)}: update the driver or install a torch built for CUDA {d.cuda[0]}.x")
+    return Found(False, detail, "torch cannot reach the GPU: check CUDA_VISIBLE_DEVICES and "
+                 "`python -c 'import torch; torch.cuda.init()'`")
+
+
+def check_cuda_versions(f: Facts) -> Found:
+    """torch and our kernels share one process: their CUDA majors should agree with each other and the driver."""
+    t, n = f.torch_cuda, f.nvcc_version
+    d = f.driver if isinstance(f.driver, Driver) else None
+    known = [f"torch CUDA {_v(t) if t else 'none'}", f"nvcc {_v(n) if n else 'none'}",
+             f"driver CUDA {_v(d.cuda) if d else 'none'}"]
+    problems = []
+    if t and n and t[0] != n[0]:
+        problems.append(f"torch's CUDA {t[0]} and nvcc's CUDA {n[0]} differ: kernels and torch load "
+                        f"two CUDA runtimes; use a toolkit and a torch of one CUDA major")
+    # A newer driver runs older CUDA builds; only an older driver is a problem.
+    if t and d and t[0] > d.cuda[0]:
+        problems.append(f"the driver (CUDA {_v(d.cuda)}) is older than torch's CUDA {_v(t)}: update the driver")
+    return Found(not problems, ", ".join(known), "; ".join(problems) or None)
+
+
+# litellm-style model names -> the env var holding the provider's key.
+KEY_BY_PREFIX = {
+    "openai/": "OPENAI_API_KEY", "anthropic/": "ANTHROPIC_API_KEY", "gemini/": "GEMINI_API_KEY",
+    "openrouter/": "OPENROUTER_API_KEY", "deepseek/": "DEEPSEEK_API_KEY",
+}
+BARE_NAMES = {r"gpt-|o1|o3|o4": "OPENAI_API_KEY", r"claude-": "ANTHROPIC_API_KEY"}
+LOCAL_PREFIXES = ("hosted_vllm/", "ollama/")
+
+
+def key_env(model: str) -> str | None:
+    """The env var that must hold `model`'s key, or None when doctor doesn't know the provider."""
+    for prefix, env in KEY_BY_PREFIX.items():
+        if model.startswith(prefix):
+            return env
+    for pattern, env in BARE_NAMES.items():
+        if re.match(pattern, model):
+            return env
+    return None
+
+
+def check_model(f: Facts) -> Found:
+    if f.model is None:
+        return Found(False, "no model configured (only `cuda-agent optimize` needs one)",
+                     "pass --model or set CUDA_AGENT_MODEL, e.g. anthropic/claude-sonnet-4-5")
+    if f.api_base or f.model.startswith(LOCAL_PREFIXES):
+        why = "a custom API base is set" if f.api_base else "a local server"
+        return Found(True, f"{f.model}: {why}, no API key needed")
+    env = key_env(f.model)
+    if env is None:
+        return Found(True, f"{f.model}: provider unknown to doctor, API key not checked")
+    is_set = bool(os.environ.get(env))  # never the value: only whether it is there
+    return Found(is_set, f"{f.model}: {env} {'set' if is_set else 'not set'}",
+                 None if is_set else f"export {env}=<your key>")
+
+
+def check_landlock(f: Facts) -> Found:
+    # The workers' own probe, so this reports what they will get.
+    from cuda_agent.eval.sandbox import landlock_abi
+
+    fix = ("run on Linux >= 5.13 with Landlock enabled (`landlock` in the lsm= boot list); "
+           "without it the harness workers are not write-protected")
+    if not sys.platform.startswith("linux"):
+        return Found(False, f"Landlock is Linux-only (this is {sys.platform})", fix)
+    if (abi := landlock_abi()) >= 1:
+        return Found(True, f"Landlock ABI {abi}")
+    err = ctypes.get_errno()  # left by landlock_abi's syscall (its libc uses use_errno)
+    why = {errno.ENOSYS: "the kernel has no Landlock", errno.EOPNOTSUPP: "Landlock is disabled at boot"}
+    return Found(False, f"no Landlock: {why.get(err, os.strerror(err) if err else 'unavailable')}", fix)
+
+
+CHECKS: list[tuple[str, Literal["required", "optional"], Callable[[Facts], Found]]] = [
+    ("GPU / driver", "required", check_gpu),
+    ("nvcc", "required", check_nvcc),
+    ("ncu", "optional", check_ncu),
+    ("compute-sanitizer", "optional", check_sanitizer),
+    ("torch", "required", check_torch),
+    ("CUDA versions", "optional", check_cuda_versions),
+    ("model", "optional", check_model),
+    ("Landlock", "optional", check_landlock),
+]
+
+
+def run_checks(model: str | None = None, api_base: str | None = None) -> list[Check]:
+    facts, checks = Facts(model, api_base), []
+    for name, severity, fn in CHECKS:
+        try:
+            found = fn(facts)
+        except Exception as e:  # one broken tool must not hide the rest of the report
+            found = Found(False, f"the check raised {type(e).__name__}: {e}",
+                          "see the detail: a broken install of this tool, or a bug in cuda-agent doctor")
+        checks.append(Check(name=name, ok=found.ok, detail=found.detail, fix=found.fix, severity=severity))
+    return checks
+
+
+def exit_code(checks: list[Check]) -> int:
+    return 0 if all(c.ok for c in checks if c.severity == "required") else 1
+
+
+def summary(checks: list[Check]) -> str:
+    failed = [c.name for c in checks if c.status == "FAIL"]
+    warned = sum(c.status == "WARN" for c in checks)
+    tail = f" ({warned} warning{'s' * (warned != 1)})" if warned else ""
+    if failed:
+        return f"Not ready: {len(failed)} required check(s) failed: {', '.join(failed)}{tail}."
+    return f"Ready: every required check passed{tail}."
+
+
+def render(checks: list[Check], console: Console) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    style = {"OK": "green", "FAIL": "bold red", "WARN": "yellow"}
+    table = Table(title="cuda-agent doctor", show_lines=True)
+    for col in ("check", "status", "found", "what to do"):
+        table.add_column(col, overflow="fold")
+    for c in checks:  # Text(), not markup: details hold paths and messages with brackets
+        table.add_row(c.name, Text(c.status, style=style[c.status]), Text(c.detail), Text(c.fix or ""))
+    console.print(table)
+    console.print(Text(summary(checks), style="bold red" if exit_code(checks) else "bold green"))
