@@ -8,7 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.compare import compare_output, precision_finding, zero_trap_tolerances
+from cuda_agent.eval.compare import compare_output, precision_finding
+from cuda_agent.eval.compare import zero_trap as _zero_trap
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
@@ -80,7 +81,8 @@ def poisoned_like(ref: Any) -> Any:
 
 def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str | None]:
     """Tolerances for one output, tightened when all-zero or constant outputs would pass."""
-    return zero_trap_tolerances(ref32, ref64, tol)
+    trap = _zero_trap(ref32, ref64, tol)
+    return trap.tol, trap.note
 
 
 def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
@@ -109,9 +111,9 @@ def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None
                                        reason=reason))
             continue
         r64 = ref64[j] if ref64 else None
-        check = compare_output(j, buf, r, r64, out_tols.get(j, tol), task_fp32=fp32)
+        check = compare_output(j, buf, r, r64, out_tols.get(j, tol))
         outputs.append(check)
-        finding = precision_finding(check, tol, allow_precision=allow_precision) if fp32 else None
+        finding = precision_finding(check, tol, task_fp32=fp32, allow_precision=allow_precision)
         if finding and not any(f.guard == "precision" and f.message == finding.message for f in verdict.findings):
             verdict.findings.append(finding)
     return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs)
@@ -136,7 +138,7 @@ def timed_outputs(bufs: list[list], kept: list[dict], tol: Tolerances, fp32: boo
     for k, (set_bufs, ref) in enumerate(zip(bufs, kept)):
         for j, (buf, r) in enumerate(zip(set_bufs, ref["ref32"])):
             r64 = ref["ref64"][j] if ref["ref64"] else None
-            check = compare_output(j, buf, r, r64, tol, task_fp32=fp32)
+            check = compare_output(j, buf, r, r64, tol)
             if not check.ok:
                 return [Finding(guard="timed_output_mismatch", message=(
                     f"output {j} of the timed runs on input set {k} was wrong ({check.reason}) although the "

@@ -1,0 +1,87 @@
+"""Is the harness's timing repeatable and does it agree with an independent measurement?
+
+1. The same candidate evaluated twice by two fresh Evaluators: medians <= 2% apart (target).
+2. triton.testing.do_bench (its own L2 flush, events, median) on the same ModelNew forward in
+   this process: within 5% of the harness's median (target).
+
+    python benchmarks/timing_check.py [--examples elementwise_chain,layernorm,...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import tempfile
+from pathlib import Path
+
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.kernels.build import build_kernels
+from cuda_agent.task import load_task
+
+
+def load_candidate_here(task, cand: Path, cache: Path, device: str):
+    """Build and import a candidate in this process (trusted: it is one of our examples)."""
+    build = build_kernels(cand / "kernels", cache / "build")
+    import os
+
+    os.environ["CUDA_AGENT_KERNELS"] = str(build.out_dir)
+    from cuda_agent.eval.worker import RUNTIME_MODULE, RUNTIME_PATH
+
+    spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)
+    rt = importlib.util.module_from_spec(spec)
+    sys.modules[RUNTIME_MODULE] = rt
+    spec.loader.exec_module(rt)
+    spec = importlib.util.spec_from_file_location(f"model_new_{cand.parent.name}", cand / "model_new.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    init = task.init_inputs(0)
+    ref = task.build_model(init, device, 0)
+    from cuda_agent.task import seed_everything
+    import torch
+
+    seed_everything(0)
+    with torch.device(device):
+        new = mod.ModelNew(*init)
+    new = new.to(device)
+    new.load_state_dict(ref.state_dict())
+    return new
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--examples", default="elementwise_chain,layernorm,gemm_bias_relu,depthwise_conv2d,scale_add_small")
+    args = ap.parse_args()
+    import torch
+    import triton.testing
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    device = "cuda:0"
+    rows = []
+    for name in args.examples.split(","):
+        root = Path("examples") / name
+        task = load_task(str(root / "model.py"))
+        cache = Path(tempfile.mkdtemp(prefix="timing-check-"))
+        medians = []
+        for _ in range(2):
+            cfg = EvalConfig(device=device, cache_dir=cache, baselines=[])
+            with Evaluator(task, cfg, warm=False) as ev:
+                v = ev.evaluate(root / "candidate")
+            assert v.correct, (name, v.status, v.error, v.findings)
+            medians.append(v.timing.median_ms)
+        model = load_candidate_here(task, root / "candidate", cache, device)
+        inputs = task.draw_inputs(1, device)
+        with torch.no_grad():
+            indep = triton.testing.do_bench(lambda: model(*inputs), warmup=25, rep=500, return_mode="median")
+        a, b = medians
+        rows.append((name, a, b, abs(a - b) / min(a, b) * 100, indep, abs(a - indep) / indep * 100))
+    print("| example | harness run 1 (ms) | run 2 (ms) | run-to-run | do_bench median (ms) | harness vs do_bench |")
+    print("|---|---|---|---|---|---|")
+    for name, a, b, d, ind, d2 in rows:
+        print(f"| {name} | {a:.4f} | {b:.4f} | {d:.2f}% | {ind:.4f} | {d2:.2f}% |")
+    print("targets: run-to-run <= 2%, vs do_bench <= 5%")
+
+
+if __name__ == "__main__":
+    main()
