@@ -116,20 +116,21 @@ class Evaluator:
         verdict.findings += [Finding(**f) for f in resp.get("findings", [])]
 
         t = time.perf_counter()
-        kept = self._correctness(worker, build, verdict)
+        kept, out_tols = self._correctness(worker, build, verdict)
         seconds["correctness"] = time.perf_counter() - t
         if verdict.status != "correct" or verdict.failing_findings:
             return
         t = time.perf_counter()
-        self._time_candidate(worker, kept, verdict)
+        self._time_candidate(worker, kept, out_tols, verdict)
         seconds["timing"] = time.perf_counter() - t
         if verdict.status == "correct" and not verdict.failing_findings:
             t = time.perf_counter()
             self._baselines(kept, verdict)
             seconds["baselines"] = time.perf_counter() - t
 
-    def _correctness(self, worker: Worker, build: Any, verdict: Verdict) -> list[dict]:
-        """Run every input set; return the sets kept for timing (inputs, references)."""
+    def _correctness(self, worker: Worker, build: Any, verdict: Verdict) -> tuple[list[dict], dict]:
+        """Run every input set; return the sets kept for timing (inputs, references) and the
+        per-output tolerances (tightened by the zero trap)."""
         import torch
 
         kept: list[dict] = []
@@ -154,7 +155,7 @@ class Evaluator:
             if not resp.get("ok"):
                 verdict.sets.append(SetResult(seed=seed, ok=False, error=checks.error_text(resp)))
                 verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
-                return kept
+                return kept, out_tols
             if self.device.startswith("cuda"):
                 torch.cuda.synchronize(self.device)
             verdict.findings += [Finding(**f) for f in resp.get("findings", [])]
@@ -180,9 +181,9 @@ class Evaluator:
             if len(kept) < self.cfg.timing_sets and (not kept or per_set * (len(kept) + 1) <= budget):
                 kept.append({"inputs": inputs, "ref32": ref32, "ref64": ref64})
             del bufs
-        return kept
+        return kept, out_tols
 
-    def _time_candidate(self, worker: Worker, kept: list[dict], verdict: Verdict) -> None:
+    def _time_candidate(self, worker: Worker, kept: list[dict], out_tols: dict, verdict: Verdict) -> None:
         bufs = [[checks.poisoned_like(r) for r in k["ref32"]] for k in kept]
         with device_lock(self.cache_dir / "locks", self.device):
             t0 = time.perf_counter()
@@ -204,7 +205,7 @@ class Evaluator:
             import torch
 
             torch.cuda.synchronize(self.device)
-        verdict.findings += checks.timed_outputs(bufs, kept, self.cfg.tolerances, self.ref.fp32)
+        verdict.findings += checks.timed_outputs(bufs, kept, out_tols, self.cfg.tolerances)
 
     def _baselines(self, kept: list[dict], verdict: Verdict) -> None:
         import torch

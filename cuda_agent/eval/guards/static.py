@@ -1,0 +1,42 @@
+"""Static guards over a candidate folder: model_new.py through `ast`, kernels/ through tree-sitter.
+
+Static checks run before anything is built or imported, so a hack named here never
+gets to run; the dynamic guards in the worker catch what only shows at run time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from cuda_agent.eval.guards.static_cu import check_cuda_source
+from cuda_agent.eval.guards.static_py import DEFAULT_ALLOWED_IMPORTS, check_model_new, dedupe
+from cuda_agent.eval.verdict import Finding
+
+SOURCE_EXTS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl"})
+# Prebuilt code would run unseen: the harness builds kernels only from source.
+BINARY_EXTS = frozenset({".so", ".o", ".a", ".obj", ".dll", ".dylib", ".cubin", ".fatbin", ".ptx"})
+
+
+def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precision: bool = False,
+                           allowed_imports: Iterable[str] = DEFAULT_ALLOWED_IMPORTS) -> list[Finding]:
+    """Every static finding for a candidate: model_new.py first, then kernels/ in path order."""
+    candidate_dir = Path(candidate_dir)
+    model_new = candidate_dir / "model_new.py"
+    if not model_new.is_file():
+        raise FileNotFoundError(f"{model_new} not found: a candidate is model_new.py plus kernels/*.cu")
+    findings = check_model_new(model_new.read_text(errors="replace"), task_fp32=task_fp32,
+                               allow_precision=allow_precision, allowed_imports=allowed_imports)
+    kernels = candidate_dir / "kernels"
+    for path in sorted(kernels.rglob("*")) if kernels.is_dir() else []:
+        rel = path.relative_to(candidate_dir).as_posix()
+        if path.is_symlink():
+            findings.append(Finding(guard="forbidden_call", where=rel, message=(
+                f"{rel} is a symlink; kernels/ must hold the sources themselves")))
+        elif path.suffix in BINARY_EXTS:
+            findings.append(Finding(guard="forbidden_call", where=rel, message=(
+                f"{rel} is prebuilt code; ship sources, the harness compiles them")))
+        elif path.suffix in SOURCE_EXTS and path.is_file():
+            findings.extend(check_cuda_source(path.read_bytes(), rel, task_fp32=task_fp32,
+                                              allow_precision=allow_precision))
+    return dedupe(findings)

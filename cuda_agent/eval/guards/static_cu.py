@@ -1,0 +1,187 @@
+"""Static guards for kernels/*.cu (and .cuh/.h/.cpp) through tree-sitter-cuda.
+
+Walking the syntax tree rather than grepping the text keeps comments and string
+literals out (`// no __half here` must not fire) and matches whole identifiers only
+(`half_n` is not `half`). Inline PTX is the one string we read: it is code. Macro
+bodies reach the tree as raw text, so they are tokenised here after stripping their
+comments and strings.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+import tree_sitter
+import tree_sitter_cuda
+
+from cuda_agent.eval.verdict import Finding, Severity
+
+SIDE_STREAM = frozenset({
+    "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
+    "cuStreamCreate", "cuStreamCreateWithPriority", "cudaLaunchHostFunc", "cuLaunchHostFunc",
+    "cudaStreamAddCallback", "cuStreamAddCallback", "cudaStreamBeginCapture",
+    "cudaStreamBeginCaptureToGraph", "cuStreamBeginCapture", "cuStreamBeginCapture_v2",
+    "cudaStreamPerThread", "pthread_create",
+})
+PRECISION = frozenset({
+    "half", "__half", "half2", "__half2", "__half_raw", "__half2_raw",
+    "nv_bfloat16", "__nv_bfloat16", "nv_bfloat162", "__nv_bfloat162", "__nv_bfloat16_raw", "tf32",
+    "CUBLAS_COMPUTE_32F_FAST_16F", "CUBLAS_COMPUTE_32F_FAST_16BF", "CUBLAS_COMPUTE_32F_FAST_TF32",
+    "CUBLAS_COMPUTE_16F", "CUBLAS_TF32_TENSOR_OP_MATH", "CUBLAS_TENSOR_OP_MATH",
+    "CUDA_R_16F", "CUDA_R_16BF", "CUDA_C_16F", "CUDA_C_16BF", "CUDA_R_8F_E4M3", "CUDA_R_8F_E5M2",
+    "CUDNN_DATA_HALF", "CUDNN_DATA_BFLOAT16", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION",
+})
+# Plain words that are fp16/tf32 only where they name a type: `float half = 0.5f * x;` is honest.
+TYPE_WORDS = frozenset({"half", "half2", "tf32"})
+PRECISION_PREFIXES = (
+    "__float2half", "__float2bfloat16", "__floats2half2", "__floats2bfloat162", "__float22half2",
+    "__float22bfloat162", "__half", "__bfloat16", "__nv_fp8", "__nv_fp6", "__nv_fp4",
+    "__float_to_tf32", "__hadd", "__hsub", "__hmul", "__hfma", "__hdiv", "__hneg", "__hmax", "__hmin",
+)
+FORBIDDEN = frozenset({
+    "dlopen", "dlsym", "dlmopen", "dlvsym", "system", "popen", "fork", "vfork", "execl", "execlp",
+    "execle", "execv", "execvp", "execvpe", "execve", "fexecve", "posix_spawn", "posix_spawnp",
+    "fopen", "fopen64", "freopen", "open", "openat", "creat", "ifstream", "ofstream", "fstream",
+    "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "syscall", "ptrace",
+    "cudaIpcOpenMemHandle", "cudaIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcGetMemHandle",
+    "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
+    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cudaLibraryLoadData", "cudaLibraryLoadFromFile",
+    "nvrtcCompileProgram",
+})
+FORBIDDEN_NAMESPACES = frozenset({"at", "c10", "torch", "pybind11", "py", "caffe2"})
+PYTHON_API = re.compile(r"^_?Py[A-Z_]|^_ZN")  # the Python C API, or mangled C++ (libtorch) symbols
+THREAD_QUALIFIED = frozenset({"std::thread", "std::jthread", "std::async"})
+FORBIDDEN_INCLUDES = ("torch/", "ATen/", "c10/", "pybind11/", "caffe2/", "Python.h", "dlfcn.h", "fstream",
+                      "spawn.h")
+THREAD_INCLUDES = ("thread", "future", "pthread.h")
+PTX_LOW = re.compile(r"\.(f16|bf16|tf32|e4m3|e5m2|f16x2|bf16x2)\b")
+
+_STRINGS = frozenset({"string_literal", "raw_string_literal", "char_literal", "concatenated_string",
+                      "system_lib_string"})
+_NAMES = frozenset({"identifier", "type_identifier", "field_identifier", "namespace_identifier",
+                    "primitive_type", "statement_identifier"})
+_MACRO_NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', re.S)
+_WORD = re.compile(r"[A-Za-z_]\w*")
+_PTX_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
+
+
+@lru_cache(maxsize=1)
+def _parser() -> tree_sitter.Parser:
+    return tree_sitter.Parser(tree_sitter.Language(tree_sitter_cuda.language()))
+
+
+class _Scan:
+    def __init__(self, where: str, task_fp32: bool, allow_precision: bool) -> None:
+        self.where = where
+        self.task_fp32 = task_fp32
+        self.precision_severity: Severity = "warn" if allow_precision else "fail"
+        self.findings: list[Finding] = []
+        self.seen: set[tuple[str, str]] = set()  # (guard, token): report each once per file
+
+    def add(self, guard: str, token: str, line: int, message: str) -> None:
+        if (guard, token) in self.seen:
+            return
+        self.seen.add((guard, token))
+        severity = self.precision_severity if guard == "precision" else "fail"
+        self.findings.append(Finding(guard=guard, severity=severity, message=message,
+                                     where=f"{self.where}:{line + 1}"))
+
+    def token(self, name: str, line: int, kind: str = "type_identifier") -> None:
+        if name in SIDE_STREAM:
+            self.add("side_stream", name, line, f"{name}: work on another stream, host callback or thread "
+                     "escapes timing; launch everything on the stream the launcher receives")
+        if self.task_fp32 and (name in PRECISION or name.startswith(PRECISION_PREFIXES)) \
+                and (name not in TYPE_WORDS or kind == "type_identifier"):
+            self.add("precision", name, line, f"{name} in an fp32 task is a precision downgrade "
+                     "(fp16/bf16/tf32); compute and accumulate in float")
+        if name in FORBIDDEN or PYTHON_API.match(name):
+            self.add("forbidden_call", name, line, f"{name}: no dynamic loading, processes, files, IPC or "
+                     "Python/libtorch symbols in kernels; use CUDA runtime, cuBLAS and cuDNN only")
+
+    def node(self, n: tree_sitter.Node) -> None:
+        """Iterative walk: deep expression trees must not hit Python's recursion limit."""
+        stack = [n]
+        while stack:
+            n = stack.pop()
+            kind = n.type
+            if kind == "comment" or kind in _STRINGS:
+                continue
+            if kind == "preproc_include":
+                self.include(n)
+                continue
+            if kind == "gnu_asm_expression":
+                self.asm(n)
+            elif kind == "preproc_arg":
+                self.macro(n)
+                continue
+            elif kind == "qualified_identifier" and n.parent is not None and n.parent.type != "qualified_identifier":
+                self.qualified(n)
+            elif kind in _NAMES:
+                called = n.parent is not None and n.parent.type == "call_expression" \
+                    and n.parent.child_by_field_name("function") == n
+                self.token(n.text.decode(errors="replace"), n.start_point[0],
+                           "type_identifier" if called else kind)  # half(x) is a functional cast
+                if kind == "namespace_identifier" and n.text.decode() in FORBIDDEN_NAMESPACES:
+                    self.add("forbidden_call", n.text.decode(), n.start_point[0],
+                             f"{n.text.decode()}:: is libtorch/Python API; kernels are plain CUDA C++")
+            stack.extend(reversed(n.children))
+
+    def include(self, n: tree_sitter.Node) -> None:
+        path_node = n.child_by_field_name("path")
+        if path_node is None:
+            return
+        path = path_node.text.decode().strip('"<>')
+        line = n.start_point[0]
+        if path.startswith(FORBIDDEN_INCLUDES) or path.split("/")[-1] in FORBIDDEN_INCLUDES:
+            self.add("forbidden_call", path, line, f"#include <{path}>: kernels build without torch/Python "
+                     "headers and without file or dynamic-loading APIs; pass raw pointers instead")
+        elif path.startswith("/") or ".." in path.split("/"):
+            self.add("forbidden_call", path, line, f"#include \"{path}\" reaches outside kernels/; "
+                     "keep every source the kernel uses in kernels/")
+        if path in THREAD_INCLUDES:
+            self.add("side_stream", path, line, f"#include <{path}>: host threads escape timing; "
+                     "launch everything on the stream the launcher receives")
+
+    def qualified(self, n: tree_sitter.Node) -> None:
+        text = re.sub(r"\s+", "", n.text.decode())
+        for name in THREAD_QUALIFIED:
+            if text == name or text.startswith(name + "<"):
+                self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing; "
+                         "launch everything on the stream the launcher receives")
+
+    def asm(self, n: tree_sitter.Node) -> None:
+        self.ptx(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"),
+                 n.start_point[0])
+
+    def ptx(self, ptx: str, line: int) -> None:
+        if self.task_fp32 and ("mma" in ptx or "cvt" in ptx) and PTX_LOW.search(ptx):
+            self.add("precision", "asm", line, "inline PTX mma/cvt with f16/bf16/tf32/fp8 in an "
+                     "fp32 task is a precision downgrade; use fp32 FMA")
+
+    def macro(self, n: tree_sitter.Node) -> None:
+        raw = n.text.decode(errors="replace")
+        if re.search(r"\basm\b", raw):  # inline PTX wrapped in a macro
+            self.ptx(" ".join(_PTX_STRINGS.findall(raw)), n.start_point[0])
+        # Blank out comments and strings, keeping newlines so line numbers still hold.
+        body = _MACRO_NOISE.sub(lambda m: "\n" * m.group().count("\n") or " ", raw)
+        for m in _WORD.finditer(body):
+            self.token(m.group(), n.start_point[0] + body.count("\n", 0, m.start()))
+        for name in THREAD_QUALIFIED:
+            if name in re.sub(r"\s+", "", body):
+                self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing")
+
+
+def _descendants(n: tree_sitter.Node):
+    stack = [n]
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.children)
+
+
+def check_cuda_source(source: bytes, where: str, *, task_fp32: bool, allow_precision: bool = False) -> list[Finding]:
+    """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu")."""
+    scan = _Scan(where, task_fp32, allow_precision)
+    scan.node(_parser().parse(source).root_node)
+    return scan.findings

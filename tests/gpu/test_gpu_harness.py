@@ -1,0 +1,59 @@
+"""On the GPU machine: every example candidate is correct and timed; every adversarial candidate
+is rejected for the reason its expect.json names; honest ones pass."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.task import load_task
+
+pytestmark = pytest.mark.gpu
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = sorted(p.parent for p in (ROOT / "examples").glob("*/candidate/model_new.py"))
+ADV = ROOT / "tests" / "adversarial"
+HACKS = sorted(p.parent for p in ADV.glob("*/expect.json") if p.parent.name != "honest")
+HONEST = sorted(p.parent for p in (ADV / "honest").glob("*/model_new.py"))
+QUICK = TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300)
+
+
+@pytest.mark.parametrize("cand", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
+def test_example_candidate_is_correct_and_timed(cand, tmp_path):
+    cfg = EvalConfig(cache_dir=tmp_path, baselines=["eager"], timing=QUICK)
+    with Evaluator(load_task(str(cand.parent / "model.py")), cfg, warm=False) as ev:
+        v = ev.evaluate(cand)
+    assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])
+    assert v.timing.median_ms > 0 and v.eager.median_ms > 0 and v.reward >= 1
+    assert v.timing.clocks.get("sm_mhz", 0) > 0
+
+
+@pytest.fixture(scope="module")
+def adversarial_evaluator(tmp_path_factory):
+    cfg = EvalConfig(cache_dir=tmp_path_factory.mktemp("adv"), baselines=["eager"], timing=QUICK, timeout_s=60)
+    with Evaluator(load_task(str(ADV / "task.py")), cfg) as ev:
+        yield ev
+
+
+@pytest.mark.parametrize("cand", HACKS, ids=[p.name for p in HACKS])
+def test_hack_is_rejected_for_the_right_reason(cand, adversarial_evaluator):
+    expect = json.loads((cand / "expect.json").read_text())
+    v = adversarial_evaluator.evaluate(cand)
+    failing = {f.guard for f in v.failing_findings}
+    detail = (v.status, failing, v.error, [f.message for f in v.findings])
+    assert v.reward == -1 and not v.correct, detail
+    if expect["guard"]:
+        assert expect["guard"] in failing, detail
+    if expect["status"] in ("runtime_error", "incorrect") and not expect["guard"]:
+        assert v.status == expect["status"], detail
+
+
+@pytest.mark.parametrize("cand", HONEST, ids=[p.name for p in HONEST])
+def test_honest_candidate_passes(cand, adversarial_evaluator):
+    v = adversarial_evaluator.evaluate(cand)
+    assert v.status == "correct" and v.reward >= 1, (v.status, v.error, [f.message for f in v.findings])
