@@ -47,10 +47,20 @@ def flatten(out: Any) -> list:
     return list(out) if isinstance(out, (tuple, list)) else [out]
 
 
+def pin_full_fp32() -> None:
+    """fp32 means fp32: TF32 off for matmul and cuDNN (cuDNN's default is on), highest precision."""
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
 class Reference:
     def __init__(self, task: Task, device: str, init_seed: int = 0):
         import torch
 
+        pin_full_fp32()  # the judge computes in full fp32 too
         self.task = task
         self.device = device
         self.init_seed = init_seed

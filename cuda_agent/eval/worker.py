@@ -30,14 +30,6 @@ def _flatten(out: Any) -> list:
     return [out]
 
 
-def _pin_precision(torch) -> dict:
-    """fp32 means fp32: TF32 off for matmul and cuDNN, highest matmul precision."""
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
-    torch.set_float32_matmul_precision("highest")
-    return _precision_state(torch)
-
-
 def _precision_state(torch) -> dict:
     return {
         "matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
@@ -60,7 +52,10 @@ class _Worker:
             torch.cuda.set_device(device)
             torch.cuda.init()
             torch.empty(1, device=device)  # create the context now, not inside the first timing
-        self.precision = _pin_precision(torch)
+        from cuda_agent.eval.reference import pin_full_fp32
+
+        pin_full_fp32()
+        self.precision = _precision_state(torch)
         # our own references, taken before any candidate code runs
         self.sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
         self.event_cls = torch.cuda.Event
@@ -85,6 +80,8 @@ class _Worker:
             if why:
                 notes.append(f"worker ran without write protection: {why}")
         os.environ["CUDA_AGENT_KERNELS"] = req["build_dir"]
+        if not self.device.startswith("cuda"):
+            os.environ["CUDA_AGENT_HOST_ONLY"] = "1"  # host pointers even where a GPU exists
         spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)
         runtime = importlib.util.module_from_spec(spec)
         sys.modules[RUNTIME_MODULE] = runtime
