@@ -16,7 +16,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu 
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
 case "${1:-tests}" in
   tests)
-    python3 -m pytest -q -p no:cacheprovider -m gpu tests --durations=8 -rf 2>&1 | tee "$OUT/gpu-tests.log" ;;
+    CUDA_AGENT_RESULTS_DIR=$OUT python3 -m pytest -q -p no:cacheprovider -m gpu tests --durations=8 -rf 2>&1 | tee "$OUT/gpu-tests.log" ;;
   bench)
     python3 benchmarks/build_latency.py --reps 5 --inline-reps 2 2>&1 | tee "$OUT/build_latency.log"
     python3 benchmarks/binding_overhead.py 2>&1 | tee "$OUT/binding_overhead.log"

@@ -1,6 +1,6 @@
 """Time one callable the way a kernel engineer would trust (runs inside a worker process).
 
-Per rep: flush L2 (write a buffer twice its size), whole-device synchronize, CUDA events around
+Per rep: whole-device synchronize, flush L2 (write a buffer twice its size), CUDA events around
 the call on the current stream, synchronize again. Input sets rotate between reps so nothing
 keyed on a pointer or the last call looks fast. Event time is the figure; the host time of the
 synchronized rep is kept beside it, so work on side streams or threads (which events on the
@@ -17,7 +17,7 @@ from pydantic import BaseModel
 
 
 class TimingConfig(BaseModel):
-    warmup_ms: float = 25.0  # at least this long (and 3 calls) before measuring
+    warmup_ms: float = 100.0  # at least this long (and 3 calls): clocks ramp up from idle
     min_reps: int = 20
     max_reps: int = 300
     budget_ms: float = 1500.0  # aim the timed loop at about this much device time
@@ -75,9 +75,12 @@ def time_callable(
 
     def one_rep(i: int) -> tuple[float, float]:
         k = i % len(input_sets)
+        synchronize()
+        # the flush is queued before the start event and the device is still busy with it while
+        # the forward's launches are queued: the events then time the device work, not the GPU
+        # idling while Python launches (as triton's do_bench does)
         if flush_buf is not None:
             flush_buf.zero_()
-        synchronize()
         h0 = perf_counter()
         if on_cuda:
             start, end = event_cls(enable_timing=True), event_cls(enable_timing=True)

@@ -4,6 +4,7 @@ is rejected for the reason its expect.json names; honest ones pass."""
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -25,11 +26,14 @@ QUICK = TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300)
 
 @pytest.mark.parametrize("cand", EXAMPLES, ids=[p.parent.name for p in EXAMPLES])
 def test_example_candidate_is_correct_and_timed(cand, tmp_path):
-    cfg = EvalConfig(cache_dir=tmp_path, baselines=["eager"], timing=QUICK)
+    cfg = EvalConfig(cache_dir=tmp_path)  # the defaults `cuda-agent eval` uses: eager and torch.compile
     with Evaluator(load_task(str(cand.parent / "model.py")), cfg, warm=False) as ev:
         v = ev.evaluate(cand)
+    out = os.environ.get("CUDA_AGENT_RESULTS_DIR")
+    if out:  # benchmarks/gpu_suite.sh keeps each verdict for the results table
+        Path(out, f"eval-{cand.parent.name}.json").write_text(v.model_dump_json(indent=1))
     assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])
-    assert v.timing.median_ms > 0 and v.eager.median_ms > 0 and v.reward >= 1
+    assert v.timing.median_ms > 0 and v.eager.median_ms > 0 and v.compiled.median_ms > 0 and v.reward >= 1
     assert v.timing.clocks.get("sm_mhz", 0) > 0
 
 

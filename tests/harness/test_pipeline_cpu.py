@@ -73,7 +73,9 @@ def test_bad_candidates_are_rejected_for_the_right_reason(evaluator, name, statu
 def test_partial_write_names_the_poisoned_elements(evaluator):
     v = evaluator.evaluate(HERE / "partial")
     bad = [o for s in v.sets for o in s.outputs if not o.ok]
-    assert bad and bad[0].mismatched >= (1 << 14)  # the unwritten half, left as NaN poison or garbage
+    # the unwritten half, NaN poison on a GPU; on CPU malloc'd garbage, of which a few elements may
+    # happen to fall within tolerance
+    assert bad and bad[0].mismatched >= (1 << 14) - 64
 
 
 def test_hang_is_killed_at_the_time_limit(tmp_path):

@@ -1,0 +1,189 @@
+"""kernels/*.cu -> one shared library per version, through a content-hash cache (DESIGN decision 1).
+
+Each .cu is compiled on its own by plain nvcc (no torch headers: about a second, not a minute)
+into the object cache (objects.py). An unchanged rebuild runs no nvcc at all; an edit recompiles
+the edited file only. The objects link into `libkernels-<hash>.so`, named by the object keys,
+next to the `launchers.json` that runtime.py binds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cuda_agent.kernels.errors import format_diagnostics, parse_diagnostics
+from cuda_agent.kernels.launchers import SPEC_NAME, LauncherSpec, parse_sources, write_spec
+from cuda_agent.kernels.objects import COMPILE_TIMEOUT_S, CompileJob, compile_job, load_cached, make_job
+from cuda_agent.kernels.ptxas import PtxasInfo, parse_ptxas_report
+from cuda_agent.kernels.toolkit import ToolkitError, detect_arch, find_nvcc, gencode_flags, nvcc_version
+
+SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
+_LINK_FLAG = re.compile(r"^-(L.+|l(?!ineinfo$)[\w+.-]+)$")  # -lfoo / -L/dir go to the link, not nvcc -c
+
+
+class BuildResult(BaseModel):
+    ok: bool
+    lib_path: Path | None = None
+    spec_path: Path | None = None
+    out_dir: Path | None = None
+    seconds: float = 0.0
+    cached: bool = False  # nothing was recompiled
+    compiled: list[str] = []  # sources recompiled this time, relative to the candidate dir
+    errors: str = ""
+    warnings: str = ""
+    ptxas: dict[str, PtxasInfo] = {}  # kernel -> resources; filled when ptxas_verbose
+    commands: list[str] = []  # every nvcc command of this library, cached or not
+    launchers: list[str] = []
+    kernels: list[str] = []
+
+
+def build_kernels(
+    kernel_dir: Path,
+    cache_dir: Path,
+    *,
+    arch: str | None = None,
+    extra_flags: Sequence[str] = (),
+    lineinfo: bool = False,
+    ptxas_verbose: bool = False,
+    out_dir: Path | None = None,
+) -> BuildResult:
+    """Compile kernel_dir/*.cu into one library; a bad candidate or toolkit gives ok=False, not a raise.
+
+    Messages cite files relative to the candidate dir (kernel_dir's parent): `kernels/relu.cu:12`.
+    """
+    start = time.perf_counter()
+    kernel_dir, cache_dir = Path(kernel_dir).resolve(), Path(cache_dir).resolve()
+    root = kernel_dir.parent
+
+    def failed(errors: str, **extra) -> BuildResult:
+        return BuildResult(ok=False, errors=errors, seconds=time.perf_counter() - start, **extra)
+
+    sources = sorted(kernel_dir.glob("*.cu")) if kernel_dir.is_dir() else []
+    if not sources:
+        return failed(f'no .cu files in {kernel_dir}: write kernels/<name>.cu with extern "C" launchers')
+    try:
+        nvcc = find_nvcc()
+        identity = {"nvcc": nvcc_version(nvcc), "arch": arch or detect_arch()}
+        base = ["-O3", "-std=c++17", *gencode_flags(identity["arch"]), "-Xcompiler", "-fPIC", "-I."]
+    except ToolkitError as exc:
+        return failed(str(exc))
+    flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]
+    link_flags = [f for f in extra_flags if _LINK_FLAG.match(f)]
+    jobs = [
+        make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity,
+                 lineinfo=lineinfo, ptxas=ptxas_verbose)
+        for src in sources
+    ]  # fmt: skip
+    # The support source has no kernels: the candidate's flags are not its business.
+    shown = "cuda_agent/kernels/support.cu"
+    jobs.append(make_job(SUPPORT_SOURCE, SUPPORT_SOURCE.parent, shown, nvcc, base, identity,
+                         lineinfo=False, ptxas=False))  # fmt: skip
+    found = parse_sources(sources, root)
+    misses = [j for j in jobs if not load_cached(j, cache_dir)]
+    if misses:
+        with ThreadPoolExecutor(max_workers=min(len(misses), os.cpu_count() or 1)) as pool:
+            list(pool.map(lambda j: compile_job(j, cache_dir), misses))
+
+    errors, warnings = _diagnostics(jobs, root)
+    errors = "\n".join(filter(None, [errors, *found.problems]))
+    warnings = "\n".join(filter(None, [warnings, *found.warnings]))
+    ptxas: dict[str, PtxasInfo] = {}
+    for j in jobs:
+        if j.ptxas:
+            ptxas.update(parse_ptxas_report(j.output, j.shown))
+    common = dict(
+        compiled=[j.shown for j in misses],
+        cached=not misses,
+        warnings=warnings,
+        ptxas=ptxas,
+        commands=[j.command(cache_dir) for j in jobs],
+        launchers=[launcher.name for launcher in found.launchers],
+        kernels=found.kernels,
+    )
+    if errors:
+        return failed(errors, **common)
+
+    libs = sorted(set().union(*(j.libs for j in jobs)))
+    lib, command, link_errors = _link(jobs, cache_dir, nvcc, identity["nvcc"], libs + link_flags, root)
+    common["commands"].append(command)
+    if link_errors:
+        return failed(link_errors, **common)
+    out = Path(out_dir).resolve() if out_dir is not None else lib.parent
+    out.mkdir(parents=True, exist_ok=True)
+    lib_path = _place(lib, out)
+    spec_path = out / SPEC_NAME
+    write_spec(LauncherSpec(library=lib_path.name, launchers=found.launchers, kernels=found.kernels), spec_path)
+    return BuildResult(
+        ok=True, lib_path=lib_path, spec_path=spec_path, out_dir=out,
+        seconds=time.perf_counter() - start, **common,
+    )  # fmt: skip
+
+
+def _diagnostics(jobs: list[CompileJob], root: Path) -> tuple[str, str]:
+    """(errors, warnings) of all compiles together, so a header's error is folded across includers."""
+    diags, unparsed = [], []
+    for j in jobs:
+        found = parse_diagnostics(j.output, j.cwd, j.shown)
+        if not j.ok and not any(d.severity == "error" for d in found):
+            raw = j.output.strip()[-2000:] or "no output"
+            unparsed.append(f"{j.shown}: nvcc failed, and its output was not understood:\n{raw}")
+        diags += found
+    errors, warnings = format_diagnostics(diags, root)
+    return "\n".join(filter(None, [errors, *unparsed])), warnings
+
+
+def _link(
+    jobs: list[CompileJob], cache: Path, nvcc: Path, version: str, link_flags: list[str], root: Path
+) -> tuple[Path, str, str]:
+    """(library, command, errors): one library per set of objects, cached like them."""
+    key = hashlib.sha256(json.dumps([version, [j.key for j in jobs], link_flags]).encode()).hexdigest()[:16]
+    lib = cache / "lib" / key / f"libkernels-{key}.so"
+    objs = [str(j.obj(cache)) for j in jobs]
+    # --no-undefined: a missing symbol fails here, not at dlopen in the model's process.
+    argv = [str(nvcc), "-shared", "-o", str(lib), *objs, *link_flags, "-Xlinker", "--no-undefined"]
+    command = shlex.join(argv)
+    if lib.is_file():
+        return lib, command, ""
+    lib.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
+    os.close(fd)
+    argv[3] = tmp
+    try:
+        proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
+        output, ok = proc.stdout + proc.stderr, proc.returncode == 0
+    except subprocess.TimeoutExpired:
+        output, ok = f"nvcc error : linking took over {COMPILE_TIMEOUT_S} s", False
+    if not ok:
+        Path(tmp).unlink(missing_ok=True)
+        errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
+        return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"
+    os.chmod(tmp, 0o755)
+    os.replace(tmp, lib)
+    return lib, command, ""
+
+
+def _place(lib: Path, out: Path) -> Path:
+    """The library inside out: a hard link to the cached one where possible, else a copy."""
+    target = out / lib.name
+    if target == lib or target.is_file():
+        return target
+    tmp = out / f".tmp-{uuid.uuid4().hex}-{lib.name}"
+    try:
+        os.link(lib, tmp)
+    except OSError:
+        shutil.copy2(lib, tmp)
+    os.replace(tmp, target)
+    return target

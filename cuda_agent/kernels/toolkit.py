@@ -1,0 +1,113 @@
+"""The CUDA toolkit as the build sees it: where nvcc is, which version, which GPU arch.
+
+No torch here: importing it costs seconds and the build must not.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+
+class ToolkitError(RuntimeError):
+    """The CUDA toolkit cannot be used (nvcc missing or broken)."""
+
+
+FALLBACK_NVCC = Path("/usr/local/cuda/bin/nvcc")
+
+
+def find_nvcc() -> Path:
+    """nvcc from CUDA_HOME/bin, then PATH, then /usr/local/cuda/bin."""
+    candidates = []
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(var):
+            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
+    on_path = shutil.which("nvcc")
+    if on_path:
+        candidates.append(Path(on_path))
+    candidates.append(FALLBACK_NVCC)
+    for path in candidates:
+        if path.is_file() and os.access(path, os.X_OK):
+            return path
+    raise ToolkitError(
+        "nvcc not found: install the CUDA toolkit, or set CUDA_HOME (or PATH) to include its bin/"
+    )
+
+
+def nvcc_version(nvcc: Path) -> str:
+    """nvcc's full version text; asked once per process per (path, mtime)."""
+    stat = nvcc.stat()
+    return _nvcc_version(str(nvcc), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _nvcc_version(nvcc: str, mtime_ns: int, size: int) -> str:
+    try:
+        proc = subprocess.run([nvcc, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolkitError(f"{nvcc} --version failed ({exc}); check the CUDA toolkit install") from exc
+    if proc.returncode != 0:
+        raise ToolkitError(f"{nvcc} --version exited {proc.returncode}; check the CUDA toolkit install")
+    return proc.stdout.strip()
+
+
+# Arch-specific ("a") targets unlock wgmma/TMA on Hopper and tcgen05 on Blackwell.
+_ARCH_BY_MAJOR_MINOR = {(10, 0): "sm_100a", (12, 0): "sm_120a"}
+DEFAULT_ARCH = "sm_90a"
+
+
+def arch_for_capability(major: int, minor: int) -> str:
+    if major == 9:
+        return "sm_90a"
+    return _ARCH_BY_MAJOR_MINOR.get((major, minor), f"sm_{major}{minor}")
+
+
+@functools.lru_cache(maxsize=1)
+def detect_arch() -> str:
+    """The arch of GPU 0 via NVML; sm_90a when there is no GPU or driver."""
+    try:
+        import pynvml
+
+        pynvml.nvmlInit()
+        try:
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            major, minor = pynvml.nvmlDeviceGetCudaComputeCapability(handle)
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # no library, no driver, no device: all mean "build for the default"
+        return DEFAULT_ARCH
+    return arch_for_capability(int(major), int(minor))
+
+
+def gencode_flags(arch: str) -> list[str]:
+    """sm_90a -> ['-gencode', 'arch=compute_90a,code=sm_90a']; compute_XY embeds PTX only."""
+    if arch.startswith("sm_"):
+        number = arch[3:]
+        return ["-gencode", f"arch=compute_{number},code={arch}"]
+    if arch.startswith("compute_"):
+        return ["-gencode", f"arch={arch},code={arch}"]
+    raise ToolkitError(f"arch {arch!r} is not understood: use the form sm_90a or sm_80")
+
+
+def demangle(names: list[str], *, params: bool = True) -> dict[str, str]:
+    """Itanium C++ names -> readable ones (c++filt); a name that cannot be demangled maps to itself.
+
+    params=False drops the parameter list: `_Z3redILi128EEvPKfPfi` -> `red<128>`.
+    """
+    mangled = sorted({n for n in names if n.startswith("_Z")})
+    result = {n: n for n in names}
+    tool = shutil.which("c++filt")
+    if not mangled or tool is None:
+        return result
+    try:
+        cmd = [tool] if params else [tool, "-p"]
+        proc = subprocess.run(cmd, input="\n".join(mangled), capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return result
+    readable = proc.stdout.splitlines()
+    if proc.returncode == 0 and len(readable) == len(mangled):
+        result.update(zip(mangled, readable))
+    return result
