@@ -58,9 +58,10 @@ def eval_command(
     with console.status("evaluating..."):
         with Evaluator(t, cfg, warm=False) as ev:
             verdict = ev.evaluate(candidate)
+            task_info = ev.ref.describe()
     if json_out:
-        print(json.dumps({"task": task, "candidate": str(candidate), "device": dev, "verdict": verdict.model_dump()},
-                         indent=1))
+        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": dev,
+                          "verdict": verdict.model_dump()}, indent=1))
     else:
         render_verdict(verdict, console, title=f"{t.name} <- {candidate}")
     raise typer.Exit(EXIT_CODES[verdict.status])

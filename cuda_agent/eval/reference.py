@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.task import Task, TaskError, load_task
+from cuda_agent.task import Task, TaskError, describe_value, load_task
 
 
 def snapshot_task(task: Task, dest: Path | None = None) -> Task:
@@ -79,6 +79,13 @@ class Reference:
         self.fp32 = bool(floats) and all(d == torch.float32 for d in floats)
         self.dtypes = sorted({str(d).removeprefix("torch.") for d in floats})
         self.input_bytes = tensors_bytes(sample)
+        self.inputs_desc = [describe_value(x) for x in sample]
+
+    def describe(self) -> dict:
+        """What the task is, for records: its hash, dtypes, input shapes and init arguments."""
+        return {"path": str(self.task.path), "class": self.task.class_name, "hash": self.task.source_hash,
+                "dtypes": self.dtypes, "inputs": self.inputs_desc,
+                "init_inputs": [describe_value(x) for x in self.init_inputs]}
 
     def outputs(self, inputs: list) -> tuple[list, list | None]:
         """fp32 (the task's own dtype) and float64 reference outputs for one input set."""

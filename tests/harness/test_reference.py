@@ -51,3 +51,11 @@ def test_float64_reference_and_task_dtype(tmp_path):
     assert ref.fp32 and ref.dtypes == ["float32"]
     r32, r64 = ref.outputs([torch.randn(256)])
     assert r32[0].dtype == torch.float32 and r64[0].dtype == torch.float64
+
+
+def test_describe_records_hash_dtypes_and_shapes(tmp_path):
+    p = tmp_path / "model.py"
+    p.write_text(DROPOUT.replace("self.drop(x)", "x * 2"))
+    d = Reference(load_task(str(p)), "cpu").describe()
+    assert d["hash"] == load_task(str(p)).source_hash and d["dtypes"] == ["float32"]
+    assert d["inputs"] == [{"shape": [256], "dtype": "float32"}] and d["init_inputs"] == []
