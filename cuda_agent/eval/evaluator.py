@@ -9,6 +9,7 @@ baselines (cached) -> milestone reward. See docs/harness.md.
 from __future__ import annotations
 
 import secrets
+import shutil
 import time
 from pathlib import Path
 from typing import Any
@@ -78,6 +79,7 @@ class Evaluator:
         if self._spare is not None:
             self._spare.close()
             self._spare = None
+        shutil.rmtree(self.task.path.parent, ignore_errors=True)  # the private snapshot of the task
 
     def __enter__(self) -> Evaluator:
         return self

@@ -38,6 +38,19 @@ def _precision_state(torch) -> dict:
     }
 
 
+def _watched(torch) -> dict:
+    """What a candidate might patch to look fast: timers, synchronize, the output copy."""
+    return {
+        "torch.cuda.synchronize": torch.cuda.synchronize,
+        "torch.cuda.Event": torch.cuda.Event,
+        "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
+        "torch.cuda.Event.record": torch.cuda.Event.record,
+        "time.perf_counter": time.perf_counter,
+        "time.time": time.time,
+        "torch.Tensor.copy_": torch.Tensor.copy_,
+    }
+
+
 class _Worker:
     def __init__(self, device: str, scratch: Path):
         import torch
@@ -61,15 +74,7 @@ class _Worker:
         self.sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
         self.event_cls = torch.cuda.Event
         self.perf_counter = time.perf_counter
-        self.originals = {
-            "torch.cuda.synchronize": torch.cuda.synchronize,
-            "torch.cuda.Event": torch.cuda.Event,
-            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-            "torch.cuda.Event.record": torch.cuda.Event.record,
-            "time.perf_counter": time.perf_counter,
-            "time.time": time.time,
-            "torch.Tensor.copy_": torch.Tensor.copy_,
-        }
+        self.originals = _watched(torch)
 
     def _warm_profiler(self) -> None:
         """CUPTI's first start costs about a second: pay it while the worker waits, not in a verdict."""
@@ -244,15 +249,7 @@ class _Worker:
     def _tamper_findings(self, when: str) -> list[dict]:
         torch = self.torch
         found = []
-        current = {
-            "torch.cuda.synchronize": torch.cuda.synchronize,
-            "torch.cuda.Event": torch.cuda.Event,
-            "torch.cuda.Event.elapsed_time": torch.cuda.Event.elapsed_time,
-            "torch.cuda.Event.record": torch.cuda.Event.record,
-            "time.perf_counter": time.perf_counter,
-            "time.time": time.time,
-            "torch.Tensor.copy_": torch.Tensor.copy_,
-        }
+        current = _watched(torch)
         for name, orig in self.originals.items():
             if current[name] is not orig:
                 found.append({"guard": "timer_patch", "message": f"{name} was replaced while {when}: "
