@@ -47,7 +47,9 @@ class Evaluator:
         self._overhead_ms = 0.5
 
     # -- public --------------------------------------------------------------------------
-    def evaluate(self, candidate_dir: Path) -> Verdict:
+    def evaluate(self, candidate_dir: Path, *, timing: bool = True) -> Verdict:
+        """The full verdict; `timing=False` stops after correctness (a quicker check, reward
+        then counts the candidate as not faster)."""
         t_start = time.perf_counter()
         candidate_dir = Path(candidate_dir).resolve()
         seconds: dict[str, float] = {}
@@ -66,7 +68,7 @@ class Evaluator:
         worker = self._take_worker()
         verdict = Verdict(status="correct", findings=findings, notes=list(self.ref.notes))
         try:
-            self._run(worker, candidate_dir, build, verdict, seconds)
+            self._run(worker, candidate_dir, build, verdict, seconds, timing)
         except WorkerError as e:
             verdict.status = "timeout" if e.kind == "timeout" else "runtime_error"
             verdict.error = str(e)
@@ -95,7 +97,8 @@ class Evaluator:
             self._spare = Worker(self.device)
         return w or Worker(self.device)
 
-    def _run(self, worker: Worker, candidate_dir: Path, build: Any, verdict: Verdict, seconds: dict) -> None:
+    def _run(self, worker: Worker, candidate_dir: Path, build: Any, verdict: Verdict, seconds: dict,
+             timing: bool) -> None:
         t = time.perf_counter()
         worker.wait_ready()
         seconds["worker_start_wait"] = time.perf_counter() - t
@@ -123,7 +126,7 @@ class Evaluator:
         t = time.perf_counter()
         kept, out_tols = self._correctness(worker, build, verdict)
         seconds["correctness"] = time.perf_counter() - t
-        if verdict.status != "correct" or verdict.failing_findings:
+        if verdict.status != "correct" or verdict.failing_findings or not timing:
             return
         t = time.perf_counter()
         self._time_candidate(worker, kept, out_tols, verdict)

@@ -67,3 +67,34 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
         console.print(f"[red]error[/]: {v.error}", highlight=False)
     for n in v.notes:
         console.print(f"[dim]note: {n}[/]", highlight=False)
+
+
+def verdict_text(v: Verdict) -> str:
+    """The verdict as plain text for a model: status first, then what failed and what to do."""
+    lines = [f"status: {v.status} (reward {v.reward})"]
+    if v.sets:
+        lines.append(f"input sets: {sum(s.ok for s in v.sets)}/{len(v.sets)} correct")
+        errs = [o for s in v.sets for o in s.outputs if o.norm_rel_err is not None]
+        if errs:
+            worst = max(errs, key=lambda o: o.norm_rel_err or 0.0)
+            lines.append(f"worst error vs float64 truth: max abs {worst.max_abs_err:.3e}, normwise rel "
+                         f"{worst.norm_rel_err:.2e} (fp32 reference's own: {worst.ref_norm_rel_err or 0:.2e})")
+    for s in v.sets:
+        if s.error:
+            lines.append(f"set seed={s.seed}: {s.error.splitlines()[0]}")
+        for o in s.outputs:
+            if not o.ok:
+                lines.append(f"set seed={s.seed} output {o.index}: {o.reason}")
+    if v.timing:
+        lines.append(f"time: {_ms(v.timing)}")
+    if v.eager or v.compiled:
+        lines.append(f"eager: {_ms(v.eager)}; torch.compile: {_ms(v.compiled)}")
+    if v.speedup_vs_eager is not None or v.speedup_vs_compile is not None:
+        lines.append(f"speedup: {_x(v.speedup_vs_eager)} vs eager, {_x(v.speedup_vs_compile)} vs torch.compile")
+    for f in v.findings:
+        where = f" ({f.where})" if f.where else ""
+        lines.append(f"{f.severity} {f.guard}{where}: {f.message}")
+    if v.error:
+        lines.append(f"error:\n{v.error}")
+    lines += [f"note: {n}" for n in v.notes]
+    return "\n".join(lines)

@@ -86,3 +86,21 @@ def restrict_writes(writable: list[Path]) -> str | None:
     finally:
         os.close(fd)
     return None
+
+
+# Variables code we don't trust (candidate workers, the model's shell) must never read: names
+# with these words are credentials by convention; these providers' variables all go (base URLs
+# and org ids say who pays).
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
+_SECRET_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "OPENAI", "ANTHROPIC", "GEMINI", "OPENROUTER", "HF_",
+                    "HUGGING", "LITELLM", "DEEPSEEK", "MISTRAL", "GROQ", "TOGETHER", "COHERE")
+
+
+def is_secret(name: str) -> bool:
+    upper = name.upper()  # case-insensitive: `openai_api_key` is as secret as `OPENAI_API_KEY`
+    return any(w in upper for w in _SECRET_WORDS) or upper.startswith(_SECRET_PREFIXES)
+
+
+def scrubbed_env(env: dict[str, str]) -> dict[str, str]:
+    """A copy of `env` without the variables that could carry credentials."""
+    return {k: v for k, v in env.items() if not is_secret(k)}

@@ -268,6 +268,11 @@ def main(device: str, scratch: str, requests, reply, log_path: str) -> None:
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    from cuda_agent.eval.sandbox import scrubbed_env
+
+    clean = scrubbed_env(dict(os.environ))  # no API keys or cloud credentials for candidate code
+    os.environ.clear()
+    os.environ.update(clean)
     os.environ["TMPDIR"] = scratch
     os.environ.setdefault("CUDA_CACHE_PATH", os.path.join(scratch, "nv-cache"))
 

@@ -116,3 +116,18 @@ def test_compile_error_is_trimmed_and_located(evaluator, tmp_path):
     v = evaluator.evaluate(cand)
     assert v.status == "compile_error" and v.reward == -1
     assert "scale_add.cu:" in v.error and '"j"' in v.error and len(v.error) < 4000
+
+
+def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
+    from cuda_agent.eval.sandbox import scrubbed_env
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-candidates")
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
+        v = ev.evaluate(HERE / "keyleak")  # raises in its import if any *KEY* variable is visible
+    assert "leaked" not in (v.error or ""), v.error
+    assert v.sets and v.sets[0].ok
+
+    env = {"OPENAI_API_KEY": "sk-x", "ANTHROPIC_API_KEY": "a", "AWS_SECRET_ACCESS_KEY": "b", "HF_TOKEN": "c",
+           "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root", "MY_DB_PASSWORD": "d"}
+    assert scrubbed_env(env) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root"}

@@ -1,0 +1,93 @@
+"""What every tool is: a name, a description, pydantic arguments (their JSON schema is what the
+model sees) and `run`, which returns the observation text for the model and structured data for
+the records. Tools never raise for the model's mistakes: a bad path or a failed build is an
+observation the model can act on (`ToolError` is how a tool says so)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ValidationError
+
+MAX_OBSERVATION = 8000  # characters a single observation may take in the model's context
+
+
+class ToolError(Exception):
+    """A mistake the model can fix (bad path, no match...): its message becomes the observation."""
+
+
+class ToolResult(BaseModel):
+    observation: str  # what the model reads, bounded
+    status: Literal["ok", "error"] = "ok"
+    data: dict[str, Any] = {}  # structured result for trajectories (verdicts, paths, counts)
+    seconds: float = 0.0
+
+
+@dataclass
+class ToolContext:
+    """What a tool acts on. `workspace` is a cuda_agent.workspace.Workspace; `evaluator` is made on
+    first use by `evaluator_factory` (it starts worker processes, so only tools that need it pay)."""
+
+    workspace: Any
+    evaluator_factory: Any = None
+    settings: dict[str, Any] = field(default_factory=dict)
+    _evaluator: Any = None
+
+    @property
+    def evaluator(self) -> Any:
+        if self._evaluator is None:
+            if self.evaluator_factory is None:
+                raise ToolError("no evaluator is configured for this workspace")
+            self._evaluator = self.evaluator_factory()
+        return self._evaluator
+
+    def close(self) -> None:
+        if self._evaluator is not None:
+            self._evaluator.close()
+            self._evaluator = None
+
+
+class Tool:
+    """Subclasses set `name`, `description`, `Args` and implement `execute`."""
+
+    name: ClassVar[str]
+    description: ClassVar[str]
+    Args: ClassVar[type[BaseModel]]
+
+    def execute(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
+        raise NotImplementedError
+
+    @classmethod
+    def schema(cls) -> dict:
+        """The tool as an OpenAI-style function definition (what litellm passes to any provider)."""
+        params = cls.Args.model_json_schema()
+        params.pop("title", None)
+        return {"type": "function", "function": {"name": cls.name, "description": cls.description,
+                                                 "parameters": params}}
+
+    def run(self, raw_args: dict | None, ctx: ToolContext) -> ToolResult:
+        """Validate the model's arguments, execute, bound the observation. Never raises for the
+        model's mistakes."""
+        t0 = time.perf_counter()
+        try:
+            args = self.Args.model_validate(raw_args or {})
+            result = self.execute(args, ctx)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
+            result = ToolResult(observation=f"{self.name}: bad arguments: {problems}", status="error")
+        except ToolError as e:
+            result = ToolResult(observation=f"{self.name}: {e}", status="error")
+        result.observation = bound(result.observation)
+        result.seconds = time.perf_counter() - t0
+        return result
+
+
+def bound(text: str, limit: int = MAX_OBSERVATION) -> str:
+    """Cut the middle of a long text, saying how much was cut (the head and the tail matter most)."""
+    if len(text) <= limit:
+        return text
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) + 80:]
+    cut = len(text) - len(head) - len(tail)
+    return f"{head}\n[... {cut} characters cut ...]\n{tail}"

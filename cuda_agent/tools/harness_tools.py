@@ -1,0 +1,111 @@
+"""compile, verify and benchmark: the model's way into the harness.
+
+verify and benchmark evaluate the workspace as it is now through the task's Evaluator (fresh
+worker, fresh seeds) and commit the result as a version; a changed protected file is a guard
+violation and nothing runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from cuda_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+
+
+class CompileArgs(BaseModel):
+    show: Literal["none", "ptx", "sass"] = Field("none", description="Also show a kernel's PTX or SASS.")
+    kernel: str | None = Field(None, description="Kernel name (or part of it) whose PTX/SASS to show.")
+
+
+class Compile(Tool):
+    name = "compile"
+    description = ("Build kernels/*.cu with nvcc (cached; only changed files recompile). Shows errors with "
+                   "file:line and source, warnings, and per kernel its registers, shared memory and spills.")
+    Args = CompileArgs
+
+    def execute(self, args: CompileArgs, ctx: ToolContext) -> ToolResult:
+        from cuda_agent.kernels.build import build_kernels
+        from cuda_agent.kernels.listings import ptx_of, sass_of
+
+        kdir = ctx.workspace.root / "kernels"
+        if not any(kdir.glob("*.cu")):
+            raise ToolError("kernels/ has no .cu file yet: create one with edit_file (mode create)")
+        r = build_kernels(kdir, _cache(ctx) / "build", arch=ctx.settings.get("arch"), ptxas_verbose=True,
+                          lineinfo=True)
+        if not r.ok:
+            return ToolResult(status="error", observation=f"compile failed:\n{r.errors}\n\nfix the first error, "
+                              "then compile again", data={"ok": False, "errors": r.errors})
+        lines = [f"compiled in {r.seconds:.2f} s ({'nothing changed' if r.cached else 'rebuilt: ' + ', '.join(r.compiled)})"]
+        lines.append(f"launchers: {', '.join(r.launchers) or 'none'}")
+        for name, p in sorted(r.ptxas.items()):
+            spill = f", SPILLS {p.spill_stores}B store/{p.spill_loads}B load" if (p.spill_stores or p.spill_loads) else ""
+            lines.append(f"  {name}: {p.registers} registers, {p.shared_bytes} B shared, {p.stack_bytes} B stack{spill}")
+        if r.warnings:
+            lines.append(f"warnings:\n{r.warnings}")
+        if args.show != "none":
+            listing = (ptx_of(r, kdir, args.kernel, r_arch(ctx)) if args.show == "ptx"
+                       else sass_of(r, kdir, args.kernel))
+            lines.append(f"{args.show.upper()}:\n{listing}")
+        return ToolResult(observation="\n".join(lines), data={"ok": True, "cached": r.cached,
+                                                               "ptxas": {k: v.model_dump() for k, v in r.ptxas.items()}})
+
+
+def r_arch(ctx: ToolContext) -> str:
+    from cuda_agent.kernels.toolkit import detect_arch
+
+    return ctx.settings.get("arch") or detect_arch()
+
+
+class VerifyArgs(BaseModel):
+    pass
+
+
+def _cache(ctx: ToolContext) -> Path:
+    from cuda_agent.eval.baselines import default_cache_dir
+
+    return Path(ctx.settings.get("cache_dir") or default_cache_dir())
+
+
+def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
+    from cuda_agent.eval.render import verdict_text
+    from cuda_agent.eval.verdict import Finding, Verdict
+
+    changed = ctx.workspace.changed_protected()
+    if changed:
+        verdict = Verdict(status="guard_violation", findings=[Finding(
+            guard="protected_file", message=f"{', '.join(changed)} changed: protected files are read-only; "
+            "they were restored, edit model_new.py and kernels/ only")])
+        ctx.workspace.restore_protected()
+    else:
+        verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=timing)
+    info = ctx.workspace.commit_version(verdict)
+    text = verdict_text(verdict)
+    best = ctx.workspace.best()
+    tail = f"\nversion {info.version} committed ({info.sha[:8]})"
+    if best is not None:
+        tail += f"; best so far: version {best.version} (reward {best.reward}, {best.time_ms or 0:.4f} ms)"
+    return ToolResult(observation=text + tail, status="ok" if verdict.correct else "error",
+                      data={"verdict": verdict.model_dump(), "commit": info.sha, "version": info.version})
+
+
+class Verify(Tool):
+    name = "verify"
+    description = ("Check correctness of the workspace as it is (build, 5 fresh random input sets against a "
+                   "float64 reference, guards); no timing. Commits the result as a version.")
+    Args = VerifyArgs
+
+    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
+        return _evaluate(ctx, timing=False)
+
+
+class Benchmark(Tool):
+    name = "benchmark"
+    description = ("Full evaluation: correctness, then timing (L2 flushed, median of many reps) against eager "
+                   "and torch.compile, and the reward. Commits the result as a version.")
+    Args = VerifyArgs
+
+    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
+        return _evaluate(ctx, timing=True)

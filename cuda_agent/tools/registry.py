@@ -1,0 +1,70 @@
+"""Which tools a run offers, their schemas, and calling one by name. Tools are found by module
+path, so adding a tool is adding its module: every `Tool` subclass a listed module defines is
+offered, in the order it is defined there."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+from typing import Any
+
+from .base import Tool, ToolContext, ToolResult, bound
+
+# in the order the model sees them; modules not written yet are skipped
+TOOL_MODULES = (
+    "cuda_agent.tools.files",
+    "cuda_agent.tools.harness_tools",  # compile, verify, benchmark (for now in one module)
+    "cuda_agent.tools.compile",
+    "cuda_agent.tools.verify",
+    "cuda_agent.tools.benchmark",
+    "cuda_agent.tools.profile",
+    "cuda_agent.tools.sanitize",
+    "cuda_agent.tools.shell",
+    "cuda_agent.tools.finish",
+)
+OPT_IN = {"shell": "allow_shell"}  # tool name -> the setting that must be true to offer it
+
+
+def default_tools(settings: dict[str, Any]) -> list[Tool]:
+    tools: list[Tool] = []
+    for path in TOOL_MODULES:
+        if importlib.util.find_spec(path) is None:
+            continue  # not written yet; a module that exists but fails to import still raises
+        module = importlib.import_module(path)
+        for obj in vars(module).values():
+            if isinstance(obj, type) and issubclass(obj, Tool) and obj.__module__ == path:
+                if obj.name not in OPT_IN or settings.get(OPT_IN[obj.name]):
+                    tools.append(obj())
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise RuntimeError(f"two tools share a name in {names}; rename one")
+    return tools
+
+
+def schemas(tools: list[Tool]) -> list[dict]:
+    return [t.schema() for t in tools]
+
+
+def dispatch(tools: list[Tool], name: str, raw_args: Any, ctx: ToolContext) -> ToolResult:
+    """Call the tool `name` with the model's arguments (a dict or its JSON text). Never raises:
+    an unknown tool, unreadable arguments or a crash inside a tool are error observations."""
+    by_name = {t.name: t for t in tools}
+    if name not in by_name:
+        return _error(f"there is no tool named {name!r}; the tools are: {', '.join(by_name)}")
+    if isinstance(raw_args, str):
+        try:
+            raw_args = json.loads(raw_args) if raw_args.strip() else {}
+        except json.JSONDecodeError as e:
+            return _error(f"{name}: arguments are not valid JSON ({e.msg} at character {e.pos}); "
+                          "send a JSON object")
+    if raw_args is not None and not isinstance(raw_args, dict):
+        return _error(f"{name}: arguments must be a JSON object, got {type(raw_args).__name__}")
+    try:
+        return by_name[name].run(raw_args, ctx)
+    except Exception as e:  # a bug in a tool must not end the run; the record keeps the cause
+        return _error(f"{name} failed inside the tool: {type(e).__name__}: {e}", internal=True)
+
+
+def _error(text: str, internal: bool = False) -> ToolResult:
+    return ToolResult(observation=bound(text), status="error", data={"internal_error": True} if internal else {})

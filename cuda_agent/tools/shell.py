@@ -1,0 +1,93 @@
+"""The shell tool: `bash -c` in the workspace, off unless the run allows it. The command gets its
+own process group (killed on timeout, and its leftovers killed when it ends), no credentials in
+its environment, and output kept to a head and a tail however much it prints."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from .base import Tool, ToolContext, ToolError, ToolResult
+from cuda_agent.eval.sandbox import scrubbed_env
+
+DEFAULT_TIMEOUT = 60  # seconds; settings["shell_timeout"] is both the default and the most allowed
+KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
+
+
+class Shell(Tool):
+    name = "shell"
+    description = ("Run a bash command in the workspace folder and show its output and exit code. "
+                   "For reading and changing files prefer view_file and edit_file.")
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        command: str = Field(min_length=1, description="the bash command line")
+        timeout: int = Field(0, ge=0, description="seconds before the command is killed; 0 = the run's limit")
+
+    def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
+        if not ctx.settings.get("allow_shell"):
+            raise ToolError("the shell is disabled in this run (allow_shell is off); use view_file, "
+                            "edit_file and list_files for files, and compile, verify, benchmark, profile")
+        cap = int(ctx.settings.get("shell_timeout") or DEFAULT_TIMEOUT)
+        limit = min(a.timeout or cap, cap)
+        rc, out, timed_out = run_command(a.command, Path(ctx.workspace.root), limit)
+        capped = f" (capped at the run's limit of {cap} s)" if a.timeout > cap else ""
+        head = (f"timed out after {limit} s{capped}: killed" if timed_out else f"exit code {rc}")
+        return ToolResult(observation=f"{head}\n{out}" if out else f"{head} (no output)",
+                          status="error" if timed_out or rc != 0 else "ok",
+                          data={"exit_code": rc, "timed_out": timed_out, "timeout": limit})
+
+
+def run_command(command: str, cwd: Path, timeout: float) -> tuple[int, str, bool]:
+    """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
+    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=scrubbed_env(os.environ),
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    out = _Collector(proc.stdout)
+    try:
+        rc, timed_out = proc.wait(timeout=timeout), False
+    except subprocess.TimeoutExpired:
+        rc, timed_out = -signal.SIGKILL, True
+    _kill_group(proc.pid)  # on timeout the command; otherwise whatever it left in the background
+    proc.wait()
+    out.join(2.0)  # a process that left the group may hold the pipe: don't wait on it
+    return rc, out.text(), timed_out
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+class _Collector:
+    """Reads a pipe to its end in a thread, keeping the first and last KEEP_BYTES."""
+
+    def __init__(self, pipe) -> None:
+        self.head, self.tail, self.total = bytearray(), bytearray(), 0
+        self._pipe = pipe
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        with self._pipe:
+            while chunk := self._pipe.read1(65536):
+                self.total += len(chunk)
+                room = KEEP_BYTES - len(self.head)
+                self.head += chunk[:room]
+                self.tail = (self.tail + chunk[room:] if room < len(chunk) else self.tail)[-KEEP_BYTES:]
+
+    def join(self, seconds: float) -> None:
+        self._thread.join(seconds)
+
+    def text(self) -> str:
+        cut = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {cut} bytes of output cut ...]\n" if cut > 0 else ""
+        return (bytes(self.head).decode(errors="replace") + middle
+                + bytes(self.tail).decode(errors="replace")).rstrip("\n")
