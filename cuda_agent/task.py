@@ -72,7 +72,9 @@ class Task:
 
     @property
     def name(self) -> str:
-        return self.path.stem if self.class_name == DEFAULT_CLASS else f"{self.path.stem}-{self.class_name}"
+        # a file named model.py (examples/<name>/model.py, a workspace) is known by its folder
+        stem = self.path.parent.name if self.path.stem == "model" else self.path.stem
+        return stem if self.class_name == DEFAULT_CLASS else f"{stem}-{self.class_name}"
 
     def sources(self) -> dict[str, bytes]:
         """The files that define the task, to snapshot them outside any workspace."""

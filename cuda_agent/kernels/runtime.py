@@ -220,7 +220,7 @@ def _check(launcher: str, param: dict, cuda: bool):
             if dtype is not None and arg.dtype != dtype:
                 raise TypeError(f"{where} expects {want}, got {arg.dtype}")
             if not arg.is_contiguous():
-                raise ValueError(f"{where} expects {want}, got a non-contiguous tensor (call .contiguous())")
+                raise ValueError(f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)")
             if cuda:
                 if not arg.is_cuda:
                     raise ValueError(f"{where} expects {want}, got a tensor on {arg.device}")

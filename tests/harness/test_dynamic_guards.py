@@ -35,3 +35,24 @@ def test_side_work_gap_and_threads():
     assert f.guard == "side_stream"
     (g,) = judge_side_work(1.0, 1.0, 2)
     assert g.guard == "side_stream" and "thread" in g.message
+
+
+def _timing(mean_ms: float, reps: int = 300, warmup: int = 100):
+    from cuda_agent.eval.verdict import Timing
+
+    return Timing(median_ms=mean_ms, mean_ms=mean_ms, min_ms=mean_ms, max_ms=mean_ms, p20_ms=mean_ms,
+                  p80_ms=mean_ms, reps=reps, warmup=warmup, input_sets=2)
+
+
+def test_wall_clock_bound_catches_gross_under_reporting_only():
+    from cuda_agent.eval.checks import wall_clock_bound
+    from cuda_agent.eval.timing import TimingConfig
+
+    cfg = TimingConfig()
+    # an honest 0.03 ms kernel: 400 reps with ~0.15 ms overhead each took ~75 ms of wall time
+    assert wall_clock_bound(_timing(0.03), 75.0, cfg, overhead_ms=0.5) == []
+    # an honest 1 ms kernel: 400 reps took ~460 ms
+    assert wall_clock_bound(_timing(1.0), 460.0, cfg, overhead_ms=0.5) == []
+    # claims 0.01 ms per call while the parent watched 400 calls take 2 s
+    (f,) = wall_clock_bound(_timing(0.01), 2000.0, cfg, overhead_ms=0.5)
+    assert f.guard == "timing_mismatch"

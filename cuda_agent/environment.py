@@ -1,0 +1,94 @@
+"""One Environment: a workspace, the tools, the evaluator and the reward. No litellm here.
+
+The agent loop drives it and so does the RL glue (reset -> first observation is the agent's
+business; `step(tool, args)` -> observation, reward, done). The reference is built from the
+workspace's first commit, never from its work tree, so nothing the model edits can change
+what it is judged against.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.task import Task, TaskError, load_task
+from cuda_agent.tools.base import ToolContext, ToolResult
+from cuda_agent.tools.registry import default_tools, dispatch, schemas
+from cuda_agent.workspace import Workspace
+
+
+@dataclass
+class StepResult:
+    result: ToolResult
+    reward: int | None  # the milestone reward when this step evaluated a version, else None
+    done: bool  # the model called finish
+
+
+class Environment:
+    def __init__(self, workspace: Workspace, eval_config: EvalConfig | None = None,
+                 settings: dict[str, Any] | None = None):
+        self.workspace = workspace
+        self.eval_config = eval_config or EvalConfig()
+        self.settings = dict(settings or {})
+        self.settings.setdefault("cache_dir", self.eval_config.cache_dir)
+        self.settings.setdefault("arch", self.eval_config.arch)
+        self.tools = default_tools(self.settings)
+        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, settings=self.settings)
+        self._reference_dir: tempfile.TemporaryDirectory | None = None
+
+    @classmethod
+    def create(cls, task: Task, runs_dir: Path = Path("runs"), **kw) -> Environment:
+        return cls(Workspace.create(task, runs_dir=runs_dir), **kw)
+
+    def tool_schemas(self) -> list[dict]:
+        return schemas(self.tools)
+
+    def step(self, name: str, args: Any) -> StepResult:
+        result = dispatch(self.tools, name, args, self.ctx)
+        verdict = result.data.get("verdict")
+        return StepResult(result=result, reward=verdict["reward"] if verdict else None,
+                          done=bool(result.data.get("finished")))
+
+    def episode_reward(self) -> int:
+        """The paper's task score: the reward of the best correct version found, -1 if none."""
+        best = self.workspace.best()
+        return best.reward if best is not None else -1
+
+    def reference_task(self) -> Task:
+        """The task as the workspace was created with it, from its first commit (a private copy)."""
+        ws = self.workspace
+        if self._reference_dir is None:
+            self._reference_dir = tempfile.TemporaryDirectory(prefix="cuda-agent-ref-")
+        folder = Path(self._reference_dir.name)
+        root = ws.history.root_commit()
+        (folder / "model.py").write_bytes(ws.history.show(root, "model.py"))
+        inputs = None
+        if ws.record.task.inputs_path:
+            inputs = folder / "model.inputs.py"
+            inputs.write_bytes(ws.history.show(root, "model.inputs.py"))
+        task = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
+                         module_name="cuda_agent_task_env")
+        if task.source_hash != ws.record.task.source_hash:
+            raise TaskError("the workspace's first commit does not hold the task it was made for; "
+                            "make a new workspace from the task file")
+        return task
+
+    def _make_evaluator(self):
+        from cuda_agent.eval.evaluator import Evaluator
+
+        return Evaluator(self.reference_task(), self.eval_config)
+
+    def close(self) -> None:
+        self.ctx.close()
+        if self._reference_dir is not None:
+            self._reference_dir.cleanup()
+            self._reference_dir = None
+
+    def __enter__(self) -> Environment:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

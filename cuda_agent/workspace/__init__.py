@@ -1,0 +1,8 @@
+"""Per-task git workspace (DESIGN decision 6): the files the model sees, path safety, protected
+files, and the history of evaluated versions as commits with metric trailers."""
+
+from .paths import PROTECTED, WorkspaceError
+from .trailers import VersionInfo
+from .workspace import Workspace, WorkspaceRecord
+
+__all__ = ["PROTECTED", "VersionInfo", "Workspace", "WorkspaceError", "WorkspaceRecord"]

@@ -1,0 +1,137 @@
+"""A version's commit message: a subject a person can scan in `git log`, and git trailers with the
+metrics, parsed back into VersionInfo. No git calls here, only text."""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timezone
+
+from pydantic import BaseModel
+
+from ..eval.verdict import Verdict
+
+NONE = "n/a"  # a metric the verdict does not have (no timing for an incorrect version)
+# one `git log` record per commit: fields split by US, records by RS, trailers as git parses them
+LOG_FORMAT = "%H%x1f%ct%x1f%s%x1f%(trailers:only,unfold)%x1e"
+
+
+class VersionInfo(BaseModel):
+    """One evaluated version, as its commit's trailers record it."""
+
+    sha: str
+    version: int
+    status: str
+    correct: bool
+    reward: int
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+    guards: list[str] = []
+    subject: str = ""
+    when: datetime
+
+    def rank(self) -> tuple[int, float]:
+        """Larger is better: reward first, then the lower time (a missing time ranks last)."""
+        return (self.reward, -(self.time_ms if self.time_ms is not None else math.inf))
+
+    def better_than(self, other: VersionInfo | None) -> bool:
+        """A correct version beats none, or one it strictly outranks; ties keep the older best."""
+        if not (self.correct and self.status == "correct"):
+            return False
+        return other is None or self.rank() > other.rank()
+
+
+def subject_line(verdict: Verdict, version: int) -> str:
+    """e.g. `v3: correct, 1.42x vs compile, reward 3` or `v4: incorrect (2/5 sets)`."""
+    head = f"v{version}: {verdict.status}"
+    if verdict.status == "correct":
+        if verdict.speedup_vs_compile is not None:
+            head += f", {verdict.speedup_vs_compile:.2f}x vs compile"
+        elif verdict.speedup_vs_eager is not None:
+            head += f", {verdict.speedup_vs_eager:.2f}x vs eager"
+        return f"{head}, reward {verdict.reward}"
+    if verdict.status == "incorrect" and verdict.sets:
+        return f"{head} ({sum(s.ok for s in verdict.sets)}/{len(verdict.sets)} sets)"
+    guards = _failing_guards(verdict)
+    return f"{head} ({', '.join(guards)})" if guards else head
+
+
+def version_message(verdict: Verdict, version: int, note: str = "") -> str:
+    """The full commit message: subject, the note as body, then the trailer block (last paragraph)."""
+    trailers = {
+        "Status": verdict.status,
+        "Correct": "yes" if verdict.correct else "no",
+        "Reward": str(verdict.reward),
+        "Time-Ms": _num(verdict.timing.median_ms if verdict.timing else None),
+        "Eager-Ms": _num(verdict.eager.median_ms if verdict.eager else None),
+        "Compile-Ms": _num(verdict.compiled.median_ms if verdict.compiled else None),
+        "Speedup-Eager": _num(verdict.speedup_vs_eager),
+        "Speedup-Compile": _num(verdict.speedup_vs_compile),
+        "Guards": ",".join(_failing_guards(verdict)) or "none",
+        "Version": str(version),
+    }
+    # git reads trailers from the last paragraph only, so a note cannot pose as a metric
+    body = note.strip()
+    parts = [subject_line(verdict, version)] + ([body] if body else [])
+    parts.append("\n".join(f"{k}: {v}" for k, v in trailers.items()))
+    return "\n\n".join(parts) + "\n"
+
+
+def parse_log(text: str) -> list[VersionInfo]:
+    """Records written with LOG_FORMAT -> the versions among them (commits without `Version:` are skipped)."""
+    out = []
+    for record in text.split("\x1e"):
+        fields = record.strip("\n").split("\x1f")
+        if len(fields) != 4:
+            continue
+        sha, stamp, subject, block = fields
+        tr = parse_trailers(block)
+        if "Version" not in tr:
+            continue
+        out.append(
+            VersionInfo(
+                sha=sha,
+                version=int(tr["Version"]),
+                status=tr.get("Status", "error"),
+                correct=tr.get("Correct", "no").lower() in ("yes", "true"),
+                reward=int(tr.get("Reward", "-1")),
+                time_ms=_float(tr.get("Time-Ms")),
+                eager_ms=_float(tr.get("Eager-Ms")),
+                compile_ms=_float(tr.get("Compile-Ms")),
+                speedup_eager=_float(tr.get("Speedup-Eager")),
+                speedup_compile=_float(tr.get("Speedup-Compile")),
+                guards=[g for g in tr.get("Guards", "none").split(",") if g and g != "none"],
+                subject=subject,
+                when=datetime.fromtimestamp(int(stamp), tz=timezone.utc),
+            )
+        )
+    return out
+
+
+def parse_trailers(block: str) -> dict[str, str]:
+    """`Key: value` lines (as `git log --format=%(trailers:only,unfold)` prints them); the last one wins."""
+    out = {}
+    for line in block.splitlines():
+        key, sep, value = line.partition(":")
+        if sep and key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def _failing_guards(verdict: Verdict) -> list[str]:
+    return list(dict.fromkeys(f.guard for f in verdict.failing_findings))
+
+
+def _num(x: float | None) -> str:
+    return NONE if x is None else f"{x:.6g}"
+
+
+def _float(s: str | None) -> float | None:
+    if s is None or s == NONE:
+        return None
+    try:
+        return float(s)
+    except ValueError:
+        return None

@@ -1,0 +1,202 @@
+"""A per-task workspace: the folder the model works in, made from workspace_template/ and kept
+as a git repository whose log is the optimisation history (DESIGN decision 6).
+
+    runs/<task>-<YYYYmmdd-HHMMSS>/workspace/
+      model.py  model.inputs.py  SKILL.md  kernel_runtime.py    protected (hash-checked)
+      model_new.py  kernels/                                     the candidate
+      .cuda-agent/workspace.json                                 task identity, protected hashes
+"""
+
+from __future__ import annotations
+
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import git
+from pydantic import BaseModel, ValidationError
+
+from ..eval.verdict import Verdict
+from ..task import Task
+from .history import History, init_repo
+from .paths import META_DIR, PROTECTED, RECORD, WorkspaceError, enclosing_git_root, new_run_dir, resolve_in, sha256_file
+from .trailers import VersionInfo
+
+PACKAGE = Path(__file__).resolve().parent.parent
+DEFAULT_TEMPLATE = PACKAGE / "workspace_template"
+RUNTIME = PACKAGE / "kernels" / "runtime.py"
+SKILL = PACKAGE / "skills" / "SKILL.md"  # used when the template carries no SKILL.md of its own
+_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".git", "build")
+
+
+class TaskRecord(BaseModel):
+    name: str
+    class_name: str
+    source_hash: str
+    path: str  # the original task file, outside the workspace
+    inputs_path: str | None = None
+
+
+class WorkspaceRecord(BaseModel):
+    """What `.cuda-agent/workspace.json` holds; read back from the first commit, never the work tree."""
+
+    format: int = 1
+    task: TaskRecord
+    protected: dict[str, str]  # file -> sha256 at creation
+    created: str
+
+
+class Workspace:
+    """One task's workspace; make it with `create`, continue it with `open`."""
+
+    def __init__(self, root: Path, repo: git.Repo, record: WorkspaceRecord):
+        self.root = root
+        self.repo = repo
+        self.record = record
+        self.history = History(repo)
+
+    @classmethod
+    def create(
+        cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"), path: Path | None = None
+    ) -> Workspace:
+        """A new workspace for `task`: in a fresh run folder under `runs_dir`, or exactly at `path`."""
+        template = Path(template)
+        if not template.is_dir():
+            raise WorkspaceError(f"workspace template not found at {template}: reinstall cuda-agent or pass a template")
+        if path is None:
+            owner = enclosing_git_root(Path(runs_dir))
+            if owner is not None:
+                raise WorkspaceError(
+                    f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
+                    "(or an explicit workspace path to put it there anyway)"
+                )
+            made = new_run_dir(Path(runs_dir), task.name)
+            root = made / "workspace"
+        else:
+            root = Path(path)
+            if root.exists() and (not root.is_dir() or any(root.iterdir())):
+                raise WorkspaceError(f"{root} exists and is not empty: give a new folder, or open it to continue")
+            made = None if root.exists() else root
+        root.mkdir(parents=True, exist_ok=True)
+        try:
+            return cls._fill(root.resolve(), task, template)
+        except BaseException:
+            # no half-made workspace left behind to be mistaken for one; the user's own empty folder stays
+            shutil.rmtree(made if made is not None else root, ignore_errors=True)
+            if made is None:
+                root.mkdir(exist_ok=True)
+            raise
+
+    @classmethod
+    def _fill(cls, root: Path, task: Task, template: Path) -> Workspace:
+        shutil.copytree(template, root, dirs_exist_ok=True, ignore=_SKIP)
+        if not (root / "SKILL.md").exists() and SKILL.is_file():
+            shutil.copyfile(SKILL, root / "SKILL.md")
+        shutil.copyfile(task.path, root / "model.py")
+        if task.inputs_path is not None:  # named so load_task finds it as model.py's sidecar
+            shutil.copyfile(task.inputs_path, root / "model.inputs.py")
+        shutil.copyfile(RUNTIME, root / "kernel_runtime.py")
+        protected = {name: sha256_file(root / name) for name in PROTECTED if (root / name).is_file()}
+        record = WorkspaceRecord(
+            task=TaskRecord(
+                name=task.name,
+                class_name=task.class_name,
+                source_hash=task.source_hash,
+                path=str(task.path),
+                inputs_path=str(task.inputs_path) if task.inputs_path else None,
+            ),
+            protected={k: v for k, v in protected.items() if v},
+            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        (root / META_DIR).mkdir(exist_ok=True)
+        (root / RECORD).write_text(record.model_dump_json(indent=2) + "\n")
+        repo = init_repo(root)
+        origin = f"From {task.path}, class {task.class_name}, hash {task.source_hash}."
+        History(repo).commit(f"task: {task.name}\n\n{origin}")
+        return cls(root, repo, record)
+
+    @classmethod
+    def open(cls, path: Path) -> Workspace:
+        """Continue an existing workspace (a run folder is accepted too); uncommitted work is committed first."""
+        folder = Path(path)
+        if (folder / "workspace" / ".git").exists() and not (folder / ".git").exists():
+            folder = folder / "workspace"
+        not_one = f"{path} is not a cuda-agent workspace: give a run's workspace/ folder (it holds {RECORD})"
+        if not (folder / ".git").is_dir():
+            raise WorkspaceError(not_one)
+        try:
+            repo = git.Repo(folder)
+            history = History(repo)
+            record = WorkspaceRecord.model_validate_json(history.show(history.root_commit(), RECORD))
+        except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
+            raise WorkspaceError(not_one) from None
+        ws = cls(folder.resolve(), repo, record)
+        ws.snapshot("snapshot: uncommitted work found on re-open")
+        return ws
+
+    # -- layout -------------------------------------------------------------------------------
+
+    @property
+    def candidate_dir(self) -> Path:
+        """model_new.py and kernels/ live at the workspace root."""
+        return self.root
+
+    @property
+    def task_path(self) -> Path:
+        return self.root / "model.py"
+
+    @property
+    def task_ref(self) -> str:
+        """`.../model.py::Class`, what load_task takes."""
+        return f"{self.task_path}::{self.record.task.class_name}"
+
+    def resolve(self, rel: str, *, for_write: bool = False) -> Path:
+        """A path the model named, made absolute, or WorkspaceError if it leaves or breaks the sandbox."""
+        return resolve_in(self.root, rel, for_write=for_write)
+
+    # -- protected files ----------------------------------------------------------------------
+
+    def changed_protected(self) -> list[str]:
+        """Protected files that differ from creation (changed, deleted, or replaced by a symlink)."""
+        changed = [n for n, h in self.record.protected.items() if sha256_file(self.root / n) != h]
+        record = self.root / RECORD
+        first = self.history.show(self.history.root_commit(), RECORD)
+        if record.is_symlink() or not record.is_file() or record.read_bytes() != first:
+            changed.append(RECORD)
+        return changed
+
+    def restore_protected(self) -> list[str]:
+        """Put changed protected files back from the first commit (the tampering is committed first)."""
+        changed = self.changed_protected()
+        if not changed:
+            return []
+        self.snapshot(f"snapshot: before restoring {', '.join(changed)}")
+        for name in changed:
+            target = self.root / name
+            if target.is_symlink() or target.is_file():
+                target.unlink()
+            elif target.is_dir():
+                shutil.rmtree(target)
+        self.history.checkout_files(self.history.root_commit(), changed)
+        self.history.commit(f"restore protected files: {', '.join(changed)}")
+        return changed
+
+    # -- versions -----------------------------------------------------------------------------
+
+    def snapshot(self, message: str) -> str | None:
+        return self.history.snapshot(message)
+
+    def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
+        """Commit everything as the next version with the verdict's metrics; `best` moves if it is better."""
+        return self.history.commit_version(verdict, note)
+
+    def versions(self) -> list[VersionInfo]:
+        return self.history.versions()
+
+    def best(self) -> VersionInfo | None:
+        return self.history.best()
+
+    @property
+    def head(self) -> str:
+        return self.repo.head.commit.hexsha
+
