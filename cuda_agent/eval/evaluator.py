@@ -38,7 +38,7 @@ class Evaluator:
         self.cache_dir = Path(self.cfg.cache_dir or default_cache_dir())
         self.task = snapshot_task(task)  # the reference never reads the workspace again
         self.warm = warm
-        self._spare: Worker | None = Worker(self.device) if warm else None
+        self._spare: Worker | None = Worker(self.device, isolate=self.cfg.sandbox) if warm else None
         self.ref = Reference(self.task, self.device, self.cfg.init_seed)
         self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
@@ -94,8 +94,8 @@ class Evaluator:
         """The waiting worker; the next one starts now, so it is ready by the next evaluation."""
         w, self._spare = self._spare, None
         if self.warm:
-            self._spare = Worker(self.device)
-        return w or Worker(self.device)
+            self._spare = Worker(self.device, isolate=self.cfg.sandbox)
+        return w or Worker(self.device, isolate=self.cfg.sandbox)
 
     def _run(self, worker: Worker, candidate_dir: Path, build: Any, verdict: Verdict, seconds: dict,
              timing: bool) -> None:
@@ -226,7 +226,7 @@ class Evaluator:
                                         mode if mode == "eager" else f"compile:{self.cfg.compile_mode}")
                 entry = self.baseline_cache.get(key)
                 if entry is None:
-                    worker = worker or Worker(self.device)
+                    worker = worker or Worker(self.device, isolate=False)  # our own reference code only
                     entry = self._time_reference(worker, kept, mode)
                     if entry is None:
                         verdict.notes.append(f"{mode} baseline failed: see the worker log; reward uses what was timed")

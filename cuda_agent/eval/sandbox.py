@@ -15,6 +15,7 @@ from pathlib import Path
 
 _SYS_CREATE_RULESET, _SYS_ADD_RULE, _SYS_RESTRICT_SELF = 444, 445, 446  # same on x86_64 and aarch64
 _PR_SET_NO_NEW_PRIVS = 38
+_CLONE_NEWUSER, _CLONE_NEWNET = 0x10000000, 0x40000000
 _RULE_PATH_BENEATH = 1
 _O_PATH = getattr(os, "O_PATH", 0o10000000)
 
@@ -85,6 +86,26 @@ def restrict_writes(writable: list[Path]) -> str | None:
             return f"landlock_restrict_self failed: {os.strerror(ctypes.get_errno())}"
     finally:
         os.close(fd)
+    return None
+
+
+def isolate_network() -> str | None:
+    """Move this process into a new, empty network namespace (no interfaces up: nothing can be
+    reached, loopback included). Must run while the process is single-threaded, before torch is
+    imported. Root can do it directly; others through a user namespace that maps their own ids.
+    Returns None on success, else why not (the caller records it)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.unshare(_CLONE_NEWNET) == 0:
+        return None
+    uid, gid = os.getuid(), os.getgid()
+    if libc.unshare(_CLONE_NEWUSER | _CLONE_NEWNET) != 0:
+        return f"no network isolation: unshare failed ({os.strerror(ctypes.get_errno())})"
+    try:  # keep our own uid/gid inside the namespace, so files and devices stay ours
+        Path("/proc/self/setgroups").write_text("deny")
+        Path("/proc/self/uid_map").write_text(f"{uid} {uid} 1")
+        Path("/proc/self/gid_map").write_text(f"{gid} {gid} 1")
+    except OSError as e:
+        return f"network isolated, but the user namespace's id maps failed ({e})"
     return None
 
 

@@ -24,7 +24,7 @@ class EvalConfig(BaseModel):
     tolerances: Tolerances = Tolerances()
     allow_precision: bool = False  # fp16/bf16/TF32 in an fp32 task becomes a warning, not a failure
     record_guards: bool = True  # ATen dispatch + kernel trace on the first input set
-    sandbox: bool = True  # Landlock write protection in candidate workers
+    sandbox: bool = True  # candidate workers: Landlock write protection and no network
     arch: str | None = None  # nvcc arch, default from the device
     cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
     init_seed: int = 0

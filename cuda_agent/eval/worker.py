@@ -61,6 +61,7 @@ class _Worker:
         self.model = None
         self.is_candidate = False
         self.own_kernels: list[str] = []
+        self.notes: list[str] = []
         if device.startswith("cuda"):
             torch.cuda.set_device(device)
             torch.cuda.init()
@@ -88,7 +89,7 @@ class _Worker:
     def load_candidate(self, req: dict) -> dict:
         from cuda_agent.eval.sandbox import restrict_writes
 
-        notes = []
+        notes = list(self.notes)
         if req.get("sandbox", True):
             why = restrict_writes([self.scratch, Path("/dev")])
             if why:
@@ -262,9 +263,13 @@ class _Worker:
         return found
 
 
-def main(device: str, scratch: str, requests, reply, log_path: str) -> None:
+def main(device: str, scratch: str, requests, reply, log_path: str, isolate: bool = True) -> None:
     """Entry point in the spawned process."""
     os.setsid()  # its own process group: the parent kills the whole group on timeout
+    from cuda_agent.eval.sandbox import isolate_network
+
+    # no network for candidate code; done first, while the process is still single-threaded
+    net_note = isolate_network() if isolate else "network isolation off (EvalConfig.sandbox)"
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -285,6 +290,7 @@ def main(device: str, scratch: str, requests, reply, log_path: str) -> None:
         send({"ok": False, "error": f"worker start failed: {type(e).__name__}: {e}"})
         return
     send({"ok": True, "ready": True, "pid": os.getpid()})
+    worker.notes = [net_note] if net_note else []
     handlers = {
         "load_candidate": worker.load_candidate,
         "load_reference": worker.load_reference,

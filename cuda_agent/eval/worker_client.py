@@ -24,7 +24,7 @@ class WorkerError(RuntimeError):
 
 
 class Worker:
-    def __init__(self, device: str, start_timeout: float = 120.0):
+    def __init__(self, device: str, start_timeout: float = 120.0, isolate: bool = True):
         import torch.multiprocessing as mp
 
         from cuda_agent.eval import worker as worker_mod
@@ -37,7 +37,7 @@ class Worker:
         self._reply_r, reply_w = ctx.Pipe(duplex=False)
         self.proc = ctx.Process(
             target=worker_mod.main,
-            args=(device, str(self.scratch), self._requests, reply_w, str(self.log_path)),
+            args=(device, str(self.scratch), self._requests, reply_w, str(self.log_path), isolate),
             daemon=True,
         )
         self.started_at = time.perf_counter()

@@ -131,3 +131,22 @@ def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
     env = {"OPENAI_API_KEY": "sk-x", "ANTHROPIC_API_KEY": "a", "AWS_SECRET_ACCESS_KEY": "b", "HF_TOKEN": "c",
            "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root", "MY_DB_PASSWORD": "d"}
     assert scrubbed_env(env) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root"}
+
+
+def test_candidate_cannot_reach_the_network(monkeypatch, tmp_path):
+    import socket
+
+    from cuda_agent.eval.sandbox import isolate_network  # noqa: F401  (the mechanism under test)
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    monkeypatch.setenv("CUDA_AGENT_TEST_PORT", str(server.getsockname()[1]))
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
+        v = ev.evaluate(HERE / "netprobe")  # raises in its import if it can connect to the server
+    server.close()
+    if any("no network isolation" in n for n in v.notes):
+        pytest.skip("this machine cannot make network namespaces")
+    assert "reached the network" not in (v.error or ""), v.error
+    assert v.sets and v.sets[0].ok
