@@ -4,6 +4,7 @@
 #   bash benchmarks/gpu_suite.sh tests    # GPU tests: examples correct + timed, every hack rejected
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
+#   bash benchmarks/gpu_suite.sh capture  # real ncu CSV and compute-sanitizer reports, as test fixtures
 # Logs go to $OUT (or ./gpu-out); the short table is printed last.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -27,5 +28,27 @@ case "${1:-tests}" in
       n=$(basename "$ex")
       python3 -m cuda_agent.cli eval "$ex/model.py" --candidate "$ex/candidate" 2>&1 | tee "$OUT/eval-$n.log"
       python3 -m cuda_agent.cli eval "$ex/model.py" --candidate "$ex/candidate" --json > "$OUT/eval-$n.json" 2>/dev/null
+    done ;;
+  capture)
+    # build first, so neither tool wraps nvcc
+    for c in examples/layernorm/candidate examples/gemm_bias_relu/candidate tests/gpu_faults/*/; do
+      python3 -m cuda_agent.eval.single_run tests/adversarial/task.py "$c" --build-only || echo "build failed: $c"
+    done
+    # ncu on one forward of two examples (only the NVTX range the candidate's forward runs in)
+    for ex in layernorm gemm_bias_relu; do
+      ncu --clock-control none --nvtx --nvtx-include "candidate_forward/" --csv --page details \
+          --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
+          --section WarpStateStats --section ComputeWorkloadAnalysis --section SpeedOfLight_RooflineChart \
+          --print-details all --print-rule-details \
+          python3 -m cuda_agent.eval.single_run examples/$ex/model.py examples/$ex/candidate > "$OUT/ncu-$ex.csv" 2> "$OUT/ncu-$ex.err"
+      echo "ncu $ex: rc=$? $(wc -l < "$OUT/ncu-$ex.csv") lines"
+    done
+    # compute-sanitizer on the fault candidates (caching off so out-of-bounds writes are seen)
+    for t in memcheck:oob_write racecheck:shared_race initcheck:uninit_shared memcheck:illegal_address; do
+      tool=${t%%:*}; cand=${t##*:}
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool "$tool" --print-limit 20 \
+          python3 -m cuda_agent.eval.single_run tests/adversarial/task.py "tests/gpu_faults/$cand" --warmup 0 \
+          > "$OUT/sanitizer-$tool-$cand.txt" 2>&1
+      echo "sanitizer $tool $cand: rc=$? $(grep -c "=========" "$OUT/sanitizer-$tool-$cand.txt") report lines"
     done ;;
 esac

@@ -59,3 +59,19 @@ def test_describe_records_hash_dtypes_and_shapes(tmp_path):
     d = Reference(load_task(str(p)), "cpu").describe()
     assert d["hash"] == load_task(str(p)).source_hash and d["dtypes"] == ["float32"]
     assert d["inputs"] == [{"shape": [256], "dtype": "float32"}] and d["init_inputs"] == []
+
+
+def test_single_run_builds_and_runs_one_forward(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent / "cpu_task"
+    env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path)}
+    env.pop("CUDA_AGENT_KERNELS", None)
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.eval.single_run", str(here / "model.py"),
+                           str(here / "honest"), "--device", "cpu"], capture_output=True, text=True, env=env,
+                          timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "output shapes [(32768,)]" in proc.stdout
