@@ -1,0 +1,1 @@
+"""The agent: a short ReAct loop over a Model and an Environment (see DESIGN.md)."""

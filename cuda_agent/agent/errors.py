@@ -1,0 +1,41 @@
+"""The few exceptions that steer the agent loop (mini-swe-agent style): each one says what to do
+in its message, in one line, so the loop can show it to the model or to the user unchanged."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from cuda_agent.agent.protocol import ModelResponse
+
+ModelErrorKind = Literal["auth", "context_window", "bad_request", "unavailable"]
+
+
+class FormatError(Exception):
+    """The model's answer could not be read as an action. The message tells the model the exact
+    format; `response` (when the model client raised it) is the answer that failed, so the loop
+    can still record the turn and its cost."""
+
+    def __init__(self, message: str, response: ModelResponse | None = None):
+        super().__init__(message)
+        self.response = response
+
+
+class ModelError(Exception):
+    """The model could not be queried: bad key, prompt too long, a rejected request, or the
+    provider still failing after retries. Never carries an API key."""
+
+    def __init__(self, kind: ModelErrorKind, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"ModelError(kind={self.kind!r}, message={str(self)!r})"
+
+
+class LimitsExceeded(Exception):
+    """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason

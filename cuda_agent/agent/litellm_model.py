@@ -1,0 +1,204 @@
+"""Any chat model through litellm: hosted providers by name (openai/..., anthropic/..., gemini/...,
+openrouter/...) and local OpenAI-compatible servers (vLLM, SGLang, llama.cpp, Ollama) by api_base.
+
+litellm is imported on first use only: its import takes seconds, and neither `cuda-agent --help`
+nor the GPU machine should need it. Keys stay in the environment: we read one only to hand it
+to litellm, never store it on the object, and scrub key-like text from every error we raise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import time
+import warnings
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from cuda_agent.agent.errors import FormatError, ModelError, ModelErrorKind
+from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
+from cuda_agent.agent.text_protocol import parse_action, to_text_messages
+
+_RETRYABLE = ("RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
+              "ServiceUnavailableError", "BadGatewayError")
+_AUTH = ("AuthenticationError", "PermissionDeniedError")
+_SECRET_PATTERNS = re.compile(r"(Bearer\s+\S+|sk-[A-Za-z0-9_\-]{6,}|key=[^&\s]+)")
+_LOCAL_PLACEHOLDER_KEY = "no-key"  # local servers ignore it; the OpenAI client insists on one
+
+
+class LitellmModelConfig(BaseModel):
+    """What a run records about its model: the env var's name, never its value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str
+    api_base: str | None = None
+    api_key_env: str | None = None
+    temperature: float | None = None  # None: the provider's default (some models accept no other)
+    max_tokens: int | None = None
+    native_tools: bool | None = None  # None: ask litellm whether the model supports tool calling
+    retries: int = 4
+    timeout_s: float = 600.0
+    backoff_s: float = 2.0  # first retry waits about this long, doubling each time
+    max_backoff_s: float = 60.0
+    context_tokens: int | None = None  # overrides litellm's model info (local models are unknown to it)
+
+
+def _litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map: no network
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")  # nor for its other catalogs and tokenizers
+    # litellm's TypedDicts make pydantic warn on first use: noise no user can act on
+    warnings.filterwarnings("ignore", message=".*ReadOnly. qualifier", category=UserWarning)
+    import litellm
+
+    litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
+    return litellm
+
+
+class LitellmModel:
+    def __init__(self, model: str, api_base: str | None = None, api_key_env: str | None = None, **settings: Any):
+        """settings: the other LitellmModelConfig fields (temperature, max_tokens, native_tools,
+        retries, timeout_s, backoff_s, max_backoff_s, context_tokens); unknown names are an error."""
+        self.config = LitellmModelConfig(model=model, api_base=api_base, api_key_env=api_key_env, **settings)
+        self.name = model
+        self._native: bool | None = self.config.native_tools
+
+    # -- the Model protocol -------------------------------------------------------------------------
+
+    def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
+        native = self.native_tools
+        kwargs = self._request(messages if native else to_text_messages(messages, tools), tools if native else [])
+        litellm = _litellm()
+        start = time.monotonic()
+        attempt = 0
+        while True:
+            try:
+                response = litellm.completion(**kwargs)
+                break
+            except Exception as e:  # litellm maps every provider's failures onto its exception types
+                kind, retry, message = self._classify(e, attempt)
+            if not retry or attempt >= self.config.retries:
+                raise ModelError(kind, message)  # raised outside `except`: no chained provider text
+            time.sleep(min(self.config.max_backoff_s, self.config.backoff_s * 2**attempt) * random.uniform(0.5, 1.0))
+            attempt += 1
+        result = self._to_response(litellm, response, time.monotonic() - start, attempt, native)
+        if not native:
+            turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
+            try:
+                result.tool_calls = parse_action(result.content, call_id=f"text-{turn}")
+            except FormatError as e:
+                raise FormatError(str(e), response=result) from None
+        return result
+
+    def context_window(self) -> int | None:
+        if self.config.context_tokens:
+            return self.config.context_tokens
+        try:
+            info = _litellm().get_model_info(self.config.model)
+        except Exception:  # litellm raises for models it has no entry for
+            return None
+        return info.get("max_input_tokens") or info.get("max_tokens") or None
+
+    @property
+    def native_tools(self) -> bool:
+        """Whether tools go to the provider as function definitions (else the text protocol)."""
+        if self._native is None:
+            try:
+                self._native = bool(_litellm().supports_function_calling(model=self.config.model))
+            except Exception:
+                self._native = False
+        return self._native
+
+    # -- helpers ------------------------------------------------------------------------------------
+
+    def _request(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
+        c = self.config
+        kwargs: dict[str, Any] = {
+            "model": c.model, "messages": messages, "timeout": c.timeout_s,
+            "num_retries": 0, "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
+            "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
+        }
+        if tools:
+            kwargs["tools"] = tools
+        if c.api_base:
+            kwargs["api_base"] = c.api_base
+        if c.temperature is not None:
+            kwargs["temperature"] = c.temperature
+        if c.max_tokens is not None:
+            kwargs["max_tokens"] = c.max_tokens
+        key = self._api_key()
+        if key:
+            kwargs["api_key"] = key
+        return kwargs
+
+    def _api_key(self) -> str | None:
+        c = self.config
+        if c.api_key_env:
+            key = os.environ.get(c.api_key_env)
+            if not key:
+                raise ModelError("auth", f"{c.api_key_env} is not set: export it with your API key for {c.model}")
+            return key
+        try:
+            missing = _litellm().validate_environment(model=c.model, api_base=c.api_base)["missing_keys"]
+        except Exception:
+            return None
+        # Only plain API keys are checked: cloud credentials (AWS, Vertex) have other sources.
+        if missing and all(k.endswith("_API_KEY") for k in missing):
+            if c.api_base:
+                return _LOCAL_PLACEHOLDER_KEY
+            raise ModelError("auth", f"set {' or '.join(missing)} to use {c.model} "
+                                     "(or name another variable with api_key_env)")
+        return None
+
+    def _classify(self, e: Exception, attempt: int) -> tuple[ModelErrorKind, bool, str]:
+        kinds = {cls.__name__ for cls in type(e).__mro__}
+        status = getattr(e, "status_code", None)
+        detail = self._scrub(getattr(e, "message", None) or str(e))
+        model = self.config.model
+        if "ContextWindowExceededError" in kinds:
+            return "context_window", False, f"the conversation is longer than {model} accepts; trim it ({detail})"
+        if kinds & set(_AUTH) or status in (401, 403):
+            who = self.config.api_key_env or "the provider's API key variable"
+            return "auth", False, f"{model} rejected the API key: check {who} ({detail})"
+        if kinds & set(_RETRYABLE) or status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
+            tries = attempt + 1
+            return "unavailable", True, (f"{model} still failing after {tries} attempt(s): {type(e).__name__}; "
+                                         f"wait and retry, or check api_base ({detail})")
+        return "bad_request", False, f"{model} rejected the request: {type(e).__name__} ({detail})"
+
+    def _scrub(self, text: str) -> str:
+        """One line, bounded, with any key value removed (providers sometimes echo the key)."""
+        names = [k for k in os.environ if re.search(r"(KEY|TOKEN|SECRET)$", k)] + [self.config.api_key_env or ""]
+        secrets = [os.environ[k] for k in names if len(os.environ.get(k, "")) >= 8]
+        for secret in secrets:
+            text = text.replace(secret, "***")
+        text = _SECRET_PATTERNS.sub("***", " ".join(text.split()))
+        return text if len(text) <= 300 else text[:297] + "..."
+
+    def _to_response(self, litellm, response, latency_s: float, retries: int, native: bool) -> ModelResponse:
+        choice = response.choices[0]
+        message = choice.message
+        calls = []
+        for i, call in enumerate(getattr(message, "tool_calls", None) or []):
+            args = call.function.arguments
+            args = args if isinstance(args, str) else json.dumps(args or {})
+            calls.append(ToolCall(id=call.id or f"call-{i}", name=call.function.name or "", arguments=args))
+        usage = getattr(response, "usage", None)
+        try:
+            cost = float(litellm.completion_cost(completion_response=response))
+        except Exception:  # no price for this model (local servers, new names): unknown, not zero
+            cost = None
+        return ModelResponse(
+            content=message.content or "",
+            tool_calls=calls,
+            usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
+            cost=cost,
+            latency_s=latency_s,
+            model=getattr(response, "model", None) or self.config.model,
+            raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
+                 "protocol": "native" if native else "text"},
+        )

@@ -1,0 +1,266 @@
+"""The agent: a short ReAct loop. Each turn the model answers with tool calls, the environment runs
+them in order, the observations go back; every step is written to the trajectory as it happens.
+The run ends by exception (finish, a target, a limit, too many format errors, a model error, ^C),
+and the closing record is written whatever the reason.
+
+The history is always native-style (assistant `tool_calls`, `tool` messages). A model without
+native tool calling (`native_tools = False`) speaks the text protocol inside its own client
+(text_protocol.py: history rewritten, actions parsed, FormatError raised), so the loop only
+changes the system prompt for it.
+
+Decisions: a malformed call (unknown tool, bad JSON, invalid arguments) still goes through the
+registry, whose error text the model reads after "Format error:"; a turn counts as a format error
+when none of its calls was well-formed (or it had none), and any well-formed call resets the count.
+The approval hook is asked about every well-formed call of a turn before the first one runs (the
+model wrote them all without seeing a result either), so the turn is recorded once, with the
+person's edits in it. Limits are checked before each query, not inside a turn.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Callable, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError
+from cuda_agent.agent.prompts import system_message, task_message
+from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
+from cuda_agent.agent.text_protocol import FORMAT_HELP
+from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, TaskInfo, ToolResultRecord,
+                                TrajectoryWriter, UserMessage, evaluation_from, make_header)
+from cuda_agent.workspace import VersionInfo
+
+NO_CALL_NATIVE = ("Your last reply called no tool. Every turn must call one of the tools; "
+                  "call `finish` when you are done.")
+
+
+class AgentConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt limit in a config file is an error, not ignored
+
+    max_steps: int = Field(50, ge=1)  # model turns
+    max_cost: float | None = None  # dollars, over the priced turns (unpriced ones count as 0)
+    max_tokens: int | None = None  # prompt + completion tokens summed over turns (what is billed)
+    max_wall_s: float | None = None
+    target_speedup: float | None = None  # stop once the best correct version is this much faster...
+    target_baseline: Literal["compile", "eager"] = "compile"  # ...than this baseline
+    max_format_errors: int = Field(3, ge=1)  # turns in a row with no usable tool call
+
+
+class Decision(BaseModel):
+    """A person's answer to one tool call (the --confirm prompt, the TUI)."""
+
+    approve: bool = True
+    reason: str = ""
+    edited_arguments: str | None = None  # raw JSON to run instead of the model's
+
+
+Approval = Callable[[ToolCall], Decision]
+
+
+@dataclass
+class RunResult:
+    stop_reason: str
+    best: VersionInfo | None
+    steps: int
+    tokens: int
+    cost: float | None  # sum over priced turns; None when no turn had a price (see unpriced_turns)
+    unpriced_turns: int
+    wall_s: float
+
+
+class _Stop(Exception):
+    """The run ends for a reason that is not a limit: finished, target_reached, format_errors."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Agent:
+    def __init__(self, model: Model, env, config: AgentConfig, writer: TrajectoryWriter,
+                 approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None):
+        self.model, self.env, self.config, self.writer = model, env, config, writer
+        self.approval, self.inbox = approval, inbox
+        self.native = getattr(model, "native_tools", True)
+        self.tools = env.tool_schemas()
+        # argument models to tell a malformed call from a failing one (an env without them: names only)
+        self.tool_args = {s["function"]["name"]: None for s in self.tools}
+        self.tool_args.update({t.name: t.Args for t in getattr(env, "tools", [])})
+        self.messages: list[dict] = []
+        self.steps = self.tokens = self.unpriced = self.format_errors = 0
+        self.cost: float | None = None
+        self.started = time.monotonic()
+
+    def run(self, run_id: str | None = None) -> RunResult:
+        reason, error = "error", None
+        try:
+            self.messages = [{"role": "system", "content": system_message(native_tools=self.native)},
+                             {"role": "user", "content": self._task_message()}]
+            self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
+            while True:
+                self.step()
+        except (_Stop, LimitsExceeded) as e:
+            reason = e.reason
+        except ModelError as e:
+            reason, error = f"model_error:{e.kind}", str(e)
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        except Exception as e:  # a bug: still closed in the record, then raised
+            reason, error = "error", f"{type(e).__name__}: {e}"
+            raise
+        finally:  # the closing record, whatever ended the run
+            best = self.env.workspace.best()
+            wall = time.monotonic() - self.started
+            self.writer.write(Closing(stop_reason=reason, best_version=best and best.version,
+                                      best_commit=best and best.sha, best_reward=best and best.reward,
+                                      steps=self.steps, tokens=self.tokens, cost=self.cost,
+                                      unpriced_turns=self.unpriced, wall_s=wall, error=error))
+        return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall)
+
+    def step(self) -> None:
+        """One turn: check limits, take any injected messages, query, run the calls, check the target."""
+        self._check_limits()
+        for text in self.inbox() if self.inbox else []:
+            self.writer.write(UserMessage(step=self.steps, content=text))
+            self.messages.append({"role": "user", "content": text})
+        try:
+            response, problem = self.model.query(self.messages, self.tools), None
+        except FormatError as e:  # the client could not read an action; the answer still cost tokens
+            response, problem = e.response or ModelResponse(), str(e)
+        self.steps += 1
+        self._account(response)
+        calls = [c if c.id else c.model_copy(update={"id": f"call-{self.steps}-{i}"})
+                 for i, c in enumerate(response.tool_calls)]
+        if problem is not None:
+            calls = []  # nothing of an unreadable answer runs
+        elif not calls:
+            problem = NO_CALL_NATIVE if self.native else f"Your reply had no action. {FORMAT_HELP}"
+        malformed = [self._malformed(c) for c in calls]
+        decisions = [None if bad or not self.approval else self.approval(c) for c, bad in zip(calls, malformed)]
+        self._record_turn(response, calls, decisions)
+        if problem is not None:
+            self.writer.write(FormatErrorRecord(step=self.steps, message=problem))
+            self.messages.append({"role": "user", "content": problem})
+            self._format_error()
+            return
+        evaluated = False
+        for call, bad, decision in zip(calls, malformed, decisions):
+            done, reward = self._execute(call, bad, decision)
+            evaluated |= reward is not None
+            if done:
+                raise _Stop("finished")
+        if all(malformed):
+            self._format_error()
+        else:
+            self.format_errors = 0
+        if evaluated and self._target_reached():
+            raise _Stop("target_reached")
+
+    def _execute(self, call: ToolCall, malformed: bool, decision: Decision | None) -> tuple[bool, int | None]:
+        if decision is not None and not decision.approve:
+            observation = f"A person rejected this call: {decision.reason or 'no reason given'}"
+            status, seconds, data, done, reward = "rejected", 0.0, {}, False, None
+        else:
+            args = decision.edited_arguments if decision and decision.edited_arguments is not None else call.arguments
+            out = self.env.step(call.name, args)
+            r = out.result
+            observation = f"Format error: {r.observation}" if malformed else r.observation
+            status, seconds, data, done, reward = r.status, r.seconds, r.data, out.done, out.reward
+        self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
+                                           status=status, seconds=seconds, data=data, format_error=malformed))
+        evaluation = evaluation_from(self.steps, data)
+        if evaluation is not None:
+            self.writer.write(evaluation)
+        self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+        return done, reward
+
+    def _malformed(self, call: ToolCall) -> bool:
+        """Unknown tool, unreadable or invalid arguments: the registry answers, and it is a format error."""
+        if call.name not in self.tool_args:
+            return True
+        try:
+            args = json.loads(call.arguments) if call.arguments.strip() else {}
+        except json.JSONDecodeError:
+            return True
+        if not isinstance(args, dict):
+            return True
+        try:
+            if self.tool_args[call.name] is not None:
+                self.tool_args[call.name].model_validate(args)
+        except ValidationError:
+            return True
+        return False
+
+    def _record_turn(self, r: ModelResponse, calls: list[ToolCall], decisions: list[Decision | None]) -> None:
+        records, wire = [], []
+        for call, d in zip(calls, decisions):
+            edited = d is not None and d.approve and d.edited_arguments is not None
+            args = d.edited_arguments if edited else call.arguments
+            records.append(CallRecord(id=call.id, name=call.name, arguments=args,
+                                      original_arguments=call.arguments if edited else None))
+            wire.append({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": args}})
+        self.writer.write(ModelTurn(step=self.steps, content=r.content, tool_calls=records,
+                                    prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
+                                    cost=r.cost, latency_s=r.latency_s,
+                                    edited_by_person=any(c.original_arguments is not None for c in records),
+                                    injected=bool(r.raw.get("injected"))))
+        message: dict = {"role": "assistant", "content": r.content or (None if wire else "")}
+        if wire:
+            message["tool_calls"] = wire  # the history holds what ran, so results match their calls
+        self.messages.append(message)
+
+    def _account(self, r: ModelResponse) -> None:
+        self.tokens += r.usage.prompt_tokens + r.usage.completion_tokens
+        if r.cost is None:
+            self.unpriced += 1
+        else:
+            self.cost = (self.cost or 0.0) + r.cost
+
+    def _format_error(self) -> None:
+        self.format_errors += 1
+        if self.format_errors >= self.config.max_format_errors:
+            raise _Stop("format_errors")
+
+    def _check_limits(self) -> None:
+        c = self.config
+        if self.steps >= c.max_steps:
+            raise LimitsExceeded("max_steps")
+        if c.max_cost is not None and (self.cost or 0.0) >= c.max_cost:
+            raise LimitsExceeded("max_cost")
+        if c.max_tokens is not None and self.tokens >= c.max_tokens:
+            raise LimitsExceeded("max_tokens")
+        if c.max_wall_s is not None and time.monotonic() - self.started >= c.max_wall_s:
+            raise LimitsExceeded("max_wall_time")
+
+    def _target_reached(self) -> bool:
+        best = self.env.workspace.best()
+        if self.config.target_speedup is None or best is None:
+            return False
+        speedup = best.speedup_compile if self.config.target_baseline == "compile" else best.speedup_eager
+        return speedup is not None and speedup >= self.config.target_speedup
+
+    def _header(self, run_id: str):
+        t = self.env.workspace.record.task
+        model_config = getattr(self.model, "config", None)  # LitellmModel's settings (never its key)
+        config = {"agent": self.config.model_dump(mode="json"), "eval": self.env.eval_config.model_dump(mode="json"),
+                  "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {}}
+        return make_header(run_id, TaskInfo(path=t.path, class_name=t.class_name, hash=t.source_hash, name=t.name),
+                           self.model.name, config, self.messages, self.tools)
+
+    def _task_message(self) -> str:
+        ev = self.env.eval_config
+        return task_message(self.env.reference_task(), device=ev.device, baselines=list(ev.baselines),
+                            limits=self.config.model_dump())
+
+
+def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,
+              approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
+              run_id: str | None = None) -> RunResult:
+    """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`.
+    `approval` is asked before each well-formed tool call; `inbox` is polled before each query for
+    messages a person typed (recorded as injected)."""
+    return Agent(model, env, config, writer, approval, inbox).run(run_id)

@@ -1,0 +1,262 @@
+"""Trajectory records (DESIGN decision 7): one JSONL per run, append-only, each record flushed and
+fsynced as it happens, so a crash loses at most the line being written. The TUI, batch and the
+exporters read these types without importing the agent loop.
+
+Secrets never reach the file: header config keys that name a credential (`is_secret`) are dropped
+with any value that looks like a key, and every string in every record has key-shaped text and
+the values of credential variables in the environment redacted.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import re
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, Field, TypeAdapter
+
+from cuda_agent.eval.sandbox import is_secret
+
+REDACTED = "[redacted]"
+# provider key shapes: OpenAI/Anthropic/DeepSeek (sk-), AWS, GitHub, Hugging Face, Google, Slack
+KEY_PATTERN = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}"
+                         r"|hf_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_\-]{35}|xox[abpr]-[A-Za-z0-9\-]{10,})")
+
+
+class _Record(BaseModel):
+    time: float = Field(default_factory=time.time)  # unix seconds when the record was made
+
+
+class TaskInfo(BaseModel):
+    path: str
+    class_name: str
+    hash: str
+    name: str = ""
+
+
+class Header(_Record):
+    type: Literal["header"] = "header"
+    run_id: str
+    task: TaskInfo
+    model: str
+    config: dict[str, Any] = {}  # agent limits, eval config, model settings; secrets removed
+    versions: dict[str, str] = {}  # cuda-agent, torch, python, nvcc
+    messages: list[dict] = []  # the system and task messages the run started from
+    tools: list[dict] = []  # the tool schemas the model was offered
+
+
+class CallRecord(BaseModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text, as run (the person's edit when there was one)
+    original_arguments: str | None = None  # as the model wrote it, when a person edited it
+
+
+class ModelTurn(_Record):
+    type: Literal["model_turn"] = "model_turn"
+    step: int
+    content: str
+    tool_calls: list[CallRecord] = []
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost: float | None = None  # dollars; None when the price is unknown
+    latency_s: float = 0.0
+    edited_by_person: bool = False  # a person changed a call's arguments before it ran
+    injected: bool = False  # the turn was written by a script or a person, not the model
+
+
+class ToolResultRecord(_Record):
+    type: Literal["tool_result"] = "tool_result"
+    step: int
+    call_id: str
+    name: str
+    observation: str  # exactly what the model was shown
+    status: str  # ok | error | rejected (by the approval hook)
+    seconds: float = 0.0
+    data: dict[str, Any] = {}
+    format_error: bool = False  # the call itself was malformed (unknown tool, bad arguments)
+
+
+class FormatErrorRecord(_Record):
+    """A turn the loop could not act on (no tool call, unparsable action): the message it sent back."""
+
+    type: Literal["format_error"] = "format_error"
+    step: int
+    message: str
+
+
+class Evaluation(_Record):
+    type: Literal["evaluation"] = "evaluation"
+    step: int
+    commit: str | None = None
+    version: int | None = None
+    status: str
+    reward: int
+    time_ms: float | None = None
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    speedup_eager: float | None = None
+    speedup_compile: float | None = None
+
+
+class UserMessage(_Record):
+    type: Literal["user_message"] = "user_message"
+    step: int
+    content: str
+    injected: bool = True  # written by a person during the run
+
+
+class Trim(_Record):
+    type: Literal["trim"] = "trim"
+    step: int
+    removed: list[dict] = []  # which messages were shortened and by how much
+    tokens_before: int | None = None
+    tokens_after: int | None = None
+
+
+class Closing(_Record):
+    type: Literal["closing"] = "closing"
+    stop_reason: str
+    best_version: int | None = None
+    best_commit: str | None = None
+    best_reward: int | None = None
+    steps: int = 0
+    tokens: int = 0
+    cost: float | None = None  # sum of the priced turns; None when no turn had a price
+    unpriced_turns: int = 0
+    wall_s: float = 0.0
+    error: str | None = None  # the model error's message, for model_error:<kind>
+
+
+Record = Annotated[Union[Header, ModelTurn, ToolResultRecord, FormatErrorRecord, Evaluation, UserMessage,
+                         Trim, Closing], Field(discriminator="type")]
+_ADAPTER: TypeAdapter = TypeAdapter(Record)
+
+
+def evaluation_from(step: int, data: dict) -> Evaluation | None:
+    """The evaluation record a tool result's data implies (verify and benchmark carry a verdict)."""
+    v = data.get("verdict")
+    if not v:
+        return None
+    timing = lambda key: (v.get(key) or {}).get("median_ms")  # noqa: E731
+    return Evaluation(step=step, commit=data.get("commit"), version=data.get("version"), status=v["status"],
+                      reward=v["reward"], time_ms=timing("timing"), eager_ms=timing("eager"),
+                      compile_ms=timing("compiled"), speedup_eager=v.get("speedup_vs_eager"),
+                      speedup_compile=v.get("speedup_vs_compile"))
+
+
+def make_header(run_id: str, task: TaskInfo, model: str, config: dict, messages: list[dict],
+                tools: list[dict]) -> Header:
+    return Header(run_id=run_id, task=task, model=model, config=scrub_config(config),
+                  versions=software_versions(), messages=messages, tools=tools)
+
+
+def software_versions() -> dict[str, str]:
+    """What produced the run; nvcc only when it answers (its version is cached per process)."""
+    from cuda_agent import __version__
+
+    out = {"cuda-agent": __version__, "python": platform.python_version()}
+    try:
+        out["torch"] = metadata.version("torch")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        from cuda_agent.kernels.toolkit import find_nvcc, nvcc_version
+
+        found = re.search(r"release ([\d.]+)", nvcc_version(find_nvcc()))
+        if found:
+            out["nvcc"] = found.group(1)
+    except Exception:  # no toolkit here: the header says nothing rather than failing the run
+        pass
+    return out
+
+
+def scrub_config(config: Any) -> Any:
+    """A config with credentials removed: string values under secret-named keys, key-shaped values."""
+    if isinstance(config, dict):
+        # numbers under such names (max_tokens) are limits, not credentials
+        return {k: scrub_config(v) for k, v in config.items()
+                if not (is_secret(str(k)) and isinstance(v, str) and v) and not _looks_like_key(v)}
+    if isinstance(config, (list, tuple)):
+        return [scrub_config(v) for v in config if not _looks_like_key(v)]
+    return config
+
+
+def _looks_like_key(v: Any) -> bool:
+    return isinstance(v, str) and bool(KEY_PATTERN.search(v))
+
+
+class TrajectoryWriter:
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_tail(self.path)  # a resumed run must not glue its first record onto a torn line
+        self._file = open(self.path, "a", encoding="utf-8")
+        # values of credential variables present now: redacted wherever they would appear
+        self._secrets = sorted({v for k, v in os.environ.items() if is_secret(k) and len(v) >= 12
+                                and not v.startswith("/") and "://" not in v}, key=len, reverse=True)
+
+    def write(self, record: _Record) -> None:
+        line = json.dumps(self._scrub(record.model_dump(mode="json")), ensure_ascii=False)
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def _scrub(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            for secret in self._secrets:
+                obj = obj.replace(secret, REDACTED)
+            return KEY_PATTERN.sub(REDACTED, obj)
+        if isinstance(obj, dict):
+            return {k: self._scrub(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self._scrub(v) for v in obj]
+        return obj
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def read_trajectory(path: Path | str) -> list[Record]:
+    """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
+    anywhere else is corruption and raises ValueError naming the line."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(_ADAPTER.validate_json(line))
+        except ValueError as e:
+            if i == len(lines) - 1:  # no newline after it: the write never finished
+                break
+            raise ValueError(f"{path}:{i + 1}: not a trajectory record: {e}") from e
+    return records
+
+
+def _drop_torn_tail(path: Path) -> None:
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    tail = data[data.rfind(b"\n") + 1:]
+    try:
+        _ADAPTER.validate_json(tail)  # whole but for its newline: keep it
+        with open(path, "ab") as f:
+            f.write(b"\n")
+    except ValueError:
+        with open(path, "r+b") as f:
+            f.truncate(len(data) - len(tail))
