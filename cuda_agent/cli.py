@@ -8,6 +8,7 @@ import typer
 
 from cuda_agent.cli_doctor import doctor
 from cuda_agent.cli_eval import eval_command
+from cuda_agent.cli_optimize import optimize_command
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -23,6 +24,7 @@ def main() -> None:
 
 
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
+app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)
 
 if __name__ == "__main__":

@@ -1,0 +1,103 @@
+"""`cuda-agent optimize TASK --model M`: run the agent on one task, headless.
+
+Writes a run folder: `workspace/` (git history of every evaluated version, `best` branch) and
+`trajectory.jsonl` (every turn, tool result and evaluation, flushed as it happens).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+# exit codes (README.md): 0 improved (> 5% faster than torch.compile), 1 correct but not faster,
+# 2 bad usage, 3 no correct version, 4 the run failed (model or harness error)
+EXIT_IMPROVED, EXIT_CORRECT, EXIT_NONE, EXIT_ERROR = 0, 1, 3, 4
+
+
+def optimize_command(
+    task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="CUDA_AGENT_MODEL",
+                                        help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen."),
+    api_base: Optional[str] = typer.Option(None, "--api-base", envvar="CUDA_AGENT_API_BASE", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama)."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM."),
+    out: Path = typer.Option(Path("runs"), "--out", help="Folder for run folders (must not be inside a git repository)."),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0; cpu only for host-only test kernels)."),
+    max_steps: int = typer.Option(50, "--max-steps", min=1, help="Model turns at most."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most (priced turns)."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most."),
+    max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of wall time at most."),
+    target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile."),
+    allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
+    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
+    json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
+) -> None:
+    """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
+    2 bad usage, 3 no correct version, 4 the run failed."""
+    from rich.console import Console
+
+    from cuda_agent.task import TaskError, load_task
+    from cuda_agent.workspace import WorkspaceError
+
+    console = Console(stderr=json_out, quiet=quiet and not json_out)
+    if (model is None) == (script is None):
+        console.print("[red]error[/]: give --model (an LLM through litellm) or --script (a scripted model), not both",
+                      highlight=False)
+        raise typer.Exit(2)
+    try:
+        t = load_task(task, inputs=inputs)
+    except TaskError as e:
+        console.print(f"[red]error[/]: {e}", highlight=False)
+        raise typer.Exit(2)
+    import torch
+
+    from cuda_agent.agent.loop import AgentConfig, run_agent
+    from cuda_agent.environment import Environment
+    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.records import TrajectoryWriter
+
+    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    cfg = EvalConfig(device=dev, baselines=["eager"] if no_compile else ["eager", "compile"])
+    try:
+        env = Environment.create(t, runs_dir=out, eval_config=cfg, settings={"allow_shell": allow_shell})
+    except WorkspaceError as e:
+        console.print(f"[red]error[/]: {e}", highlight=False)
+        raise typer.Exit(2)
+    llm = _model(model, api_base, script)
+    run_dir = env.workspace.root.parent
+    console.print(f"run folder: {run_dir}", highlight=False)
+    limits = AgentConfig(max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens, max_wall_s=max_wall,
+                         target_speedup=target_speedup)
+    writer = TrajectoryWriter(run_dir / "trajectory.jsonl")
+    try:
+        with env:
+            result = run_agent(llm, env, limits, writer, run_id=run_dir.name)
+    finally:
+        writer.close()
+    best = result.best
+    code = EXIT_ERROR if result.stop_reason.startswith(("model_error", "error")) else (
+        EXIT_NONE if best is None else EXIT_IMPROVED if best.reward == 3 else EXIT_CORRECT)
+    summary = {"run_dir": str(run_dir), "stop_reason": result.stop_reason, "steps": result.steps,
+               "tokens": result.tokens, "cost": result.cost, "wall_s": round(result.wall_s, 1),
+               "best": best.model_dump(mode="json") if best else None}
+    if json_out:
+        print(json.dumps(summary, indent=1))
+    else:
+        line = (f"best: version {best.version}, reward {best.reward}, {best.time_ms or 0:.4f} ms, "
+                f"{best.speedup_compile or 0:.2f}x vs torch.compile" if best else "no correct version")
+        Console().print(f"{result.stop_reason} after {result.steps} steps; {line}; {run_dir}", highlight=False)
+    raise typer.Exit(code)
+
+
+def _model(model: str | None, api_base: str | None, script: Path | None):
+    if script is not None:
+        from cuda_agent.agent.scripted_model import ScriptedModel
+
+        return ScriptedModel.from_json(script)
+    from cuda_agent.agent.litellm_model import LitellmModel
+
+    return LitellmModel(model, api_base=api_base)
