@@ -25,6 +25,7 @@ def eval_command(
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
     4 runtime error or timeout, 5 task unscorable or harness error."""
     from rich.console import Console
+    from rich.markup import escape
 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
     from cuda_agent.eval.settings import EvalConfig
@@ -38,7 +39,7 @@ def eval_command(
     try:
         t = load_task(task, inputs=inputs)
     except TaskError as e:
-        console.print(f"[red]error[/]: {e}", highlight=False)
+        console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
         raise typer.Exit(2)
     import torch
 

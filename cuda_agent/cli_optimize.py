@@ -39,6 +39,7 @@ def optimize_command(
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
     2 bad usage, 3 no correct version, 4 the run failed."""
     from rich.console import Console
+    from rich.markup import escape
 
     from cuda_agent.task import TaskError, load_task
     from cuda_agent.workspace import WorkspaceError
@@ -51,7 +52,7 @@ def optimize_command(
     try:
         t = load_task(task, inputs=inputs)
     except TaskError as e:
-        console.print(f"[red]error[/]: {e}", highlight=False)
+        console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
         raise typer.Exit(2)
     import torch
 
@@ -65,7 +66,7 @@ def optimize_command(
     try:
         env = Environment.create(t, runs_dir=out, eval_config=cfg, settings={"allow_shell": allow_shell})
     except WorkspaceError as e:
-        console.print(f"[red]error[/]: {e}", highlight=False)
+        console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
         raise typer.Exit(2)
     llm = _model(model, api_base, script)
     run_dir = env.workspace.root.parent
@@ -83,13 +84,15 @@ def optimize_command(
         EXIT_NONE if best is None else EXIT_IMPROVED if best.reward == 3 else EXIT_CORRECT)
     summary = {"run_dir": str(run_dir), "stop_reason": result.stop_reason, "steps": result.steps,
                "tokens": result.tokens, "cost": result.cost, "wall_s": round(result.wall_s, 1),
-               "best": best.model_dump(mode="json") if best else None}
+               "error": result.error, "best": best.model_dump(mode="json") if best else None}
     if json_out:
         print(json.dumps(summary, indent=1))
     else:
         line = (f"best: version {best.version}, reward {best.reward}, {best.time_ms or 0:.4f} ms, "
                 f"{best.speedup_compile or 0:.2f}x vs torch.compile" if best else "no correct version")
         Console().print(f"{result.stop_reason} after {result.steps} steps; {line}; {run_dir}", highlight=False)
+        if result.error:
+            Console(stderr=True).print(f"[red]error[/]: {escape(result.error)}", highlight=False)
     raise typer.Exit(code)
 
 

@@ -48,4 +48,4 @@ def test_missing_key_ends_the_run_cleanly_with_exit_4(tmp_path, monkeypatch):
     r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "anthropic/claude-sonnet-4-5",
                                  "--out", str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline"])
     assert r.exit_code == 4, r.output
-    assert "model_error" in r.output
+    assert "model_error" in r.output and "ANTHROPIC_API_KEY" in r.output

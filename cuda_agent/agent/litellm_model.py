@@ -52,7 +52,11 @@ def _litellm():
     os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")  # nor for its other catalogs and tokenizers
     # litellm's TypedDicts make pydantic warn on first use: noise no user can act on
     warnings.filterwarnings("ignore", message=".*ReadOnly. qualifier", category=UserWarning)
-    import litellm
+    try:
+        import litellm
+    except ModuleNotFoundError:
+        raise ModelError("unavailable", "litellm is not installed: pip install 'cuda-agent[agent]' "
+                         "(or use --script for a scripted model)") from None
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
     return litellm

@@ -70,6 +70,7 @@ class RunResult:
     cost: float | None  # sum over priced turns; None when no turn had a price (see unpriced_turns)
     unpriced_turns: int
     wall_s: float
+    error: str | None = None  # the model's or the harness's error text, when one ended the run
 
 
 class _Stop(Exception):
@@ -119,7 +120,7 @@ class Agent:
                                       best_commit=best and best.sha, best_reward=best and best.reward,
                                       steps=self.steps, tokens=self.tokens, cost=self.cost,
                                       unpriced_turns=self.unpriced, wall_s=wall, error=error))
-        return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall)
+        return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall, error)
 
     def step(self) -> None:
         """One turn: check limits, take any injected messages, query, run the calls, check the target."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from cuda_agent.eval.verdict import Timing, Verdict
@@ -58,15 +59,15 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
     for f in v.findings:
         colour = {"fail": "red", "warn": "yellow"}.get(f.severity, "dim")
         where = f" ({f.where})" if f.where else ""
-        console.print(f"[{colour}]{f.severity} {f.guard}[/]{where}: {f.message}", highlight=False)
+        console.print(f"[{colour}]{f.severity} {f.guard}[/]{escape(where)}: {escape(f.message)}", highlight=False)
     for s in v.sets:
         for o in s.outputs:
             if not o.ok:
-                console.print(f"[red]set seed={s.seed} output {o.index}[/]: {o.reason}", highlight=False)
+                console.print(f"[red]set seed={s.seed} output {o.index}[/]: {escape(o.reason or '')}", highlight=False)
     if v.error:
-        console.print(f"[red]error[/]: {v.error}", highlight=False)
+        console.print(f"[red]error[/]: {escape(v.error)}", highlight=False)
     for n in v.notes:
-        console.print(f"[dim]note: {n}[/]", highlight=False)
+        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
 
 
 def verdict_text(v: Verdict) -> str:

@@ -18,8 +18,8 @@ TOOL_MODULES = (
     "cuda_agent.tools.compile",
     "cuda_agent.tools.verify",
     "cuda_agent.tools.benchmark",
-    "cuda_agent.tools.profile",
-    "cuda_agent.tools.sanitize",
+    "cuda_agent.tools.profile_tool",  # profile (ncu)
+    "cuda_agent.tools.sanitize_tool",  # sanitize (compute-sanitizer)
     "cuda_agent.tools.shell",
     "cuda_agent.tools.finish",
 )

@@ -1,0 +1,98 @@
+"""sanitize: compute-sanitizer on one forward of the workspace's candidate. Out-of-bounds writes,
+shared-memory races and reads of uninitialised memory can pass random-input checks; this is
+where they show, each with its kernel, source line, thread and address."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from cuda_agent.profiling.sanitizer import DEFAULT_TIMEOUT, MISSING, SanitizerReport, find_sanitizer, sanitize_candidate
+from cuda_agent.tools.base import Tool, ToolContext, ToolResult
+from cuda_agent.tools.profile_tool import built_kernels, reference_task_ref
+
+SHOWN_FINDINGS = 6
+
+# what to do about the first finding, by what its kind starts with
+_FIXES = (
+    ("invalid", "misaligned", "a vector access on an address that is not aligned to its size: check alignment "
+                              "before float2/float4 accesses, or fall back to scalar ones"),
+    ("invalid", "", "an access outside its buffer: check the bounds guard at that line (i < n, the grid's "
+                    "rounding) and the sizes the launcher passes"),
+    ("shared-memory", "", "add __syncthreads() between the write and the read at those lines (__syncwarp() when "
+                          "both threads are in one warp)"),
+    ("uninitialized", "", "a read of memory no thread wrote: fill the whole shared tile (or guard the read) before "
+                          "using it"),
+    ("CUDA API error", "", "the program failed after a device fault: fix the first kernel finding"),
+)
+
+
+class SanitizeArgs(BaseModel):
+    tool: Literal["memcheck", "racecheck", "initcheck"] = Field(
+        "memcheck", description="memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory races; "
+                                "initcheck: reads of uninitialised global or shared memory")
+
+
+class Sanitize(Tool):
+    name = "sanitize"
+    description = ("Run compute-sanitizer (memcheck, racecheck or initcheck) on one forward of the current kernels "
+                   "and list what it finds with kernel, source line, thread and address. Finds bugs that random "
+                   "inputs miss. 10-120 s.")
+    Args = SanitizeArgs
+
+    def execute(self, args: SanitizeArgs, ctx: ToolContext) -> ToolResult:
+        sanitizer = find_sanitizer(ctx.settings.get("sanitizer_path"))
+        if sanitizer is None:
+            return ToolResult(status="error", observation=f"sanitize: {MISSING}", data={"available": False})
+        task_ref, kernels_dir = reference_task_ref(ctx), built_kernels(ctx)
+        timeout = float(ctx.settings.get("sanitize_timeout_s") or DEFAULT_TIMEOUT)
+        res = sanitize_candidate(sanitizer, args.tool, task_ref, Path(ctx.workspace.root), kernels_dir, timeout)
+        data = {"available": True, "tool": args.tool, "report": res.report.model_dump() if res.report else None}
+        if not res.ok:
+            partial = findings_text(res.report) if res.report and res.report.findings else ""
+            text = f"sanitize: {res.error}" + (f"\n{partial}" if partial else "")
+            return ToolResult(status="error", observation=text, data={**data, "error": res.error})
+        report = res.report
+        if report.clean:
+            text = (f"sanitize: no errors found by {args.tool} in one forward ({res.seconds:.0f} s)"
+                    + (" (but the program itself failed: run verify to see why)" if report.app_failed else ""))
+            return ToolResult(observation=text + "\nnext: " + _next_tool(args.tool), data=data)
+        return ToolResult(status="error", observation=findings_text(report) + "\nnext: " + fix_hint(report),
+                          data=data)
+
+
+def findings_text(report: SanitizerReport) -> str:
+    counts = (f"{_n(report.hazards, 'hazard')} displayed ({_n(report.errors, 'error')})" if report.hazards is not None
+              else _n(report.errors, "error"))
+    lines = [f"{report.tool}: {counts} in one forward; distinct findings:"]
+    lines += [f"- {f.line()}" for f in report.findings[:SHOWN_FINDINGS]]
+    hidden = len(report.findings) - SHOWN_FINDINGS
+    if hidden > 0:
+        lines.append(f"- ... {hidden} more distinct findings")
+    if report.not_printed:
+        lines.append(f"({report.not_printed} more reports were not printed; they are usually the same bug)")
+    return "\n".join(lines)
+
+
+def fix_hint(report: SanitizerReport) -> str:
+    first = next((f for f in report.findings if not f.kind.startswith("CUDA API error")), None) or \
+        (report.findings[0] if report.findings else None)
+    tip = "fix the first finding"
+    if first is not None:
+        tip = next((fix for kind, detail, fix in _FIXES if first.kind.startswith(kind) and
+                    detail in (first.address or "")), tip)
+        where = first.location or (first.kind.split(" at ", 1)[1].split(" ")[0] if " at " in first.kind else "")
+        tip = (f"{where}: " if where else "") + tip
+    return tip + f"; then run sanitize ({report.tool}) again and verify"
+
+
+def _n(count: int | None, word: str) -> str:
+    return f"? {word}s" if count is None else f"{count:,} {word}{'s' * (count != 1)}"
+
+
+def _next_tool(tool: str) -> str:
+    others = [t for t in ("memcheck", "racecheck", "initcheck") if t != tool]
+    return (f"a clean {tool} run covers this input only; {' and '.join(others)} check other kinds of bug, "
+            "benchmark checks speed")
