@@ -38,6 +38,8 @@ class Environment:
         self.tools = default_tools(self.settings)
         self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, settings=self.settings)
         self._reference_dir: tempfile.TemporaryDirectory | None = None
+        # the profile and sanitize tools run the reference task from this private copy
+        self.settings["reference_task_path"] = f"{self.reference_task().path}::{workspace.record.task.class_name}"
 
     @classmethod
     def create(cls, task: Task, runs_dir: Path = Path("runs"), **kw) -> Environment:
