@@ -151,12 +151,13 @@ def timed_outputs(bufs: list[list], kept: list[dict], out_tols: dict[int, Tolera
 
 
 def wall_clock_bound(timing: Timing, wall_ms: float, cfg: TimingConfig, overhead_ms: float) -> list[Finding]:
-    """The parent's own clock bounds what the worker reported: reps that claim much less time
-    than the parent watched pass (less generous overheads) are a finding."""
+    """The parent's own clock bounds what the worker reported: reps that claim far less time than
+    the parent watched pass are a finding. Generous on purpose (request transfer, output copies
+    and a loaded host all stretch the wall time): it catches gross under-reporting only."""
     n = min(timing.reps + timing.warmup, cfg.max_reps + 1000)
-    slack_ms = 200.0 + 0.1 * wall_ms
+    slack_ms = 500.0 + 0.25 * wall_ms
     implied = (wall_ms - slack_ms) / max(n, 1) - overhead_ms
-    if implied > 0 and timing.mean_ms < 0.5 * implied:
+    if implied > 0 and timing.mean_ms < 0.25 * implied:
         return [Finding(guard="timing_mismatch", message=(
             f"the worker reported {timing.mean_ms:.4f} ms per call but the parent's clock implies at least "
             f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"))]
