@@ -2,6 +2,12 @@
 
 Writes a run folder: `workspace/` (git history of every evaluated version, `best` branch) and
 `trajectory.jsonl` (every turn, tool result and evaluation, flushed as it happens).
+
+`cuda-agent optimize --resume RUN_DIR --model M` continues a stopped or killed run in the same
+workspace and trajectory (agent/resume.py). The model and the limits come from the flags given
+now, and the limits count the whole run (resume a run stopped at 50 steps with --max-steps 80);
+the task, the evaluation settings and the tools come from the run itself (--device may move it).
+With --script, the script is the whole session: the turns already taken are skipped.
 """
 
 from __future__ import annotations
@@ -18,11 +24,12 @@ EXIT_IMPROVED, EXIT_CORRECT, EXIT_NONE, EXIT_ERROR = 0, 1, 3, 4
 
 
 def optimize_command(
-    task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
+    task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", envvar="CUDA_AGENT_MODEL",
                                         help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen."),
     api_base: Optional[str] = typer.Option(None, "--api-base", envvar="CUDA_AGENT_API_BASE", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama)."),
-    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from these flags, limits counting the whole run."),
     out: Path = typer.Option(Path("runs"), "--out", help="Folder for run folders (must not be inside a git repository)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
     device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0; cpu only for host-only test kernels)."),
@@ -45,62 +52,93 @@ def optimize_command(
     from cuda_agent.workspace import WorkspaceError
 
     console = Console(stderr=json_out, quiet=quiet and not json_out)
+    if (task is None) == (resume is None):
+        console.print("[red]error[/]: give a TASK to start a run, or --resume RUN_DIR to continue one, not both",
+                      highlight=False)
+        raise typer.Exit(2)
+    if resume is not None and (inputs is not None or allow_shell or no_compile):
+        console.print("[red]error[/]: --inputs, --allow-shell and --no-compile-baseline come from the run being "
+                      "resumed; leave them out", highlight=False)
+        raise typer.Exit(2)
     if (model is None) == (script is None):
         console.print("[red]error[/]: give --model (an LLM through litellm) or --script (a scripted model), not both",
                       highlight=False)
         raise typer.Exit(2)
-    try:
-        t = load_task(task, inputs=inputs)
-    except TaskError as e:
-        console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
-        raise typer.Exit(2)
-    import torch
-
     from cuda_agent.agent.loop import AgentConfig, run_agent
-    from cuda_agent.environment import Environment
-    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.agent.resume import ResumeError, resume_run
     from cuda_agent.records import TrajectoryWriter
+    from cuda_agent.results import finalize_run
 
-    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
-    cfg = EvalConfig(device=dev, baselines=["eager"] if no_compile else ["eager", "compile"])
+    state = None
     try:
-        env = Environment.create(t, runs_dir=out, eval_config=cfg, settings={"allow_shell": allow_shell})
-    except WorkspaceError as e:
+        if resume is None:
+            env = _new_environment(load_task(task, inputs=inputs), device, out, allow_shell, no_compile)
+        else:  # a corrupt trajectory (ValueError) is a usage error too: the folder can't be continued
+            env, _, state = resume_run(resume, eval_overrides={"device": device} if device else None)
+    except (TaskError, WorkspaceError, ResumeError, ValueError) as e:
         console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
         raise typer.Exit(2)
-    llm = _model(model, api_base, script)
+    llm = _model(model, api_base, script, skip=state.steps if state else 0)
     run_dir = env.workspace.root.parent
     console.print(f"run folder: {run_dir}", highlight=False)
     limits = AgentConfig(max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens, max_wall_s=max_wall,
                          target_speedup=target_speedup)
     writer = TrajectoryWriter(run_dir / "trajectory.jsonl")
+    final, final_error = None, None
     try:
         with env:
-            result = run_agent(llm, env, limits, writer, run_id=run_dir.name)
+            result = run_agent(llm, env, limits, writer, run_id=run_dir.name, resume_state=state)
+            writer.close()
+            console.print("re-verifying the best version, writing report.md and the drop-in...")
+            try:  # the result is what passes again with more input sets, not the run's own check
+                final = finalize_run(env, run_dir, result, run_dir / "trajectory.jsonl")
+            except Exception as e:  # the run's records stay; say why there is no report
+                final_error = f"finalizing the run failed: {type(e).__name__}: {e}"
     finally:
         writer.close()
-    best = result.best
-    code = EXIT_ERROR if result.stop_reason.startswith(("model_error", "error")) else (
-        EXIT_NONE if best is None else EXIT_IMPROVED if best.reward == 3 else EXIT_CORRECT)
+    verified = final.reverification.verified if final else None
+    best = verified.version if verified else None
+    code = EXIT_ERROR if result.stop_reason.startswith(("model_error", "error")) or final_error else (
+        EXIT_NONE if best is None else EXIT_IMPROVED if verified.verdict.reward == 3 else EXIT_CORRECT)
     summary = {"run_dir": str(run_dir), "stop_reason": result.stop_reason, "steps": result.steps,
                "tokens": result.tokens, "cost": result.cost, "wall_s": round(result.wall_s, 1),
-               "error": result.error, "best": best.model_dump(mode="json") if best else None}
+               "error": result.error or final_error, "best": best.model_dump(mode="json") if best else None,
+               "verified_reward": verified.verdict.reward if verified else None,
+               "report": str(final.report) if final else None,
+               "dropin": str(final.dropin) if final and final.dropin else None}
     if json_out:
         print(json.dumps(summary, indent=1))
     else:
-        line = (f"best: version {best.version}, reward {best.reward}, {best.time_ms or 0:.4f} ms, "
-                f"{best.speedup_compile or 0:.2f}x vs torch.compile" if best else "no correct version")
+        v = verified.verdict if verified else None
+        line = (f"best: version {best.version}, re-verified, reward {v.reward}, "
+                f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile"
+                if verified else "no correct version passed re-verification")
         Console().print(f"{result.stop_reason} after {result.steps} steps; {line}; {run_dir}", highlight=False)
-        if result.error:
-            Console(stderr=True).print(f"[red]error[/]: {escape(result.error)}", highlight=False)
+        if final and final.dropin:
+            Console().print(f"drop-in: {final.dropin} (see its README.md); report: {final.report}", highlight=False)
+        if result.error or final_error:
+            Console(stderr=True).print(f"[red]error[/]: {escape(result.error or final_error)}", highlight=False)
     raise typer.Exit(code)
 
 
-def _model(model: str | None, api_base: str | None, script: Path | None):
+def _new_environment(task, device: str | None, out: Path, allow_shell: bool, no_compile: bool):
+    import torch
+
+    from cuda_agent.environment import Environment
+    from cuda_agent.eval.settings import EvalConfig
+
+    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    cfg = EvalConfig(device=dev, baselines=["eager"] if no_compile else ["eager", "compile"])
+    return Environment.create(task, runs_dir=out, eval_config=cfg, settings={"allow_shell": allow_shell})
+
+
+def _model(model: str | None, api_base: str | None, script: Path | None, skip: int = 0):
     if script is not None:
         from cuda_agent.agent.scripted_model import ScriptedModel
 
-        return ScriptedModel.from_json(script)
+        scripted = ScriptedModel.from_json(script)
+        del scripted.responses[:skip]  # one response per turn: a resumed replay goes on where it stopped
+        return scripted
     from cuda_agent.agent.litellm_model import LitellmModel
 
     return LitellmModel(model, api_base=api_base)

@@ -108,7 +108,7 @@ class UserMessage(_Record):
     type: Literal["user_message"] = "user_message"
     step: int
     content: str
-    injected: bool = True  # written by a person during the run
+    injected: bool = True  # written by a person during the run; False: a note cuda-agent added (on resume)
 
 
 class Trim(_Record):
@@ -117,6 +117,18 @@ class Trim(_Record):
     removed: list[dict] = []  # which messages were shortened and by how much
     tokens_before: int | None = None
     tokens_after: int | None = None
+
+
+class Resume(_Record):
+    """The run was continued (`--resume`): the records after it come from the resumed process."""
+
+    type: Literal["resume"] = "resume"
+    step: int  # the last step taken before the resume; the next turn is step + 1
+    model: str = ""
+    config: dict[str, Any] = {}  # the limits and model settings the run continues with; secrets removed
+    previous_stop: str | None = None  # the last closing's stop reason; None when the run was killed
+    interrupted_calls: list[str] = []  # calls of a cut-off turn, answered as not run (see agent/resume.py)
+    recovered_versions: list[int] = []  # versions the workspace committed whose evaluation was not recorded
 
 
 class Closing(_Record):
@@ -134,7 +146,7 @@ class Closing(_Record):
 
 
 Record = Annotated[Union[Header, ModelTurn, ToolResultRecord, FormatErrorRecord, Evaluation, UserMessage,
-                         Trim, Closing], Field(discriminator="type")]
+                         Trim, Resume, Closing], Field(discriminator="type")]
 _ADAPTER: TypeAdapter = TypeAdapter(Record)
 
 

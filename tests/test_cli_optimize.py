@@ -36,6 +36,9 @@ def test_scripted_run_writes_workspace_and_trajectory(tmp_path):
     kinds = [rec.type for rec in records]
     assert kinds[0] == "header" and kinds[-1] == "closing" and "evaluation" in kinds
     assert (run_dir / "workspace" / "kernels" / "scale_add.cu").is_file()
+    # the result is re-verified, reported and packaged
+    assert summary["verified_reward"] >= 1 and Path(summary["report"]).is_file()
+    assert (Path(summary["dropin"]) / "layer.py").is_file()
 
 
 def test_model_or_script_is_required(tmp_path):

@@ -14,6 +14,11 @@ when none of its calls was well-formed (or it had none), and any well-formed cal
 The approval hook is asked about every well-formed call of a turn before the first one runs (the
 model wrote them all without seeing a result either), so the turn is recorded once, with the
 person's edits in it. Limits are checked before each query, not inside a turn.
+
+Before each query the history is trimmed to the model's window (context.py) when the model
+reports one; the loop keeps the trimmed list and writes a `trim` record per pass, while the
+trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt
+history and counters and appends to the same trajectory after a `resume` record.
 """
 
 from __future__ import annotations
@@ -22,18 +27,24 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError
 from cuda_agent.agent.prompts import system_message, task_message
 from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import FORMAT_HELP
-from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, TaskInfo, ToolResultRecord,
-                                TrajectoryWriter, UserMessage, evaluation_from, make_header)
+from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
+                                ToolResultRecord, TrajectoryWriter, Trim, UserMessage, evaluation_from, make_header,
+                                scrub_config)
 from cuda_agent.workspace import VersionInfo
 
+if TYPE_CHECKING:
+    from cuda_agent.agent.resume import ResumeState
+
+LOW_WATER = 0.8  # a trimming pass goes down to this share of the budget, so passes are rare
 NO_CALL_NATIVE = ("Your last reply called no tool. Every turn must call one of the tools; "
                   "call `finish` when you are done.")
 
@@ -95,13 +106,20 @@ class Agent:
         self.steps = self.tokens = self.unpriced = self.format_errors = 0
         self.cost: float | None = None
         self.started = time.monotonic()
+        self.count_tokens = approx_tokens  # the model's own counter once the run starts (litellm loads lazily)
+        self.budget: int | None = None  # history tokens allowed; None: the window is unknown, no trimming
 
-    def run(self, run_id: str | None = None) -> RunResult:
+    def run(self, run_id: str | None = None, resume: ResumeState | None = None) -> RunResult:
         reason, error = "error", None
         try:
-            self.messages = [{"role": "system", "content": system_message(native_tools=self.native)},
-                             {"role": "user", "content": self._task_message()}]
-            self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
+            if resume is None:
+                self.messages = [{"role": "system", "content": system_message(native_tools=self.native)},
+                                 {"role": "user", "content": self._task_message()}]
+                self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
+            else:
+                self._resume(resume)
+            self.count_tokens = counter_for(self.model)
+            self.budget = context_budget(self.model, self.tools, self.count_tokens)
             while True:
                 self.step()
         except (_Stop, LimitsExceeded) as e:
@@ -128,6 +146,7 @@ class Agent:
         for text in self.inbox() if self.inbox else []:
             self.writer.write(UserMessage(step=self.steps, content=text))
             self.messages.append({"role": "user", "content": text})
+        self._trim()
         try:
             response, problem = self.model.query(self.messages, self.tools), None
         except FormatError as e:  # the client could not read an action; the answer still cost tokens
@@ -160,6 +179,29 @@ class Agent:
             self.format_errors = 0
         if evaluated and self._target_reached():
             raise _Stop("target_reached")
+
+    def _trim(self) -> None:
+        if self.budget is None:
+            return
+        trimmed, notes = trim_messages(self.messages, self.budget, self.count_tokens,
+                                       target_tokens=int(self.budget * LOW_WATER))
+        if notes:
+            self.writer.write(Trim(step=self.steps, removed=[n.model_dump() for n in notes],
+                                   tokens_before=self.count_tokens(self.messages),
+                                   tokens_after=self.count_tokens(trimmed)))
+            self.messages = trimmed
+
+    def _resume(self, s: ResumeState) -> None:
+        """Continue from a rebuilt history: counters restored, the marker and resume's records written."""
+        self.messages = s.messages
+        self.steps, self.tokens, self.cost, self.unpriced = s.steps, s.tokens, s.cost, s.unpriced
+        self.format_errors = s.format_errors
+        self.started = time.monotonic() - s.wall_s
+        self.writer.write(Resume(step=s.steps, model=self.model.name, config=scrub_config(self._config()),
+                                 previous_stop=s.previous_stop, interrupted_calls=s.interrupted,
+                                 recovered_versions=s.recovered))
+        for record in s.records:
+            self.writer.write(record)
 
     def _execute(self, call: ToolCall, malformed: bool, decision: Decision | None) -> tuple[bool, int | None]:
         if decision is not None and not decision.approve:
@@ -244,13 +286,15 @@ class Agent:
         speedup = best.speedup_compile if self.config.target_baseline == "compile" else best.speedup_eager
         return speedup is not None and speedup >= self.config.target_speedup
 
+    def _config(self) -> dict:
+        model_config = getattr(self.model, "config", None)  # LitellmModel's settings (never its key)
+        return {"agent": self.config.model_dump(mode="json"), "eval": self.env.eval_config.model_dump(mode="json"),
+                "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {}}
+
     def _header(self, run_id: str):
         t = self.env.workspace.record.task
-        model_config = getattr(self.model, "config", None)  # LitellmModel's settings (never its key)
-        config = {"agent": self.config.model_dump(mode="json"), "eval": self.env.eval_config.model_dump(mode="json"),
-                  "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {}}
         return make_header(run_id, TaskInfo(path=t.path, class_name=t.class_name, hash=t.source_hash, name=t.name),
-                           self.model.name, config, self.messages, self.tools)
+                           self.model.name, self._config(), self.messages, self.tools)
 
     def _task_message(self) -> str:
         ev = self.env.eval_config
@@ -260,8 +304,9 @@ class Agent:
 
 def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,
               approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
-              run_id: str | None = None) -> RunResult:
+              run_id: str | None = None, resume_state: ResumeState | None = None) -> RunResult:
     """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`.
     `approval` is asked before each well-formed tool call; `inbox` is polled before each query for
-    messages a person typed (recorded as injected)."""
-    return Agent(model, env, config, writer, approval, inbox).run(run_id)
+    messages a person typed (recorded as injected). `resume_state` (from resume.resume_run)
+    continues a run: `writer` must append to that run's trajectory; steps continue from it."""
+    return Agent(model, env, config, writer, approval, inbox).run(run_id, resume_state)

@@ -20,6 +20,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+# imported before the worker says it is ready, not inside the first timed request
+from cuda_agent.eval.timing import TimingConfig, read_clocks, time_callable
+
 RUNTIME_MODULE = "kernel_runtime"  # the name model_new.py imports
 RUNTIME_PATH = Path(__file__).resolve().parent.parent / "kernels" / "runtime.py"
 
@@ -220,8 +223,6 @@ class _Worker:
         return out, ops, kernels
 
     def time(self, req: dict) -> dict:
-        from cuda_agent.eval.timing import TimingConfig, read_clocks, time_callable
-
         torch = self.torch
         cfg = TimingConfig(**req["config"])
         model = self.model

@@ -1,0 +1,166 @@
+"""Keeping the conversation inside the model's context window.
+
+When the history outgrows its budget, the stalest bulk goes first: old tool outputs (a compile
+log or a verdict from many turns ago), then kernel sources in old edit_file calls (the file on
+disk is the truth and view_file shows it again), oldest first within each kind, and only until
+the history is back under the target. Never touched: the opening messages (system prompt and
+task), the latest `keep_turns` turns (the state the model acts on) and user messages. The shape
+of the conversation stays: a shortened tool message keeps its tool_call_id, an assistant message
+keeps its calls (only the values of source arguments shrink), so every result still answers its
+call. If the untouchable part alone is over budget, what is left is returned as is and the
+provider's context error ends the run (model_error:context_window).
+
+Trimming works on a copy and is idempotent (a shortened message is recognised and left alone).
+The loop keeps the shortened list and records each pass as a `trim` record; the trajectory's
+tool_result and model_turn records keep every full observation and argument.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable, Literal
+
+from pydantic import BaseModel
+
+TokenCounter = Callable[[list[dict]], int]
+
+FRACTION = 0.85  # of the window the history may fill: token counts are estimates
+ANSWER_TOKENS = 4096  # room kept for the model's answer when its client sets no max_tokens
+KEEP_TURNS = 3  # the latest turns are never shortened
+MIN_CHARS = 400  # shorter texts stay: their note would save next to nothing
+SOURCE_TOOLS = {"edit_file"}
+SOURCE_FIELDS = ("file_text", "new_str", "old_str")
+OBSERVATION_MARK = "[observation trimmed:"
+SOURCE_MARK = "[source trimmed:"
+CHARS_PER_TOKEN = 3.5
+
+
+class TrimNote(BaseModel):
+    """One shortened text: where it was and how much went (a `trim` record's `removed` entry)."""
+
+    index: int  # position of the message in the list that was trimmed
+    role: Literal["tool", "assistant"]
+    tool: str
+    call_id: str
+    what: Literal["observation", "source"]
+    field: str | None = None  # the argument, for a source
+    chars: int  # length of the text that was replaced
+
+
+def approx_tokens(messages: list[dict]) -> int:
+    """About len(text) / 3.5 tokens, plus a few per message for the role and framing."""
+    chars = 0
+    for m in messages:
+        content = m.get("content")
+        chars += len(content) if isinstance(content, str) else len(json.dumps(content)) if content else 0
+        for c in m.get("tool_calls") or []:
+            chars += len(c["function"]["name"]) + len(c["function"].get("arguments") or "")
+    return math.ceil(chars / CHARS_PER_TOKEN) + 4 * len(messages)
+
+
+def counter_for(model) -> TokenCounter:
+    """The model's own counter (`count_tokens`), litellm's for a litellm model, else approx_tokens.
+    litellm is imported only for a model that uses it anyway, and any failure falls back."""
+    own = getattr(model, "count_tokens", None)
+    if callable(own):
+        return own
+    from cuda_agent.agent.litellm_model import LitellmModel, _litellm
+
+    if not isinstance(model, LitellmModel):
+        return approx_tokens
+    try:
+        litellm = _litellm()
+    except Exception:
+        return approx_tokens
+    name = model.config.model
+
+    def count(messages: list[dict]) -> int:
+        try:
+            return int(litellm.token_counter(model=name, messages=messages))
+        except Exception:  # a message shape its tokenizer path rejects: an estimate beats a crash
+            return approx_tokens(messages)
+
+    return count
+
+
+def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
+    """Tokens the history may take: FRACTION of the window, less room for the answer and the tool
+    schemas sent with every request; None when the model does not say its window."""
+    window = model.context_window()
+    if not window:
+        return None
+    answer = getattr(getattr(model, "config", None), "max_tokens", None) or ANSWER_TOKENS
+    answer = min(answer, window // 4)  # a small window still leaves room for the history
+    schemas = count_tokens([{"role": "system", "content": json.dumps(tools)}]) if tools else 0
+    return max(0, int(window * FRACTION) - answer - schemas)
+
+
+def trim_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = approx_tokens, *,
+                  target_tokens: int | None = None, keep_turns: int = KEEP_TURNS) -> tuple[list[dict], list[TrimNote]]:
+    """`messages` shortened when over `budget_tokens`, down to `target_tokens` (default: the budget;
+    a lower target makes passes rarer), and what was shortened. The input is not changed."""
+    counts = [count_tokens([m]) for m in messages]
+    out = list(messages)
+    if sum(counts) <= budget_tokens:
+        return out, []
+    target = budget_tokens if target_tokens is None else min(target_tokens, budget_tokens)
+    start, stop = _open_span(messages, keep_turns)
+    names = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
+    notes: list[TrimNote] = []
+    for shorten in (_shorten_observation, _shorten_sources):  # every old observation before any source
+        for i in range(start, stop):
+            if sum(counts) <= target:
+                return out, notes
+            new, found = shorten(out[i], i, names)
+            if found:
+                out[i], counts[i] = new, count_tokens([new])
+                notes.extend(found)
+    return out, notes
+
+
+def _open_span(messages: list[dict], keep_turns: int) -> tuple[int, int]:
+    """[start, stop): from the first assistant message (after the opening ones) to the first
+    message of the latest `keep_turns` turns; a turn starts at an assistant message."""
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant"]
+    if len(turns) <= keep_turns:
+        return 0, 0
+    return turns[0], (turns[-keep_turns] if keep_turns > 0 else len(messages))
+
+
+def _shorten_observation(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[TrimNote]]:
+    content = m.get("content")
+    if m.get("role") != "tool" or not isinstance(content, str) or len(content) < MIN_CHARS \
+            or content.startswith(OBSERVATION_MARK):
+        return m, []
+    tool = names.get(m.get("tool_call_id", ""), "?")
+    status = next((line.strip() for line in content.splitlines() if line.strip()), "")
+    status = status if len(status) <= 120 else status[:117] + "..."
+    note = f"{OBSERVATION_MARK} {len(content)} chars; it was {tool} -> {status}]"
+    return {**m, "content": note}, [TrimNote(index=i, role="tool", tool=tool, call_id=m.get("tool_call_id", ""),
+                                             what="observation", chars=len(content))]
+
+
+def _shorten_sources(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[TrimNote]]:
+    if m.get("role") != "assistant" or not m.get("tool_calls"):
+        return m, []
+    calls, notes = [], []
+    for c in m["tool_calls"]:
+        fn = c["function"]
+        try:
+            args = json.loads(fn.get("arguments") or "{}")
+        except json.JSONDecodeError:
+            args = None  # a malformed call is left as the model wrote it
+        if fn["name"] not in SOURCE_TOOLS or not isinstance(args, dict):
+            calls.append(c)
+            continue
+        changed = False
+        for field in SOURCE_FIELDS:
+            value = args.get(field)
+            if isinstance(value, str) and len(value) >= MIN_CHARS and not value.startswith(SOURCE_MARK):
+                args[field] = f"{SOURCE_MARK} {len(value)} chars]"
+                notes.append(TrimNote(index=i, role="assistant", tool=fn["name"], call_id=c["id"], what="source",
+                                      field=field, chars=len(value)))
+                changed = True
+        calls.append({**c, "function": {**fn, "arguments": json.dumps(args, ensure_ascii=False)}} if changed else c)
+    return ({**m, "tool_calls": calls} if notes else m), notes

@@ -1,0 +1,166 @@
+"""Continuing a stopped or killed run from its run folder (`optimize --resume RUN_DIR`).
+
+`resume_run` re-opens the workspace (uncommitted work is committed as a snapshot first) and
+rebuilds, from the trajectory, the conversation as the model saw it: the header's opening
+messages, then each turn's assistant message followed by the results of its calls, the
+format-error replies and the typed messages, in order. The counters come back too (steps, tokens,
+cost, unpriced turns, the format-error streak, wall time), so the limits apply to the whole run:
+resume a run that hit --max-steps with a higher one. `run_agent(..., resume_state=state)` then
+appends to the same trajectory: a `resume` record, the records this module made (below), then the
+new turns. A closing record already there stays; the resumed run appends its own at the end.
+
+A turn whose calls have no result (the run was killed mid-turn, or calls came after `finish`) is
+answered, not re-run: each such call gets INTERRUPTED as its observation, recorded as a
+tool_result with status "interrupted". Re-running could repeat what already happened: the edit
+may be on disk (applying it again fails), a verify may have committed its version (running it
+again commits a second one). The workspace's git history is the truth for versions: a version
+committed without an evaluation record is recorded now (at the step it was cut off in) and, when
+the model never saw its result, told to it in a note, so no evaluation is lost or repeated.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.environment import Environment
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.records import (Evaluation, Header, ModelTurn, Record, ToolResultRecord, UserMessage,
+                                evaluation_from, read_trajectory)
+from cuda_agent.workspace import VersionInfo, Workspace
+
+TRAJECTORY = "trajectory.jsonl"
+INTERRUPTED = ("[interrupted: the run stopped before this call's result was recorded, so it may not have run; "
+               "the workspace shows what changed; call it again if you still need it]")
+AFTER_FINISH = ("The run was resumed with more steps after you called finish: keep improving the kernel, "
+                "and call finish again when you are done.")
+
+
+class ResumeError(Exception):
+    """The folder cannot be continued (no trajectory, no header); the message says what to give."""
+
+
+@dataclass
+class ResumeState:
+    run_id: str
+    messages: list[dict]  # the conversation to continue from
+    steps: int = 0  # model turns taken; the next turn is steps + 1
+    tokens: int = 0
+    cost: float | None = None
+    unpriced: int = 0
+    format_errors: int = 0  # the streak at the end, so max_format_errors carries over
+    wall_s: float = 0.0  # summed over the earlier processes, from record times
+    previous_stop: str | None = None  # the last closing's reason; None when the run was killed
+    interrupted: list[str] = field(default_factory=list)  # call ids answered with INTERRUPTED
+    recovered: list[int] = field(default_factory=list)  # versions whose evaluation record is written now
+    records: list[Any] = field(default_factory=list)  # to append after the resume marker, in order
+
+
+def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = None
+               ) -> tuple[Environment, list[dict], ResumeState]:
+    """The environment, messages and counters to continue the run in `run_dir` with. The evaluation
+    settings and tools are the run's own (from its header), so versions stay comparable;
+    `eval_overrides` changes fields such as the device. `messages` is `state.messages`."""
+    run_dir = Path(run_dir)
+    path = run_dir / TRAJECTORY
+    if not path.is_file():
+        raise ResumeError(f"{run_dir} holds no {TRAJECTORY}: give the run folder that `optimize` printed")
+    records = read_trajectory(path)
+    header = records[0] if records else None
+    if not isinstance(header, Header):
+        raise ResumeError(f"{path} does not start with a header record: the run never started; start it anew")
+    workspace = Workspace.open(run_dir)
+    config = EvalConfig.model_validate({**header.config.get("eval", {}), **(eval_overrides or {})})
+    allow_shell = any(t.get("function", {}).get("name") == "shell" for t in header.tools)
+    env = Environment(workspace, config, settings={"allow_shell": allow_shell})
+    state = rebuild(records)
+    _recover_versions(state, records, workspace.versions())
+    if state.previous_stop == "finished":
+        _note(state, AFTER_FINISH)
+    return env, state.messages, state
+
+
+def rebuild(records: list[Record]) -> ResumeState:
+    """The conversation and counters a trajectory describes; calls without a result are answered."""
+    header = records[0]
+    state = ResumeState(run_id=header.run_id, messages=[dict(m) for m in header.messages])
+    # results by (step, call id): ids repeat across scripts, and an answer made on an earlier
+    # resume sits after that resume's marker, not after its turn
+    results = {(r.step, r.call_id): r for r in records if r.type == "tool_result"}
+    base, start = 0.0, header.time  # wall time before this process, and when its first record was made
+    for r in records:
+        if r.type in ("header", "resume"):  # a process started
+            base, start, state.previous_stop = state.wall_s, r.time, None
+        state.wall_s = base + r.time - start  # a killed process: up to its last record
+        if r.type == "model_turn":
+            _turn(state, r, results)
+        elif r.type == "format_error":
+            state.format_errors += 1
+            state.messages.append({"role": "user", "content": r.message})
+        elif r.type == "user_message":
+            state.messages.append({"role": "user", "content": r.content})
+        elif r.type == "closing":  # its clock is the loop's own, whole-run one (start-up included)
+            state.previous_stop, state.wall_s = r.stop_reason, r.wall_s
+    return state
+
+
+def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
+    state.steps = turn.step
+    state.tokens += turn.prompt_tokens + turn.completion_tokens
+    if turn.cost is None:
+        state.unpriced += 1
+    else:
+        state.cost = (state.cost or 0.0) + turn.cost
+    wire = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in turn.tool_calls]
+    message: dict = {"role": "assistant", "content": turn.content or (None if wire else "")}
+    if wire:
+        message["tool_calls"] = wire
+    state.messages.append(message)  # as the loop built it (loop._record_turn)
+    ran = []
+    for c in turn.tool_calls:
+        result = results.get((turn.step, c.id))
+        if result is None:
+            result = ToolResultRecord(step=turn.step, call_id=c.id, name=c.name, observation=INTERRUPTED,
+                                      status="interrupted", data={"interrupted": True})
+            state.records.append(result)
+            state.interrupted.append(c.id)
+        else:
+            ran.append(result)
+        state.messages.append({"role": "tool", "tool_call_id": c.id, "content": result.observation})
+    if ran:  # as the loop counts: all malformed extends the streak, any well-formed call resets it
+        state.format_errors = state.format_errors + 1 if all(r.format_error for r in ran) else 0
+
+
+def _recover_versions(state: ResumeState, records: list[Record], versions: list[VersionInfo]) -> None:
+    """Evaluation records for versions the trajectory lacks: from a tool result whose evaluation
+    record was cut off, else from the commit's trailers (and then the model is told)."""
+    evaluated = {r.commit for r in records if r.type == "evaluation"}
+    for r in records:
+        e = evaluation_from(r.step, r.data) if r.type == "tool_result" else None
+        if e is not None and e.commit not in evaluated:
+            state.records.append(e)
+            state.recovered.append(e.version)
+            evaluated.add(e.commit)
+    unseen = [v for v in versions if v.sha not in evaluated]
+    for v in unseen:
+        state.records.append(Evaluation(step=state.steps, commit=v.sha, version=v.version, status=v.status,
+                                        reward=v.reward, time_ms=v.time_ms, eager_ms=v.eager_ms,
+                                        compile_ms=v.compile_ms, speedup_eager=v.speedup_eager,
+                                        speedup_compile=v.speedup_compile))
+        state.recovered.append(v.version)
+    if unseen:
+        told = "; ".join(_describe(v) for v in unseen)
+        _note(state, f"The run was interrupted and resumed. Meanwhile the workspace committed {told}, "
+                     "but the result never reached you; it is kept in the workspace history.")
+
+
+def _describe(v: VersionInfo) -> str:
+    timing = f", {v.time_ms:.4f} ms" if v.time_ms is not None else ""
+    return f"version {v.version} ({v.status}, reward {v.reward}{timing})"
+
+
+def _note(state: ResumeState, text: str) -> None:
+    state.records.append(UserMessage(step=state.steps, content=text, injected=False))
+    state.messages.append({"role": "user", "content": text})
