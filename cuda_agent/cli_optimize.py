@@ -42,6 +42,7 @@ def optimize_command(
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
+    confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
     2 bad usage, 3 no correct version, 4 the run failed."""
@@ -66,6 +67,7 @@ def optimize_command(
         raise typer.Exit(2)
     from cuda_agent.agent.loop import AgentConfig, run_agent
     from cuda_agent.agent.resume import ResumeError, resume_run
+    from cuda_agent.agent.console import ConsoleApproval, LiveWriter
     from cuda_agent.records import TrajectoryWriter
     from cuda_agent.results import finalize_run
 
@@ -83,11 +85,15 @@ def optimize_command(
     console.print(f"run folder: {run_dir}", highlight=False)
     limits = AgentConfig(max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens, max_wall_s=max_wall,
                          target_speedup=target_speedup)
-    writer = TrajectoryWriter(run_dir / "trajectory.jsonl")
+    live = not (quiet or json_out or confirm) and console.is_terminal
+    writer = (LiveWriter(run_dir / "trajectory.jsonl", console, llm.name) if live
+              else TrajectoryWriter(run_dir / "trajectory.jsonl"))
+    approval = ConsoleApproval(Console()) if confirm else None
     final, final_error = None, None
     try:
         with env:
-            result = run_agent(llm, env, limits, writer, run_id=run_dir.name, resume_state=state)
+            result = run_agent(llm, env, limits, writer, run_id=run_dir.name, resume_state=state,
+                               approval=approval)
             writer.close()
             console.print("re-verifying the best version, writing report.md and the drop-in...")
             try:  # the result is what passes again with more input sets, not the run's own check

@@ -52,3 +52,36 @@ def test_missing_key_ends_the_run_cleanly_with_exit_4(tmp_path, monkeypatch):
                                  "--out", str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline"])
     assert r.exit_code == 4, r.output
     assert "model_error" in r.output and "ANTHROPIC_API_KEY" in r.output
+
+
+def test_confirm_asks_before_each_call_and_a_rejection_reaches_the_model(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([call("list_files"), call("finish", summary="done")]))
+    out = tmp_path / "runs"
+    # reject list_files with a reason, approve finish
+    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(out),
+                                 "--device", "cpu", "--no-compile-baseline", "--confirm"],
+                           input="r\nnot now\na\n")
+    assert "approve?" in r.output and r.exit_code == 3, r.output  # no correct version was written
+    run_dir = next(out.iterdir())
+    results = [rec for rec in read_trajectory(run_dir / "trajectory.jsonl") if rec.type == "tool_result"]
+    assert results[0].status == "rejected" and "not now" in results[0].observation
+
+
+def test_live_writer_tracks_the_best_version(tmp_path):
+    import io
+
+    from rich.console import Console
+
+    from cuda_agent.agent.console import LiveWriter
+    from cuda_agent.records import Evaluation, ModelTurn
+
+    console = Console(file=io.StringIO(), force_terminal=True, width=200)
+    w = LiveWriter(tmp_path / "t.jsonl", console, "scripted")
+    w.write(ModelTurn(step=1, content="", cost=0.25))
+    w.write(Evaluation(step=1, version=1, status="correct", reward=2, time_ms=2.0, speedup_compile=0.9))
+    w.write(Evaluation(step=2, version=2, status="correct", reward=3, time_ms=1.0, speedup_compile=1.8))
+    w.write(Evaluation(step=3, version=3, status="incorrect", reward=-1))
+    assert w.best.version == 2 and "1.80x vs compile" in w._status().plain and "$0.25" in w._status().plain
+    w.close()
+    assert len(read_trajectory(tmp_path / "t.jsonl")) == 4
