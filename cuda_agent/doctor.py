@@ -84,18 +84,11 @@ class Tool:
 
 
 def find_tool(name: str) -> Tool | None:
-    """CUDA_HOME/bin first (the user chose it), then PATH, then the usual install folder.
+    """Where the build looks (kernels/toolkit.find_cuda_tool), so doctor reports the nvcc it uses."""
+    from cuda_agent.kernels.toolkit import find_cuda_tool
 
-    The same order as kernels/toolkit.find_nvcc, so doctor reports the nvcc the build uses.
-    """
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if (home := os.environ.get(var)) and (p := Path(home) / "bin" / name).is_file() and os.access(p, os.X_OK):
-            return Tool(p, f"{var}/bin")
-    if p := shutil.which(name):
-        return Tool(Path(p), "PATH")
-    if (p := DEFAULT_CUDA_BIN / name).is_file() and os.access(p, os.X_OK):
-        return Tool(p, str(DEFAULT_CUDA_BIN))
-    return None
+    found = find_cuda_tool(name, DEFAULT_CUDA_BIN)
+    return Tool(*found) if found else None
 
 
 def _run(*cmd: str | Path) -> str:

@@ -16,22 +16,29 @@ class ToolkitError(RuntimeError):
     """The CUDA toolkit cannot be used (nvcc missing or broken)."""
 
 
-FALLBACK_NVCC = Path("/usr/local/cuda/bin/nvcc")
+DEFAULT_CUDA_BIN = Path("/usr/local/cuda/bin")
+
+
+def find_cuda_tool(name: str, default_bin: Path | None = None) -> tuple[Path, str] | None:
+    """A CUDA toolkit program and where it was found: CUDA_HOME/bin (the user chose it), then
+    CUDA_PATH/bin, then PATH, then `default_bin`. The build, doctor and the profilers all look here."""
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        home = os.environ.get(var)
+        if home and (p := Path(home) / "bin" / name).is_file() and os.access(p, os.X_OK):
+            return p, f"{var}/bin"
+    if on_path := shutil.which(name):
+        return Path(on_path), "PATH"
+    default_bin = default_bin or DEFAULT_CUDA_BIN  # read now, so tests can point it elsewhere
+    if (p := default_bin / name).is_file() and os.access(p, os.X_OK):
+        return p, str(default_bin)
+    return None
 
 
 def find_nvcc() -> Path:
-    """nvcc from CUDA_HOME/bin, then PATH, then /usr/local/cuda/bin."""
-    candidates = []
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if os.environ.get(var):
-            candidates.append(Path(os.environ[var]) / "bin" / "nvcc")
-    on_path = shutil.which("nvcc")
-    if on_path:
-        candidates.append(Path(on_path))
-    candidates.append(FALLBACK_NVCC)
-    for path in candidates:
-        if path.is_file() and os.access(path, os.X_OK):
-            return path
+    """nvcc from CUDA_HOME/bin, CUDA_PATH/bin, PATH, then /usr/local/cuda/bin."""
+    found = find_cuda_tool("nvcc")
+    if found is not None:
+        return found[0]
     raise ToolkitError(
         "nvcc not found: install the CUDA toolkit, or set CUDA_HOME (or PATH) to include its bin/"
     )

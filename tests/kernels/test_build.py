@@ -190,7 +190,7 @@ def test_missing_nvcc_is_one_clear_line(candidate, cache_dir, monkeypatch, tmp_p
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "no-cuda"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
     monkeypatch.setenv("PATH", str(tmp_path / "empty-bin"))
-    monkeypatch.setattr(toolkit, "FALLBACK_NVCC", tmp_path / "none" / "nvcc")
+    monkeypatch.setattr(toolkit, "DEFAULT_CUDA_BIN", tmp_path / "none")
     result = build_kernels(candidate.kernels, cache_dir)
     assert not result.ok
     assert "nvcc not found" in result.errors and "CUDA_HOME" in result.errors
