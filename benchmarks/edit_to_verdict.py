@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.eval.evaluator import Evaluator
-from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.settings import EvalConfig, default_device
 from cuda_agent.task import load_task
 
 
@@ -28,9 +28,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default=None)
     args = ap.parse_args()
-    import torch
-
-    device = args.device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    device = args.device or default_device()
     task_dir = Path(args.task)
     work = Path(tempfile.mkdtemp(prefix="edit-to-verdict-")) / "candidate"
     shutil.copytree(task_dir / "candidate", work)

@@ -10,43 +10,22 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 import tempfile
 from pathlib import Path
 
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.single_run import load_candidate_model
 from cuda_agent.kernels.build import build_kernels
 from cuda_agent.task import load_task
 
 
 def load_candidate_here(task, cand: Path, cache: Path, device: str):
     """Build and import a candidate in this process (trusted: it is one of our examples)."""
-    build = build_kernels(cand / "kernels", cache / "build")
     import os
 
-    os.environ["CUDA_AGENT_KERNELS"] = str(build.out_dir)
-    from cuda_agent.eval.worker import RUNTIME_MODULE, RUNTIME_PATH
-
-    spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)
-    rt = importlib.util.module_from_spec(spec)
-    sys.modules[RUNTIME_MODULE] = rt
-    spec.loader.exec_module(rt)
-    spec = importlib.util.spec_from_file_location(f"model_new_{cand.parent.name}", cand / "model_new.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    init = task.init_inputs(0)
-    ref = task.build_model(init, device, 0)
-    from cuda_agent.task import seed_everything
-    import torch
-
-    seed_everything(0)
-    with torch.device(device):
-        new = mod.ModelNew(*init)
-    new = new.to(device)
-    new.load_state_dict(ref.state_dict())
-    return new
+    os.environ["CUDA_AGENT_KERNELS"] = str(build_kernels(cand / "kernels", cache / "build").out_dir)
+    return load_candidate_model(task, cand, device, module_name=f"model_new_{cand.parent.name}")
 
 
 def main() -> None:

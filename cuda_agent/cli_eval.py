@@ -28,7 +28,7 @@ def eval_command(
     from rich.markup import escape
 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
-    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.eval.settings import EvalConfig, default_device
     from cuda_agent.eval.tolerance import Tolerances
     from cuda_agent.task import TaskError, load_task
 
@@ -43,7 +43,7 @@ def eval_command(
         raise typer.Exit(2)
     import torch
 
-    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    dev = device or default_device()
     if dev.startswith("cuda") and not torch.cuda.is_available():
         console.print("[red]error[/]: no CUDA GPU is visible to torch; run on a GPU machine or pass --device cpu")
         raise typer.Exit(2)

@@ -128,12 +128,10 @@ def optimize_command(
 
 
 def _new_environment(task, device: str | None, out: Path, allow_shell: bool, no_compile: bool):
-    import torch
-
     from cuda_agent.environment import Environment
-    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.eval.settings import EvalConfig, default_device
 
-    dev = device or ("cuda:0" if torch.cuda.is_available() else "cpu")
+    dev = device or default_device()
     cfg = EvalConfig(device=dev, baselines=["eager"] if no_compile else ["eager", "compile"])
     return Environment.create(task, runs_dir=out, eval_config=cfg, settings={"allow_shell": allow_shell})
 

@@ -11,7 +11,6 @@ import ctypes
 import errno
 import os
 import re
-import shutil
 import subprocess
 import sys
 import warnings

@@ -28,3 +28,10 @@ class EvalConfig(BaseModel):
     arch: str | None = None  # nvcc arch, default from the device
     cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
     init_seed: int = 0
+
+
+def default_device() -> str:
+    """cuda:0 where torch sees a GPU, else cpu (host-only kernels: the tests)."""
+    import torch
+
+    return "cuda:0" if torch.cuda.is_available() else "cpu"

@@ -18,6 +18,33 @@ from pathlib import Path
 NVTX_RANGE = "candidate_forward"
 
 
+def load_candidate_model(task, candidate: Path, device: str, module_name: str = "model_new"):
+    """Import a candidate's ModelNew in this process (its kernels already built, their folder in
+    CUDA_AGENT_KERNELS), built like the reference and holding the reference's weights. For
+    trusted runs only (profiling, benchmarks): nothing here guards against the candidate."""
+    import torch
+
+    from cuda_agent.eval.worker import RUNTIME_MODULE, RUNTIME_PATH
+    from cuda_agent.task import seed_everything
+
+    spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)
+    runtime = importlib.util.module_from_spec(spec)
+    sys.modules[RUNTIME_MODULE] = runtime
+    spec.loader.exec_module(runtime)
+    init = task.init_inputs(0)
+    reference = task.build_model(init, device, 0)
+    spec = importlib.util.spec_from_file_location(module_name, candidate / "model_new.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module
+    spec.loader.exec_module(module)
+    seed_everything(0)
+    with torch.device(device):
+        model = module.ModelNew(*init)
+    model = model.to(device)
+    model.load_state_dict(reference.state_dict())
+    return model
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.eval.single_run")
     ap.add_argument("task")
@@ -31,8 +58,7 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     from cuda_agent.eval.reference import pin_full_fp32
-    from cuda_agent.eval.worker import RUNTIME_MODULE, RUNTIME_PATH
-    from cuda_agent.task import load_task, seed_everything
+    from cuda_agent.task import load_task
 
     pin_full_fp32()
     on_cuda = args.device.startswith("cuda")
@@ -49,24 +75,8 @@ def main(argv: list[str] | None = None) -> int:
         os.environ["CUDA_AGENT_KERNELS"] = str(built.out_dir)
     if args.build_only:
         return 0
-    spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)
-    runtime = importlib.util.module_from_spec(spec)
-    sys.modules[RUNTIME_MODULE] = runtime
-    spec.loader.exec_module(runtime)
-
     task = load_task(args.task)
-    init = task.init_inputs(0)
-    reference = task.build_model(init, args.device, 0)
-    spec = importlib.util.spec_from_file_location("model_new", args.candidate / "model_new.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["model_new"] = module
-    spec.loader.exec_module(module)
-    seed_everything(0)
-    with torch.device(args.device):
-        model = module.ModelNew(*init)
-    model = model.to(args.device)
-    model.load_state_dict(reference.state_dict())
-    del reference
+    model = load_candidate_model(task, args.candidate, args.device)
     inputs = task.draw_inputs(args.seed, args.device)
     sync = torch.cuda.synchronize if on_cuda else (lambda: None)
     with torch.no_grad():

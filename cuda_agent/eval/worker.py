@@ -18,19 +18,13 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from typing import Any
 
 # imported before the worker says it is ready, not inside the first timed request
+from cuda_agent.eval.reference import flatten, pin_full_fp32
 from cuda_agent.eval.timing import TimingConfig, read_clocks, time_callable
 
 RUNTIME_MODULE = "kernel_runtime"  # the name model_new.py imports
 RUNTIME_PATH = Path(__file__).resolve().parent.parent / "kernels" / "runtime.py"
-
-
-def _flatten(out: Any) -> list:
-    if isinstance(out, (tuple, list)):
-        return list(out)
-    return [out]
 
 
 def _precision_state(torch) -> dict:
@@ -70,8 +64,6 @@ class _Worker:
             torch.cuda.init()
             torch.empty(1, device=device)  # create the context now, not inside the first timing
             self._warm_profiler()
-        from cuda_agent.eval.reference import pin_full_fp32
-
         pin_full_fp32()
         self.precision = _precision_state(torch)
         # our own references, taken before any candidate code runs
@@ -172,7 +164,7 @@ class _Worker:
                 out = self.model(*inputs)
         self.sync()
         ms = (self.perf_counter() - t0) * 1e3
-        outs = _flatten(out)
+        outs = flatten(out)
         meta = []
         for o, buf in zip(outs, req["outputs"]):
             plain = type(o) is torch.Tensor
@@ -197,7 +189,6 @@ class _Worker:
         }
 
     def _recorded_forward(self, inputs):
-        torch = self.torch
         from torch.utils._python_dispatch import TorchDispatchMode
 
         ops: list[str] = []
@@ -238,7 +229,7 @@ class _Worker:
         )
         # hand back the last output of every set, so the parent checks what the timed reps computed
         for k, bufs in enumerate(req.get("outputs") or []):
-            for o, buf in zip(_flatten(last[k]), bufs):
+            for o, buf in zip(flatten(last[k]), bufs):
                 if type(o) is torch.Tensor and o.shape == buf.shape and o.dtype == buf.dtype:
                     self.originals["torch.Tensor.copy_"](buf, o)
         self.sync()

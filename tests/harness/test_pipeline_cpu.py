@@ -136,8 +136,6 @@ def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
 def test_candidate_cannot_reach_the_network(monkeypatch, tmp_path):
     import socket
 
-    from cuda_agent.eval.sandbox import isolate_network  # noqa: F401  (the mechanism under test)
-
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)

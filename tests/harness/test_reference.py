@@ -1,6 +1,5 @@
 """The parent's reference: snapshot outside the workspace, float64 truth, determinism check."""
 
-import pytest
 import torch
 
 from cuda_agent.eval.reference import Reference, snapshot_task
