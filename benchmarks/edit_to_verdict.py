@@ -55,12 +55,14 @@ def main() -> None:
             verdicts.append(v)
     print(f"device: {device} ({verdicts[-1].timing.device if verdicts[-1].timing else '?'})")
     print(f"evaluator set-up: {t_setup:.2f} s; first verdict (baselines timed, torch.compile): {t_first:.2f} s")
-    print("| rep | status | reward | seconds | build | load | correctness | timing | baselines |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    parts = ["static", "build", "worker_start_wait", "load", "correctness", "timing", "baselines", "worker_kill"]
+    print("| rep | status | reward | seconds | " + " | ".join(parts) + " | other |")
+    print("|---|---|---|---|" + "---|" * (len(parts) + 1))
     for i, (t, v) in enumerate(zip(times, verdicts)):
         s = v.seconds
-        print(f"| {i} | {v.status} | {v.reward} | {t:.2f} | {s.get('build', 0):.2f} | {s.get('load', 0):.2f} | "
-              f"{s.get('correctness', 0):.2f} | {s.get('timing', 0):.2f} | {s.get('baselines', 0):.2f} |")
+        other = t - sum(s.get(p, 0.0) for p in parts)  # scoring, the verdict, anything unaccounted
+        print(f"| {i} | {v.status} | {v.reward} | {t:.2f} | " + " | ".join(f"{s.get(p, 0.0):.2f}" for p in parts)
+              + f" | {other:.2f} |")
     print(f"edit -> verdict median: {statistics.median(times):.2f} s (target <= 3 s)")
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything the GPU machine must show, in one script (device tool: carry .whl, see README of
 # the device tool; locally: run from the repo root on a machine with a GPU).
-#   bash benchmarks/gpu_suite.sh tests    # GPU tests: examples correct + timed, every hack rejected
+#   bash benchmarks/gpu_suite.sh tests [PATHS]  # GPU tests: examples correct + timed, every hack
+#                                         # rejected, the tools end to end (default: all of tests/)
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
 #   bash benchmarks/gpu_suite.sh capture  # real ncu CSV and compute-sanitizer reports, as test fixtures
@@ -15,9 +16,11 @@ fi
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
-case "${1:-tests}" in
+phase=${1:-tests}; shift || true
+case "$phase" in
   tests)
-    CUDA_AGENT_RESULTS_DIR=$OUT python3 -m pytest -q -p no:cacheprovider -m gpu tests --durations=8 -rf 2>&1 | tee "$OUT/gpu-tests.log" ;;
+    CUDA_AGENT_RESULTS_DIR=$OUT python3 -m pytest -q -p no:cacheprovider -m gpu "${@:-tests}" --durations=12 -rf \
+        2>&1 | tee -a "$OUT/gpu-tests.log" ;;
   bench)
     python3 benchmarks/build_latency.py --reps 5 --inline-reps 2 2>&1 | tee "$OUT/build_latency.log"
     python3 benchmarks/binding_overhead.py 2>&1 | tee "$OUT/binding_overhead.log"

@@ -156,7 +156,7 @@ def wall_clock_bound(timing: Timing, wall_ms: float, cfg: TimingConfig, overhead
     and a loaded host all stretch the wall time): it catches gross under-reporting only."""
     n = min(timing.reps + timing.warmup, cfg.max_reps + 1000)
     slack_ms = 500.0 + 0.25 * wall_ms
-    implied = (wall_ms - slack_ms) / max(n, 1) - overhead_ms
+    implied = (wall_ms - slack_ms) / max(n, 1) - overhead_ms - cfg.hold_ms
     if implied > 0 and timing.mean_ms < 0.25 * implied:
         return [Finding(guard="timing_mismatch", message=(
             f"the worker reported {timing.mean_ms:.4f} ms per call but the parent's clock implies at least "

@@ -73,7 +73,9 @@ class Evaluator:
             verdict.status = "timeout" if e.kind == "timeout" else "runtime_error"
             verdict.error = str(e)
         finally:
+            t = time.perf_counter()
             worker.kill()
+            seconds["worker_kill"] = time.perf_counter() - t
         self._score(verdict, seconds)
         return self._finish(verdict, seconds, t_start)
 

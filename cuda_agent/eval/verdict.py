@@ -70,6 +70,7 @@ class Timing(BaseModel):
     warmup: int
     input_sets: int
     host_median_ms: float | None = None  # whole-device synchronize around each rep
+    hold_ms: float = 0.0  # the spin kernel queued before each rep (docs/harness.md, timing)
     clocks: dict[str, float] = Field(default_factory=dict)  # NVML: sm/mem MHz, temperature C
     device: str = ""
 

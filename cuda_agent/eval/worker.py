@@ -45,6 +45,7 @@ def _watched(torch) -> dict:
         "time.perf_counter": time.perf_counter,
         "time.time": time.time,
         "torch.Tensor.copy_": torch.Tensor.copy_,
+        "torch.cuda._sleep": getattr(torch.cuda, "_sleep", None),  # the timing's stream hold
     }
 
 
@@ -226,6 +227,7 @@ class _Worker:
         summary, last = time_callable(
             fn, req["input_sets"], self.device, cfg,
             synchronize=self.sync, event_cls=self.event_cls, perf_counter=self.perf_counter,
+            spin=self.originals["torch.cuda._sleep"],
         )
         # hand back the last output of every set, so the parent checks what the timed reps computed
         for k, bufs in enumerate(req.get("outputs") or []):

@@ -56,3 +56,48 @@ def test_wall_clock_bound_catches_gross_under_reporting_only():
     # claims 0.01 ms per call while the parent watched 400 calls take 2 s
     (f,) = wall_clock_bound(_timing(0.01), 2000.0, cfg, overhead_ms=0.5)
     assert f.guard == "timing_mismatch"
+
+
+def test_wall_clock_bound_allows_for_the_stream_hold():
+    from cuda_agent.eval.checks import wall_clock_bound
+    from cuda_agent.eval.timing import TimingConfig
+
+    # an honest 0.003 ms kernel: 400 reps each with a 0.2 ms hold and ~0.15 ms overhead: ~140 ms
+    assert wall_clock_bound(_timing(0.003), 140.0 + 500, TimingConfig(hold_ms=0.2), overhead_ms=0.5) == []
+    (f,) = wall_clock_bound(_timing(0.003), 3000.0, TimingConfig(hold_ms=0.2), overhead_ms=0.5)
+    assert f.guard == "timing_mismatch"
+
+
+class _FakeDevice:
+    """A GPU clock for the stream-hold calibration: spin(c) takes c / cycles_per_ms ms."""
+
+    def __init__(self, cycles_per_ms: float):
+        self.cycles_per_ms, self.now, self.spins = cycles_per_ms, 0.0, []
+
+    def spin(self, cycles: int) -> None:
+        self.spins.append(cycles)
+        self.now += cycles / self.cycles_per_ms
+
+    def event_cls(self, enable_timing=True):
+        dev = self
+
+        class Event:
+            def record(self):
+                self.at = dev.now
+
+            def elapsed_time(self, other):
+                return other.at - self.at
+
+        return Event()
+
+
+def test_stream_holder_is_calibrated_to_the_requested_hold():
+    from cuda_agent.eval.timing import _stream_holder
+
+    dev = _FakeDevice(cycles_per_ms=1.98e6)
+    hold = _stream_holder(dev.spin, dev.event_cls, lambda: None, hold_ms=0.2)
+    before = dev.now
+    hold()
+    assert abs((dev.now - before) - 0.2) < 1e-3
+    assert _stream_holder(None, dev.event_cls, lambda: None, 0.2) is None  # no spin kernel in this torch
+    assert _stream_holder(dev.spin, dev.event_cls, lambda: None, 0.0) is None  # turned off
