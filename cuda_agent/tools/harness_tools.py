@@ -86,7 +86,8 @@ def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
     best = ctx.workspace.best()
     tail = f"\nversion {info.version} committed ({info.sha[:8]})"
     if best is not None:
-        tail += f"; best so far: version {best.version} (reward {best.reward}, {best.time_ms or 0:.4f} ms)"
+        timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
+        tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
     return ToolResult(observation=text + tail, status="ok" if verdict.correct else "error",
                       data={"verdict": verdict.model_dump(), "commit": info.sha, "version": info.version})
 
