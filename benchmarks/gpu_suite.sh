@@ -47,10 +47,9 @@ case "$phase" in
       echo "ncu $ex: rc=$? $(wc -l < "$OUT/ncu-$ex.csv") lines"
     done
     # compute-sanitizer on the fault candidates (caching off so out-of-bounds writes are seen)
-    for t in memcheck:oob_write racecheck:shared_race initcheck:uninit_shared memcheck:illegal_address; do
+    for t in memcheck:oob_write racecheck:shared_race initcheck:uninit_global memcheck:illegal_address; do
       tool=${t%%:*}; cand=${t##*:}
-      extra=""; [ "$tool" = initcheck ] && extra="--initcheck-address-space all"  # shared memory too
-      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool "$tool" $extra --print-limit 20 \
+      PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool "$tool" --print-limit 20 \
           python3 -m cuda_agent.eval.single_run tests/adversarial/task.py "tests/gpu_faults/$cand" --warmup 0 \
           > "$OUT/sanitizer-$tool-$cand.txt" 2>&1
       echo "sanitizer $tool $cand: rc=$? $(grep -c "=========" "$OUT/sanitizer-$tool-$cand.txt") report lines"

@@ -87,7 +87,8 @@ def _profile(rid: int, rows: list[dict[str, str]]) -> KernelProfile:
     rules: list[tuple[int, float, str]] = []
     for row in rows:
         if (row.get("Rule Description") or "").strip():
-            rules.append(_rule(row))
+            if not _NOISE.search(row["Rule Description"]):
+                rules.append(_rule(row))
         elif row.get("Metric Name"):
             metrics.setdefault((row.get("Section Name") or "", row["Metric Name"].strip()),
                                ((row.get("Metric Unit") or "").strip(), row.get("Metric Value") or ""))
@@ -163,6 +164,11 @@ def _stalls(metrics: dict[tuple[str, str], tuple[str, str]]) -> list[tuple[str, 
         if label and v is not None and label.lower() not in ("selected",):
             found.setdefault(label.lower(), v)
     return sorted(found.items(), key=lambda kv: -kv[1])[:3]
+
+
+# ncu talking about its own collection (e.g. "The optional metric smsp__pcsamp_sample_count could
+# not be found"), not about the kernel
+_NOISE = re.compile(r"optional metric \S+ could not be found|Check the Warp Stall Sampling", re.I)
 
 
 def _rule(row: dict[str, str]) -> tuple[int, float, str]:

@@ -23,8 +23,8 @@ _FIXES = (
                     "rounding) and the sizes the launcher passes"),
     ("shared-memory", "", "add __syncthreads() between the write and the read at those lines (__syncwarp() when "
                           "both threads are in one warp)"),
-    ("uninitialized", "", "a read of memory no thread wrote: fill the whole shared tile (or guard the read) before "
-                          "using it"),
+    ("uninitialized", "", "a read of global memory nothing wrote (torch.empty gives uninitialised memory, e.g. an "
+                          "accumulator or output read before its first write): write or zero it first"),
     ("CUDA API error", "", "the program failed after a device fault: fix the first kernel finding"),
 )
 
@@ -32,7 +32,7 @@ _FIXES = (
 class SanitizeArgs(BaseModel):
     tool: Literal["memcheck", "racecheck", "initcheck"] = Field(
         "memcheck", description="memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory races; "
-                                "initcheck: reads of uninitialised global or shared memory")
+                                "initcheck: reads of uninitialised global memory")
 
 
 class Sanitize(Tool):

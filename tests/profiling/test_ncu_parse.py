@@ -1,4 +1,4 @@
-"""parse_ncu_csv on the layernorm and gemm captures (fixtures/README.md says which are stand-ins)
+"""parse_ncu_csv on the real H200 captures of layernorm and gemm (fixtures/README.md)
 and, value by value, on small CSVs that each exercise one rule of the format."""
 
 from pathlib import Path
@@ -53,17 +53,21 @@ def test_gemm_capture():
     assert k.stalls and k.rules
 
 
-def test_the_stand_in_captures_parse_to_these_numbers():
+def test_the_h200_captures_parse_to_these_numbers():
+    """The real captures (ncu 2025.3, H200, 2026-11-30; benchmarks/gpu_suite.sh capture)."""
     (ln,) = parse_ncu_csv((FIXTURES / "ncu-layernorm.csv").read_text())
-    if ln.duration_us != pytest.approx(64.864):
-        pytest.skip("a real capture replaced the stand-in; the checks above still apply")
-    assert (ln.sm_pct, ln.mem_pct, ln.achieved_occupancy, ln.theoretical_occupancy) == (33.12, 86.34, 68.94, 75.0)
-    assert ln.occupancy_limiter == "registers" and ln.registers == 38
-    assert ln.dram_bytes == pytest.approx(4139361728395.06 * 64.864e-6)
-    assert [s for s, _ in ln.stalls] == ["long scoreboard", "barrier", "wait"]
-    assert ln.rules[0].startswith("[OPT ~87%]") and ln.rules[-1].startswith("[INF]")
-    cpi = next(r for r in ln.rules if "28.4 cycles" in r)
-    assert "Consider moving frequently used data to shared memory." in cpi and "Find the instruction" not in cpi
+    assert ln.name.startswith("void ln_rows_reg<2>(") and ln.duration_us == pytest.approx(64.512)
+    assert (ln.sm_pct, ln.mem_pct, ln.achieved_occupancy, ln.theoretical_occupancy) == (48.71, 78.73, 90.83, 100.0)
+    assert ln.occupancy_limiter is None and (ln.registers, ln.shared_bytes) == (32, 64)
+    assert ln.dram_bytes == pytest.approx(244.2e6, rel=1e-3)
+    assert [s for s, _ in ln.stalls] == ["long scoreboard", "barrier", "short scoreboard"]
+    assert ln.rules[0].startswith("[OPT ~44%]") and "Consider moving frequently used data to shared memory." in ln.rules[0]
+    assert not [r for r in ln.rules if "optional metric" in r or "Warp Stall Sampling" in r]  # ncu's own noise
+    (gemm,) = parse_ncu_csv((FIXTURES / "ncu-gemm_bias_relu.csv").read_text())
+    assert gemm.name.startswith("void sgemm_bias_relu<1>(") and gemm.duration_us == pytest.approx(909.312)
+    assert (gemm.occupancy_limiter, gemm.registers, gemm.shared_bytes) == ("registers", 127, 16896)
+    assert (gemm.grid, gemm.block) == ("16x32x1", "256x1x1")
+    assert gemm.rules[0].startswith("[OPT ~75%]") and "limited by the number of required registers" in gemm.rules[0]
 
 
 # -- the format, one rule at a time

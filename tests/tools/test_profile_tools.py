@@ -92,7 +92,7 @@ def test_ncu_command_is_the_capture_command_so_captures_are_fixtures():
 def test_sanitizer_command(tool):
     argv = sanitizer_command("/x/compute-sanitizer", tool, "t.py", Path("/ws"))
     assert argv[:5] == ["/x/compute-sanitizer", "--tool", tool, "--print-limit", "20"]
-    assert ("--initcheck-address-space" in argv) == (tool == "initcheck")  # shared memory too
+    assert argv[5:8] == [sys.executable, "-m", "cuda_agent.eval.single_run"]  # sanitizer options end at 5
     assert argv[-3:] == ["/ws", "--warmup", "0"]  # one forward, nothing before it
     assert ENV == {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}  # the caching allocator hides overruns
     with pytest.raises(ValueError, match="memcheck, racecheck, initcheck"):
@@ -126,7 +126,7 @@ def test_profile_summarises_the_capture(tmp_path, stub, monkeypatch):
     r = default_by_name("profile").run({}, ctx)
     assert r.status == "ok", r.observation
     text = r.observation
-    assert text.startswith("ncu: 1 kernel launch in one forward") and "[0] ln_rows_reg<(int)2>" in text
+    assert text.startswith("ncu: 1 kernel launch in one forward") and "[0] ln_rows_reg<2>" in text
     assert re.search(r"occupancy [\d.]+% of [\d.]+% theoretical", text) and "registers/thread" in text
     assert "advice: [OPT" in text and "roofline on H200 SXM" in text and "time floors:" in text
     last = text.splitlines()[-1]
@@ -198,7 +198,7 @@ def test_profile_of_kernels_that_do_not_build(tmp_path, stub):
 @pytest.mark.parametrize("tool,candidate,says", [
     ("memcheck", "oob_write", "invalid __global__ write of 4 bytes in relu_affine_kernel at relu_affine.cu:8"),
     ("racecheck", "shared_race", "shared-memory race: Write at relu_affine.cu:9 vs Read at relu_affine.cu:11"),
-    ("initcheck", "uninit_shared", "uninitialized __shared__ read of 4 bytes in relu_affine_kernel at "
+    ("initcheck", "uninit_global", "uninitialized __global__ read of 4 bytes in relu_affine_kernel at "
                                    "relu_affine.cu:11"),
     ("memcheck", "illegal_address", "x20 reports"),
 ])
@@ -235,9 +235,9 @@ def test_sanitize_that_never_reaches_its_summary(tmp_path, stub, monkeypatch):
 
 def test_sanitize_without_the_tool_is_one_line(tmp_path, stub, monkeypatch):
     monkeypatch.setattr(sanitize_tool, "find_sanitizer", lambda override=None: None)
-    r = default_by_name("sanitize").run({"tool": "initcheck"}, fault(tmp_path, stub, "uninit_shared"))
+    r = default_by_name("sanitize").run({"tool": "initcheck"}, fault(tmp_path, stub, "uninit_global"))
     assert r.status == "error" and "\n" not in r.observation and "compute-sanitizer not found" in r.observation
-    bad = default_by_name("sanitize").run({"tool": "synccheck"}, fault(tmp_path / "b", stub, "uninit_shared"))
+    bad = default_by_name("sanitize").run({"tool": "synccheck"}, fault(tmp_path / "b", stub, "uninit_global"))
     assert bad.status == "error" and "tool" in bad.observation
 
 
@@ -272,7 +272,7 @@ def test_profile_an_example_for_real(tmp_path):
     ("memcheck", "oob_write", "invalid __global__ write"),
     ("memcheck", "illegal_address", "invalid __global__ write|Illegal Address"),
     ("racecheck", "shared_race", "shared-memory race"),
-    ("initcheck", "uninit_shared", "uninitialized __shared__"),
+    ("initcheck", "uninit_global", "uninitialized __global__"),
 ])
 def test_sanitize_each_fault_for_real(tmp_path, tool, candidate, kind):
     if find_sanitizer() is None:
