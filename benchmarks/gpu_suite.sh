@@ -4,8 +4,10 @@
 #   bash benchmarks/gpu_suite.sh tests [PATHS]  # GPU tests: examples correct + timed, every hack
 #                                         # rejected, the tools end to end (default: all of tests/)
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
+#   bash benchmarks/gpu_suite.sh timing   # timing_check and edit_to_verdict only
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
-#   bash benchmarks/gpu_suite.sh capture  # real ncu CSV and compute-sanitizer reports, as test fixtures
+#   bash benchmarks/gpu_suite.sh capture [ncu|sanitizer]  # real ncu CSV and compute-sanitizer
+#                                         # reports, as test fixtures (default: both)
 # Logs go to $OUT (or ./gpu-out); the short table is printed last.
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
@@ -26,6 +28,9 @@ case "$phase" in
     python3 benchmarks/binding_overhead.py 2>&1 | tee "$OUT/binding_overhead.log"
     python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
     python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
+  timing)
+    python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
+    python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
   evals)
     for ex in examples/*/; do
       n=$(basename "$ex")
@@ -33,12 +38,13 @@ case "$phase" in
       python3 -m cuda_agent.cli eval "$ex/model.py" --candidate "$ex/candidate" --json > "$OUT/eval-$n.json" 2>/dev/null
     done ;;
   capture)
+    what=${1:-all}
     # build first, so neither tool wraps nvcc
     for c in examples/layernorm/candidate examples/gemm_bias_relu/candidate tests/gpu_faults/*/; do
       python3 -m cuda_agent.eval.single_run tests/adversarial/task.py "$c" --build-only || echo "build failed: $c"
     done
     # ncu on one forward of two examples (only the NVTX range the candidate's forward runs in)
-    for ex in layernorm gemm_bias_relu; do
+    [ "$what" = sanitizer ] || for ex in layernorm gemm_bias_relu; do
       ncu --clock-control none --nvtx --nvtx-include "candidate_forward/" --csv --page details \
           --section SpeedOfLight --section Occupancy --section LaunchStats --section MemoryWorkloadAnalysis \
           --section WarpStateStats --section ComputeWorkloadAnalysis --section SpeedOfLight_RooflineChart \
@@ -47,7 +53,7 @@ case "$phase" in
       echo "ncu $ex: rc=$? $(wc -l < "$OUT/ncu-$ex.csv") lines"
     done
     # compute-sanitizer on the fault candidates (caching off so out-of-bounds writes are seen)
-    for t in memcheck:oob_write racecheck:shared_race initcheck:uninit_global memcheck:illegal_address; do
+    [ "$what" = ncu ] || for t in memcheck:oob_write racecheck:shared_race initcheck:uninit_global memcheck:illegal_address; do
       tool=${t%%:*}; cand=${t##*:}
       PYTORCH_NO_CUDA_MEMORY_CACHING=1 timeout 120 compute-sanitizer --tool "$tool" --print-limit 20 \
           python3 -m cuda_agent.eval.single_run tests/adversarial/task.py "tests/gpu_faults/$cand" --warmup 0 \
