@@ -113,7 +113,8 @@ def _summary(line: str, report: SanitizerReport) -> bool:
         report.app_failed = True
     elif line.startswith(_SKIP):
         pass
-    elif re.match(r"(Error|Internal Sanitizer Error|Warning):", line) and "hazard" not in line and "Race" not in line:
+    elif re.match(r"(Error|Internal Sanitizer Error|Warning):", line) and not re.search(
+            r"Race reported|hazard detected", line):  # e.g. "Warning: Maximum number of hazards reached"
         report.notes.append(line[:200])
     else:
         return False
