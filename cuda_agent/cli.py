@@ -7,8 +7,10 @@ Every command module imports its heavy dependencies (torch, litellm...) inside t
 import typer
 
 from cuda_agent.cli_doctor import doctor
+from cuda_agent.cli_batch import register as register_batch
 from cuda_agent.cli_eval import eval_command
 from cuda_agent.cli_optimize import optimize_command
+from cuda_agent.cli_tui import tui_command
 
 app = typer.Typer(
     no_args_is_help=True,
@@ -26,6 +28,8 @@ def main() -> None:
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)
+app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
+register_batch(app)  # batch, compare, baselines, tasks import
 
 if __name__ == "__main__":
     app()

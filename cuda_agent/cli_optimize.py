@@ -43,6 +43,9 @@ def optimize_command(
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
     confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),
+    tui: bool = typer.Option(False, "--tui", help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach)."),
+    control: bool = typer.Option(False, "--control", hidden=True, help="Take commands from the run folder's control channel (what --tui starts)."),
+    announce: Optional[Path] = typer.Option(None, "--announce", hidden=True, help="Write the run folder's path to this file once it exists."),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
     2 bad usage, 3 no correct version, 4 the run failed."""
@@ -65,11 +68,22 @@ def optimize_command(
         console.print("[red]error[/]: give --model (an LLM through litellm) or --script (a scripted model), not both",
                       highlight=False)
         raise typer.Exit(2)
+    if tui:
+        from cuda_agent.tui.launch import launch_with_tui
+
+        limit_flags = _limit_flags(max_steps, max_cost, max_tokens, max_wall, target_speedup)
+        child = ["optimize", *([task] if task else []), *(["--resume", str(resume)] if resume else []),
+                 *(["--model", model] if model else []), *(["--api-base", api_base] if api_base else []),
+                 *(["--script", str(script)] if script else []), "--out", str(out),
+                 *(["--inputs", str(inputs)] if inputs else []), *(["--device", device] if device else []),
+                 *limit_flags, *(["--allow-shell"] if allow_shell else []),
+                 *(["--no-compile-baseline"] if no_compile else [])]
+        raise typer.Exit(launch_with_tui(child, out if resume is None else resume.parent, approve=confirm,
+                                         model=model, api_base=api_base, script=script, limit_flags=limit_flags))
     from cuda_agent.agent.loop import AgentConfig, run_agent
     from cuda_agent.agent.resume import ResumeError, resume_run
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
     from cuda_agent.records import TrajectoryWriter
-    from cuda_agent.results import finalize_run
 
     state = None
     try:
@@ -89,29 +103,30 @@ def optimize_command(
     writer = (LiveWriter(run_dir / "trajectory.jsonl", console, llm.name) if live
               else TrajectoryWriter(run_dir / "trajectory.jsonl"))
     approval = ConsoleApproval(Console()) if confirm else None
-    final, final_error = None, None
+    remote = None
+    if control:  # the TUI (or another client) steers through files in the run folder
+        from cuda_agent.agent.remote import RemoteControl
+
+        remote = RemoteControl(run_dir, approve_mode=confirm)
+    if announce is not None:
+        announce.write_text(str(run_dir))
+    final, final_error, result = None, None, None
     try:
         with env:
             result = run_agent(llm, env, limits, writer, run_id=run_dir.name, resume_state=state,
-                               approval=approval)
+                               approval=remote.approval if remote else approval,
+                               inbox=remote.inbox if remote else None,
+                               checkpoint=remote.checkpoint if remote else None)
             writer.close()
             console.print("re-verifying the best version, writing report.md and the drop-in...")
-            try:  # the result is what passes again with more input sets, not the run's own check
-                final = finalize_run(env, run_dir, result, run_dir / "trajectory.jsonl")
-            except Exception as e:  # the run's records stay; say why there is no report
-                final_error = f"finalizing the run failed: {type(e).__name__}: {e}"
+            final, final_error = finalize(env, run_dir, result)
     finally:
         writer.close()
+        if remote is not None:
+            remote.close(result.stop_reason if result else "error")
+    code, summary = run_summary(run_dir, result, final, final_error)
     verified = final.reverification.verified if final else None
     best = verified.version if verified else None
-    code = EXIT_ERROR if result.stop_reason.startswith(("model_error", "error")) or final_error else (
-        EXIT_NONE if best is None else EXIT_IMPROVED if verified.verdict.reward == 3 else EXIT_CORRECT)
-    summary = {"run_dir": str(run_dir), "stop_reason": result.stop_reason, "steps": result.steps,
-               "tokens": result.tokens, "cost": result.cost, "wall_s": round(result.wall_s, 1),
-               "error": result.error or final_error, "best": best.model_dump(mode="json") if best else None,
-               "verified_reward": verified.verdict.reward if verified else None,
-               "report": str(final.report) if final else None,
-               "dropin": str(final.dropin) if final and final.dropin else None}
     if json_out:
         print(json.dumps(summary, indent=1))
     else:
@@ -125,6 +140,47 @@ def optimize_command(
         if result.error or final_error:
             Console(stderr=True).print(f"[red]error[/]: {escape(result.error or final_error)}", highlight=False)
     raise typer.Exit(code)
+
+
+def finalize(env, run_dir: Path, result):
+    """Re-verify the run's best version, write report.md and the drop-in: (FinalOutputs or None, the
+    error text when that failed). `batch` ends each task's run with this too."""
+    from cuda_agent.results import finalize_run
+
+    try:  # the result is what passes again with more input sets, not the run's own check
+        return finalize_run(env, run_dir, result, run_dir / "trajectory.jsonl"), None
+    except Exception as e:  # the run's records stay; say why there is no report
+        return None, f"finalizing the run failed: {type(e).__name__}: {e}"
+
+
+def run_summary(run_dir: Path, result, final, final_error: str | None) -> tuple[int, dict]:
+    """The exit code and the summary `--json` prints, from the loop's RunResult and finalize()'s outputs
+    (`batch` records each task's row from the same summary)."""
+    verified = final.reverification.verified if final else None
+    best = verified.version if verified else None
+    code = EXIT_ERROR if result.stop_reason.startswith(("model_error", "error")) or final_error else (
+        EXIT_NONE if best is None else EXIT_IMPROVED if verified.verdict.reward == 3 else EXIT_CORRECT)
+    v = verified.verdict if verified else None
+    summary = {"run_dir": str(run_dir), "stop_reason": result.stop_reason, "steps": result.steps,
+               "tokens": result.tokens, "cost": result.cost, "wall_s": round(result.wall_s, 1),
+               "error": result.error or final_error, "best": best.model_dump(mode="json") if best else None,
+               "verified_reward": v.reward if v else None,
+               "verified": {"speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
+                            "time_ms": v.timing.median_ms if v.timing else None,
+                            "eager_ms": v.eager.median_ms if v.eager else None,
+                            "compile_ms": v.compiled.median_ms if v.compiled else None} if v else None,
+               "report": str(final.report) if final else None,
+               "dropin": str(final.dropin) if final and final.dropin else None}
+    return code, summary
+
+
+def _limit_flags(max_steps, max_cost, max_tokens, max_wall, target_speedup) -> list[str]:
+    flags = ["--max-steps", str(max_steps)]
+    for name, value in (("--max-cost", max_cost), ("--max-tokens", max_tokens), ("--max-wall", max_wall),
+                        ("--target-speedup", target_speedup)):
+        if value is not None:
+            flags += [name, str(value)]
+    return flags
 
 
 def _new_environment(task, device: str | None, out: Path, allow_shell: bool, no_compile: bool):

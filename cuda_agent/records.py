@@ -150,6 +150,11 @@ Record = Annotated[Union[Header, ModelTurn, ToolResultRecord, FormatErrorRecord,
 _ADAPTER: TypeAdapter = TypeAdapter(Record)
 
 
+def parse_record(line: str | bytes) -> Record:
+    """One trajectory line as its record type (ValueError when it is not one)."""
+    return _ADAPTER.validate_json(line)
+
+
 def evaluation_from(step: int, data: dict) -> Evaluation | None:
     """The evaluation record a tool result's data implies (verify and benchmark carry a verdict)."""
     v = data.get("verdict")

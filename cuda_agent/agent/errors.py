@@ -33,6 +33,14 @@ class ModelError(Exception):
         return f"ModelError(kind={self.kind!r}, message={str(self)!r})"
 
 
+class StopRequested(Exception):
+    """A person asked the run to stop (the TUI's stop); everything is kept and it can be resumed."""
+
+    def __init__(self, reason: str = "stopped"):
+        super().__init__(reason)
+        self.reason = reason
+
+
 class LimitsExceeded(Exception):
     """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""
 

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
-from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError
+from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, StopRequested
 from cuda_agent.agent.prompts import system_message, task_message
 from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import FORMAT_HELP
@@ -94,9 +94,10 @@ class _Stop(Exception):
 
 class Agent:
     def __init__(self, model: Model, env, config: AgentConfig, writer: TrajectoryWriter,
-                 approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None):
+                 approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
+                 checkpoint: Callable[[], None] | None = None):
         self.model, self.env, self.config, self.writer = model, env, config, writer
-        self.approval, self.inbox = approval, inbox
+        self.approval, self.inbox, self.checkpoint = approval, inbox, checkpoint
         self.native = getattr(model, "native_tools", True)
         self.tools = env.tool_schemas()
         # argument models to tell a malformed call from a failing one (an env without them: names only)
@@ -122,7 +123,7 @@ class Agent:
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
             while True:
                 self.step()
-        except (_Stop, LimitsExceeded) as e:
+        except (_Stop, LimitsExceeded, StopRequested) as e:
             reason = e.reason
         except ModelError as e:
             reason, error = f"model_error:{e.kind}", str(e)
@@ -141,7 +142,10 @@ class Agent:
         return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall, error)
 
     def step(self) -> None:
-        """One turn: check limits, take any injected messages, query, run the calls, check the target."""
+        """One turn: pause or stop if asked, check limits, take any injected messages, query, run the
+        calls, check the target."""
+        if self.checkpoint:
+            self.checkpoint()
         self._check_limits()
         for text in self.inbox() if self.inbox else []:
             self.writer.write(UserMessage(step=self.steps, content=text))
@@ -304,9 +308,11 @@ class Agent:
 
 def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,
               approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
+              checkpoint: Callable[[], None] | None = None,
               run_id: str | None = None, resume_state: ResumeState | None = None) -> RunResult:
     """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`.
     `approval` is asked before each well-formed tool call; `inbox` is polled before each query for
-    messages a person typed (recorded as injected). `resume_state` (from resume.resume_run)
+    messages a person typed (recorded as injected); `checkpoint` runs before each turn (it may
+    block while paused, or raise StopRequested). `resume_state` (from resume.resume_run)
     continues a run: `writer` must append to that run's trajectory; steps continue from it."""
-    return Agent(model, env, config, writer, approval, inbox).run(run_id, resume_state)
+    return Agent(model, env, config, writer, approval, inbox, checkpoint).run(run_id, resume_state)

@@ -79,6 +79,14 @@ class Evaluator:
         self._score(verdict, seconds)
         return self._finish(verdict, seconds, t_start)
 
+    def time_baselines(self) -> tuple[Verdict, int]:
+        """Eager and torch.compile alone (`cuda-agent baselines`), on fresh input sets, through the
+        same cache an evaluation uses: (a verdict holding `eager`/`compiled`, modes found cached)."""
+        kept = [{"inputs": self.task.draw_inputs(secrets.randbits(31), self.device)}
+                for _ in range(self.cfg.timing_sets)]
+        verdict = Verdict(status="correct")
+        return verdict, self._baselines(kept, verdict)
+
     def close(self) -> None:
         if self._spare is not None:
             self._spare.close()
@@ -217,16 +225,20 @@ class Evaluator:
             torch.cuda.synchronize(self.device)
         verdict.findings += checks.timed_outputs(bufs, kept, out_tols, self.cfg.tolerances)
 
-    def _baselines(self, kept: list[dict], verdict: Verdict) -> None:
+    def _baselines(self, kept: list[dict], verdict: Verdict) -> int:
+        """Fill verdict.eager / verdict.compiled, timing what the cache lacks; returns how many
+        modes were found in the cache."""
         import torch
 
         device_name = torch.cuda.get_device_name(self.device) if self.device.startswith("cuda") else "cpu"
         worker: Worker | None = None
+        cached = 0
         try:
             for mode in self.cfg.baselines:
                 key = BaselineCache.key(self.task.source_hash, device_name, torch.__version__, self.ref.dtypes,
                                         mode if mode == "eager" else f"compile:{self.cfg.compile_mode}")
                 entry = self.baseline_cache.get(key)
+                cached += entry is not None
                 if entry is None:
                     worker = worker or Worker(self.device, isolate=False)  # our own reference code only
                     entry = self._time_reference(worker, kept, mode)
@@ -243,6 +255,7 @@ class Evaluator:
         finally:
             if worker is not None:
                 worker.kill()
+        return cached
 
     def _time_reference(self, worker: Worker, kept: list[dict], mode: str) -> dict | None:
         resp = worker.request(

@@ -1,0 +1,75 @@
+"""`cuda-agent baselines TASK_DIR`: time eager and torch.compile for every task once per GPU type,
+into the harness's baseline cache (eval/baselines.py), so a batch's evaluations find them there.
+
+The harness keys the cache by (task hash, GPU name, torch version, dtypes, mode), so one GPU per
+type is enough. Each task is timed by Evaluator.time_baselines, the code path an evaluation takes
+(no second timing code).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import BaseModel
+
+from cuda_agent.batch.tasks import TaskEntry
+
+
+class BaselineResult(BaseModel):
+    task_id: str
+    device: str
+    device_name: str
+    eager_ms: float | None = None
+    compile_ms: float | None = None
+    cached: bool = False  # every mode was in the cache already
+    error: str | None = None
+
+
+def one_device_per_type(devices: list[str]) -> dict[str, str]:
+    """GPU name -> the first listed device of that type (cpu -> cpu)."""
+    out: dict[str, str] = {}
+    for d in devices:
+        if d.startswith("cuda"):
+            import torch
+
+            name = torch.cuda.get_device_name(d)
+        else:
+            name = "cpu"
+        out.setdefault(name, d)
+    return out
+
+
+def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
+    from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.task import load_task
+
+    cfg = cfg.model_copy(update={"device": device})
+    name = "cpu" if device == "cpu" else _gpu_name(device)
+    out = BaselineResult(task_id=entry.id, device=device, device_name=name)
+    try:
+        task = load_task(str(entry.path), module_name="cuda_agent_task_baseline")
+        with Evaluator(task, cfg, warm=False) as ev:
+            if ev.unscorable:
+                out.error = ev.unscorable
+                return out
+            verdict, cached = ev.time_baselines()
+            out.cached = cached == len(cfg.baselines)
+            out.eager_ms = verdict.eager.median_ms if verdict.eager else None
+            out.compile_ms = verdict.compiled.median_ms if verdict.compiled else None
+            if verdict.notes:
+                out.error = "; ".join(verdict.notes)
+    except Exception as e:  # one task's failure is reported; the others go on
+        out.error = f"{type(e).__name__}: {e}".splitlines()[0]
+    return out
+
+
+def _gpu_name(device: str) -> str:
+    import torch
+
+    return torch.cuda.get_device_name(device)
+
+
+def cache_path(cfg) -> Path:
+    from cuda_agent.eval.baselines import default_cache_dir
+
+    return Path(cfg.cache_dir or default_cache_dir()) / "baselines.json"

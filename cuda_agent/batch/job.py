@@ -1,0 +1,53 @@
+"""What the batch process hands a task's process (JSON in the logs folder), and the row it gets
+back. One process per task: a crash, a hang or a fault of one task cannot take the batch down, a
+hung task can be killed with its process group, and tasks never share torch's global RNG or
+`sys.modules` (the harness draws inputs by re-seeding it)."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel
+
+from cuda_agent.batch.rows import TaskRow
+from cuda_agent.pool import PoolSpec
+
+
+class TaskJob(BaseModel):
+    mode: Literal["agent", "eval"]
+    task_id: str
+    task_path: Path
+    level: str | None = None
+    run_dir: Path  # the task's run folder: RUN_DIR/tasks/<task id>
+    result_path: Path  # where the task's process writes its TaskRow
+    log_path: Path
+    device: str = ""  # filled in by the runner from the pool
+    pool: PoolSpec
+    eval_config: dict[str, Any] = {}  # EvalConfig fields (device set from `device`)
+    resume: bool = False  # continue the run in run_dir (agent mode)
+    # agent mode
+    model: str | None = None
+    api_base: str | None = None
+    script: Path | None = None
+    limits: dict[str, Any] = {}  # AgentConfig fields
+    allow_shell: bool = False
+    # eval mode
+    candidate: Path | None = None
+
+    def row(self, outcome: str, **fields) -> TaskRow:
+        """A row for this task with what is known without a result."""
+        return TaskRow(task_id=self.task_id, level=self.level, task_path=str(self.task_path), outcome=outcome,
+                       device=self.device, run_dir=str(self.run_dir), log=str(self.log_path),
+                       **{"stop_reason": outcome, **fields})
+
+
+def write_json_atomic(path: Path, data: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
+    with os.fdopen(fd, "w") as f:
+        json.dump(data, f, indent=1)
+    os.replace(tmp, path)

@@ -1,0 +1,124 @@
+"""The scheduler: up to `concurrency` task processes at once, each placed on a device by the pool.
+
+A task process that exits without a result crashed (its log says why); one that runs past
+`task_timeout` is killed with its process group and recorded as hung; the batch goes on either
+way. Ctrl-C: every task process gets SIGINT (each closes its trajectory and writes an
+`interrupted` row), stragglers are killed after `grace_s`, and every row is written before the
+KeyboardInterrupt goes on to the caller.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+from cuda_agent.batch.job import TaskJob
+from cuda_agent.batch.rows import TaskRow
+
+POLL_S = 0.1
+LOG_TAIL = 400
+
+
+@dataclass
+class _Running:
+    job: TaskJob
+    proc: subprocess.Popen
+    started: float
+    log: object
+
+
+class Runner:
+    def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
+                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None):
+        self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
+        self.on_start, self.on_end = on_start, on_end
+        self.running: list[_Running] = []
+
+    def run(self, jobs: deque) -> None:
+        """Run `jobs` (TaskJobs whose device is filled in here) until none is left."""
+        try:
+            while jobs or self.running:
+                while jobs and len(self.running) < self.concurrency:
+                    self._start(jobs.popleft())
+                for r in list(self.running):
+                    if r.proc.poll() is not None:
+                        self._end(r, None)
+                    elif self.task_timeout and time.monotonic() - r.started > self.task_timeout:
+                        _kill(r.proc, signal.SIGKILL)
+                        r.proc.wait()
+                        self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
+                                                              "and was killed; see its log"))
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            self._stop_all()
+            raise
+
+    def _start(self, job: TaskJob) -> None:
+        job.device = self.pool.place()
+        job.result_path.unlink(missing_ok=True)
+        job.log_path.parent.mkdir(parents=True, exist_ok=True)
+        job_file = job.log_path.with_name(job.log_path.name.removesuffix(".log") + ".job.json")
+        job_file.write_text(job.model_dump_json(indent=1))
+        log = open(job.log_path, "a")
+        # its own session: the batch decides when a task is interrupted, and kills its whole group
+        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.batch.child", str(job_file)], stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        self.running.append(_Running(job, proc, time.monotonic(), log))
+        if self.on_start:
+            self.on_start(job)
+
+    def _end(self, r: _Running, row: TaskRow | None) -> None:
+        self.running.remove(r)
+        r.log.close()
+        self.pool.release(r.job.device)
+        if row is None:
+            row = _read_result(r.job)
+        row.wall_s = row.wall_s or round(time.monotonic() - r.started, 1)
+        if self.on_end:
+            self.on_end(row)
+
+    def _stop_all(self) -> None:
+        for r in self.running:
+            _kill(r.proc, signal.SIGINT)
+        deadline = time.monotonic() + self.grace_s
+        try:
+            while self.running and time.monotonic() < deadline:
+                for r in list(self.running):
+                    if r.proc.poll() is not None:
+                        self._end(r, None)
+                time.sleep(POLL_S)
+        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+            pass
+        for r in list(self.running):
+            _kill(r.proc, signal.SIGKILL)
+            r.proc.wait()
+            self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))
+
+
+def _kill(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except ProcessLookupError:
+        pass
+
+
+def _read_result(job: TaskJob) -> TaskRow:
+    try:
+        return TaskRow.model_validate_json(job.result_path.read_text())
+    except (OSError, ValueError):
+        tail = _tail(job.log_path)
+        return job.row("crashed", error=f"the task's process exited without a result: {tail or 'no output'}")
+
+
+def _tail(path) -> str:
+    try:
+        lines = [line for line in path.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1][-LOG_TAIL:] if lines else ""

@@ -1,0 +1,239 @@
+"""`cuda-agent batch`, `compare`, `baselines` and `tasks import`: thin commands over batch/ and
+pool/ (docs/batch.md). Heavy imports (torch, litellm, matplotlib, pyarrow) happen inside them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
+
+
+def _fail(message: str) -> None:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
+    if gpus and device:
+        _fail("give --gpus (GPU indices) or --device, not both")
+    if not gpus:
+        from cuda_agent.eval.settings import default_device
+
+        return [device or default_device()]
+    try:
+        ids = [int(g) for g in gpus.split(",") if g.strip()]
+    except ValueError:
+        _fail(f"--gpus {gpus!r}: give GPU indices separated by commas, e.g. --gpus 0,1")
+    import torch
+
+    n = torch.cuda.device_count()
+    bad = [i for i in ids if not 0 <= i < n]
+    if not ids or bad:
+        _fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them"
+              + ("" if n else ", or leave --gpus out to run on the CPU (host-only test kernels)"))
+    return [f"cuda:{i}" for i in dict.fromkeys(ids)]
+
+
+def _eval_config(path: Optional[Path], no_compile: bool) -> dict:
+    from cuda_agent.eval.settings import EvalConfig
+
+    data = {}
+    if path is not None:
+        try:
+            data = json.loads(path.read_text())
+            EvalConfig.model_validate(data)
+        except (OSError, ValueError) as e:
+            _fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
+                  'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
+    if no_compile:
+        data["baselines"] = ["eager"]
+    return data
+
+
+def batch_command(
+    task_dir: Path = typer.Argument(..., help="Folder of task files (KernelBench level folders work as they are)."),
+    out: Path = typer.Option(..., "--out", help="The batch's run folder; run again with the same --out to resume."),
+    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="CUDA_AGENT_MODEL", help="litellm model name."),
+    api_base: Optional[str] = typer.Option(None, "--api-base", envvar="CUDA_AGENT_API_BASE", help="OpenAI-compatible server URL."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one JSON file for every task, or a folder of <task id>.json."),
+    eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
+    candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0, or cpu without a GPU)."),
+    device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu: host-only test kernels)."),
+    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-j", min=1, help="Tasks at once (default: 2 per device)."),
+    slots: int = typer.Option(2, "--evals-per-gpu", min=1, help="Evaluations at once per device (timing is serialised per GPU anyway)."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose id (path below TASK_DIR, no .py) matches this regex."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks (after --filter)."),
+    redo: bool = typer.Option(False, "--redo", help="Run every selected task anew (their old run folders are removed)."),
+    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
+    task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
+    eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
+    max_steps: int = typer.Option(50, "--max-steps", min=1, help="Model turns at most, per task."),
+    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most, per task."),
+    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most, per task."),
+    max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most, per task."),
+    target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop a task once it is this much faster than torch.compile."),
+    allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
+    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
+) -> None:
+    """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
+    results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
+    130 stopped by Ctrl-C (run the same command again to resume)."""
+    from rich.console import Console
+
+    from cuda_agent.batch.session import BatchError, BatchSettings, run_batch
+    from cuda_agent.batch.tasks import TaskDirError, discover
+
+    if eval_only:
+        if candidates is None or model or script:
+            _fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
+        if not candidates.is_dir():
+            _fail(f"candidates folder not found: {candidates} (it needs <task id>/model_new.py per task)")
+    elif candidates is not None:
+        _fail("--candidates goes with --eval-only")
+    elif (model is None) == (script is None):
+        _fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
+    try:
+        entries = discover(task_dir, filter_, limit)
+    except TaskDirError as e:
+        _fail(str(e))
+    if script is not None:
+        if not script.exists():
+            _fail(f"script not found: {script}")
+        lacking = [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]
+        if lacking:
+            _fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
+    if not eval_only:
+        from cuda_agent.workspace.paths import enclosing_git_root
+
+        owner = enclosing_git_root(out)
+        if owner is not None:
+            _fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
+                  "pass --out DIR outside it")
+    devices = _devices(gpus, device)
+    timeout = task_timeout if task_timeout is not None else (max_wall + 1800 if max_wall else None)
+    settings = BatchSettings(
+        mode="eval" if eval_only else "agent", task_dir=task_dir, out=out.resolve(), devices=devices,
+        concurrency=concurrency or 2 * len(devices), slots_per_device=slots, task_timeout=timeout, redo=redo,
+        retry_failed=retry_failed, eval_config=_eval_config(eval_config, no_compile), model=model,
+        api_base=api_base, script=script.resolve() if script else None, allow_shell=allow_shell,
+        limits={"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
+                "target_speedup": target_speedup},
+        candidates=candidates.resolve() if candidates else None)
+    console = Console(stderr=True)
+    try:
+        summary, stopped = run_batch(settings, entries, console)
+    except BatchError as e:
+        _fail(str(e))
+    m = summary.overall
+    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"  # noqa: E731
+    x = lambda v: "n/a" if v is None else f"{v:.3f}x"  # noqa: E731
+    Console().print(f"{summary.finished}/{summary.tasks_selected} tasks finished: correct {pct(m.correctness_rate)}, "
+                    f"faster than compile {pct(m.faster_than_compile_rate)}, geomean vs compile "
+                    f"{x(m.geomean_speedup_compile)} (failures = 1.0); {out / 'summary.md'}", highlight=False)
+    if stopped:
+        console.print("stopped: run the same command again to resume", highlight=False)
+        raise typer.Exit(130)
+
+
+def compare_command(
+    run_a: Path = typer.Argument(..., help="A batch run folder."),
+    run_b: Path = typer.Argument(..., help="Another batch run folder (e.g. another model on the same tasks)."),
+    json_out: bool = typer.Option(False, "--json", help="Print both summaries and the head-to-head as JSON."),
+) -> None:
+    """Two batches side by side: every metric (per level where both have levels) and, on the tasks
+    both finished, which one alone is correct and whose result is faster."""
+    from rich.console import Console
+
+    from cuda_agent.batch.render import compare_tables, head_to_head
+    from cuda_agent.batch.session import BatchError, load_run
+
+    try:
+        (a, rows_a), (b, rows_b) = load_run(run_a), load_run(run_b)
+    except (BatchError, ValueError) as e:
+        _fail(str(e))
+    h2h = head_to_head(rows_a, rows_b)
+    if json_out:
+        print(json.dumps({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json"), "head_to_head": h2h},
+                         indent=1))
+        return
+    console = Console()
+    for table in compare_tables(a, b, f"{run_a} ({a.model or a.mode})", f"{run_b} ({b.model or b.mode})"):
+        console.print(table)
+    console.print(f"on {h2h['shared']} shared tasks: both correct {h2h['both_correct']} (A faster {h2h['a_faster']}, "
+                  f"B faster {h2h['b_faster']}); only A correct {h2h['only_a_correct']}, only B correct "
+                  f"{h2h['only_b_correct']}", highlight=False)
+
+
+def baselines_command(
+    task_dir: Path = typer.Argument(..., help="Folder of task files."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices; one of each GPU type is used."),
+    device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu for tests)."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose id matches this regex."),
+    limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
+    eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (timing, compile_mode...)."),
+    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Time eager only."),
+) -> None:
+    """Time eager and torch.compile for every task once per GPU type, into the baseline cache that
+    evaluations read. Exit codes: 0 all timed, 1 some failed, 2 bad usage."""
+    from rich.console import Console
+
+    from cuda_agent.batch.baselines import cache_path, one_device_per_type, time_baselines
+    from cuda_agent.batch.tasks import TaskDirError, discover
+    from cuda_agent.eval.settings import EvalConfig
+
+    try:
+        entries = discover(task_dir, filter_, limit)
+    except TaskDirError as e:
+        _fail(str(e))
+    cfg = EvalConfig.model_validate(_eval_config(eval_config, no_compile))
+    console, failed = Console(), 0
+    ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
+    for name, dev in one_device_per_type(_devices(gpus, device)).items():
+        for e in entries:
+            r = time_baselines(e, dev, cfg)
+            failed += r.error is not None
+            state = "cached" if r.cached else "timed"
+            console.print(f"{name} {e.id}: eager {ms(r.eager_ms)}, compile {ms(r.compile_ms)} ({state})"
+                          + (f"; {r.error}" if r.error else ""), highlight=False, markup=False)
+    console.print(f"{len(entries)} tasks; cache {cache_path(cfg)}", highlight=False)
+    raise typer.Exit(1 if failed else 0)
+
+
+@tasks_app.command("import")
+def tasks_import(
+    parquet: Path = typer.Argument(..., help="CUDA-Agent-Ops-6K parquet (columns ops, data_source, code)."),
+    out: Path = typer.Option(..., "--out", help="The task folder to write (one .py per row)."),
+) -> None:
+    """One task file per row; rows that fail to load go to OUT/_rejected/ and are listed with the
+    reason (OUT/import.json). Exit codes: 0 all imported, 1 some rejected, 2 bad usage."""
+    from rich.console import Console
+
+    from cuda_agent.batch.importer import import_parquet
+
+    if not parquet.is_file():
+        _fail(f"parquet file not found: {parquet}")
+    try:
+        report = import_parquet(parquet, out)
+    except (ImportError, ValueError) as e:
+        _fail(str(e))
+    console = Console()
+    for r in report.rejected:
+        console.print(f"rejected row {r.row} ({r.ops}): {r.error}", highlight=False, markup=False)
+    console.print(f"{len(report.imported)} tasks written to {out}, {len(report.rejected)} rejected "
+                  f"(listed in {out / 'import.json'})", highlight=False)
+    raise typer.Exit(1 if report.rejected else 0)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("batch", help="Run the agent over every task in a folder (or score candidates): resumable, on many GPUs.")(batch_command)
+    app.command("compare", help="Two batch runs side by side: the paper's metrics and a head-to-head.")(compare_command)
+    app.command("baselines", help="Time eager and torch.compile for every task in a folder, once per GPU type (cached).")(baselines_command)
+    app.add_typer(tasks_app, name="tasks")

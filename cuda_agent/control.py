@@ -1,0 +1,146 @@
+"""The control channel between a running agent and whoever watches it (the TUI): files in the
+run folder's `control/`.
+
+- `commands.jsonl`: appended by a client, one command per line (pause, resume, stop, inject a
+  message, approve mode on/off, a decision on a pending tool call);
+- `state.json`: rewritten whole (write, then rename) by the agent: its pid, paused, approve
+  mode, the call waiting for a decision, and whether it is still running;
+- `launch.json`: how the run was started (model, api base or script, limits), so a client can
+  resume it with the same settings.
+
+Files rather than a socket: the agent and the app can each exit and come back (detach,
+re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
+all. This module is low-level like records.py: the TUI imports it without the agent loop.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, Field
+
+Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
+
+
+class Command(BaseModel):
+    op: Op
+    text: str = ""  # inject: the message for the model
+    on: bool = True  # approve_mode
+    call_id: str = ""  # decide: which pending call
+    approve: bool = True  # decide
+    reason: str = ""  # decide: why a call was rejected (goes to the model)
+    edited_arguments: str | None = None  # decide: JSON to run instead of the model's
+    time: float = Field(default_factory=time.time)
+
+
+class PendingCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON, as the model wrote it
+
+
+class AgentState(BaseModel):
+    pid: int
+    running: bool = True  # False once the agent wrote its closing record and stopped
+    paused: bool = False
+    approve_mode: bool = False
+    pending: list[PendingCall] = []  # calls of the current turn waiting for a decision
+    stopping: bool = False  # a stop was asked for; the run ends at the next step
+    stop_reason: str | None = None
+    updated: float = Field(default_factory=time.time)
+
+
+class Launch(BaseModel):
+    """What the agent was started with, for resuming it the same way (never a key)."""
+
+    model: str | None = None
+    api_base: str | None = None
+    script: str | None = None
+    options: list[str] = []  # the limit flags, as given on the command line
+
+
+def control_dir(run_dir: Path) -> Path:
+    return Path(run_dir) / "control"
+
+
+def send(run_dir: Path, op: Op, **fields: Any) -> Command:
+    """Append one command; the agent picks it up within its poll interval."""
+    cmd = Command(op=op, **fields)
+    folder = control_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / "commands.jsonl", "a", encoding="utf-8") as f:
+        f.write(cmd.model_dump_json() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return cmd
+
+
+def read_state(run_dir: Path) -> AgentState | None:
+    path = control_dir(run_dir) / "state.json"
+    try:
+        return AgentState.model_validate_json(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):  # absent, or caught between write and rename on odd filesystems
+        return None
+
+
+def write_state(run_dir: Path, state: AgentState) -> None:
+    folder = control_dir(run_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    state.updated = time.time()
+    tmp = folder / f".state.{os.getpid()}.tmp"
+    tmp.write_text(state.model_dump_json(), encoding="utf-8")
+    os.replace(tmp, folder / "state.json")
+
+
+def agent_running(run_dir: Path) -> bool:
+    """Whether an agent is attached to this run folder now (its process exists and says it runs)."""
+    state = read_state(run_dir)
+    if state is None or not state.running:
+        return False
+    try:
+        os.kill(state.pid, 0)
+    except ProcessLookupError:
+        return False  # killed without closing: the run is resumable
+    except PermissionError:
+        return True
+    return True
+
+
+def read_launch(run_dir: Path) -> Launch | None:
+    try:
+        return Launch.model_validate_json((control_dir(run_dir) / "launch.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def write_launch(run_dir: Path, launch: Launch) -> None:
+    control_dir(run_dir).mkdir(parents=True, exist_ok=True)
+    (control_dir(run_dir) / "launch.json").write_text(launch.model_dump_json(indent=1), encoding="utf-8")
+
+
+class CommandReader:
+    """Reads the commands appended since it was made (a resumed agent ignores older ones)."""
+
+    def __init__(self, run_dir: Path):
+        self.path = control_dir(run_dir) / "commands.jsonl"
+        self.offset = self.path.stat().st_size if self.path.exists() else 0
+
+    def new(self) -> list[Command]:
+        if not self.path.exists():
+            return []
+        with open(self.path, "rb") as f:
+            f.seek(self.offset)
+            data = f.read()
+        end = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
+        self.offset += end
+        out = []
+        for line in data[:end].decode("utf-8", "replace").splitlines():
+            try:
+                out.append(Command.model_validate(json.loads(line)))
+            except ValueError:
+                continue  # a garbled line from a crashed client is skipped, not fatal
+        return out

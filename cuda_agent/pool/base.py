@@ -1,0 +1,66 @@
+"""What a pool is. It has two sides, because a batch runs each task in a process of its own:
+
+- the scheduler side (the batch process): `place()` picks the device a task runs on, `release()`
+  gives it back;
+- the evaluator side (the task's process, rebuilt there from the PoolSpec): `evaluator(task, cfg)`
+  returns something with the harness's Evaluator interface, and `slot(device)` holds one of the
+  device's evaluation slots (re-verification at the end of a run takes one too).
+
+The harness never imports this package (DESIGN: eval/ imports no pool/, ray or git).
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from contextlib import AbstractContextManager
+from pathlib import Path
+from typing import Literal, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class EvaluatorLike(Protocol):
+    """cuda_agent.eval.evaluator.Evaluator's public interface, as tools use it."""
+
+    def evaluate(self, candidate_dir: Path, *, timing: bool = True): ...
+
+    def close(self) -> None: ...
+
+
+class PoolSpec(BaseModel):
+    """Enough to rebuild the pool in another process (JSON)."""
+
+    kind: Literal["local"] = "local"  # "ray" comes with --ray
+    devices: list[str] = Field(min_length=1)  # cuda:N, or cpu for host-only test kernels
+    slots_per_device: int = Field(2, ge=1)  # evaluations at once per device; timing is serialised anyway
+    lock_dir: Path  # where the cross-process slot locks live (shared by every task process)
+
+
+class EvaluatorPool(ABC):
+    def __init__(self, spec: PoolSpec):
+        self.spec = spec
+
+    @abstractmethod
+    def place(self) -> str:
+        """The device for the next task (scheduler side)."""
+
+    @abstractmethod
+    def release(self, device: str) -> None:
+        """A task placed on `device` ended."""
+
+    @abstractmethod
+    def evaluator(self, task, cfg, warm: bool = True) -> EvaluatorLike:
+        """An evaluator for `task` with `cfg` (whose device is the placed one), evaluator side;
+        `warm` keeps the next worker process started (worth it when more than one evaluation comes)."""
+
+    @abstractmethod
+    def slot(self, device: str) -> AbstractContextManager:
+        """Hold one evaluation slot of `device` for the duration of a with-block."""
+
+
+def make_pool(spec: PoolSpec) -> EvaluatorPool:
+    if spec.kind == "local":
+        from .local import LocalPool
+
+        return LocalPool(spec)
+    raise ValueError(f"unknown pool kind {spec.kind!r}: use local")
