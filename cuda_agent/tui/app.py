@@ -18,7 +18,7 @@ from rich.text import Text
 from textual import on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Horizontal, VerticalScroll
+from textual.containers import Horizontal, ScrollableContainer
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static, TabbedContent, TabPane, Tree
 
 from cuda_agent.control import send
@@ -27,12 +27,12 @@ from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen
 
 POLL_S = 0.5
 OBSERVATION_LINES = 400  # lines of one observation shown in the tree; the Call tab shows all of it
-COLUMNS = ("", "version", "commit", "status", "time ms", "vs eager", "vs compile", "reward", "guards")
+COLUMNS = ("", "v", "commit", "status", "ms", "vs eager", "vs compile", "reward", "guards")  # narrow: 80 columns
 
 
 class RunApp(App):
     CSS = """
-    #steps { width: 40%; min-width: 30; border-right: solid $primary-darken-2; }
+    #steps { width: 36%; min-width: 28; border-right: solid $primary-darken-2; }
     #status { height: 1; background: $boost; padding: 0 1; }
     ModalScreen { align: center middle; }
     #dialog { width: 90%; max-width: 100; height: auto; max-height: 90%; border: thick $primary;
@@ -40,7 +40,7 @@ class RunApp(App):
     #dialog TextArea { height: 8; }
     #buttons { height: auto; margin-top: 1; }
     #buttons Button { margin-right: 2; }
-    .pane { padding: 0 1; }
+    .pane { padding: 0 1; width: auto; }  /* long source lines scroll sideways, not clipped */
     """
     BINDINGS = [
         Binding("p", "pause", "Pause/resume"),
@@ -84,16 +84,16 @@ class RunApp(App):
                 with TabPane("Versions", id="versions"):
                     yield DataTable(id="table", cursor_type="row", zebra_stripes=True)
                 with TabPane("Kernel", id="kernel"):
-                    yield VerticalScroll(Static("no version yet", id="kernel-text", classes="pane"))
+                    yield ScrollableContainer(Static("no version yet", id="kernel-text", classes="pane"))
                 with TabPane("Diff", id="diff"):
-                    yield VerticalScroll(Static("select a version", id="diff-text", classes="pane"))
+                    yield ScrollableContainer(Static("select a version", id="diff-text", classes="pane"))
                 with TabPane("Plot", id="plot"):
                     yield Sparkline([], id="spark")
-                    yield VerticalScroll(Static("no timed version yet", id="plot-text", classes="pane"))
+                    yield ScrollableContainer(Static("no timed version yet", id="plot-text", classes="pane"))
                 with TabPane("Profile", id="profile"):
-                    yield VerticalScroll(Static("no profile yet", id="profile-text", classes="pane"))
+                    yield ScrollableContainer(Static("no profile yet", id="profile-text", classes="pane"))
                 with TabPane("Call", id="call"):
-                    yield VerticalScroll(Static("select a tool call on the left", id="call-text", classes="pane"))
+                    yield ScrollableContainer(Static("select a tool call on the left", id="call-text", classes="pane"))
         yield Static("", id="status")
         yield Footer()
 
@@ -112,7 +112,7 @@ class RunApp(App):
         v = self.view
         if v.refresh():
             if v.header is not None:
-                self.sub_title = f"{v.header.task.name or v.header.task.class_name} | {v.run_dir}"
+                self.sub_title = f"{v.header.task.name or v.header.task.class_name} | {v.run_dir.name}"
             self._update_steps()
             self._update_versions()
         state = v.control_state()
@@ -218,9 +218,9 @@ class RunApp(App):
             return Text("no timed correct version yet", style="dim")
         top = max(s for _, s in rows)
         against = "torch.compile" if any(e.speedup_compile for e in self.view.evaluations) else "eager"
-        out = Text(f"speedup vs {against} per timed version (1.00x = level)\n")
+        out = Text(f"speedup vs {against} (1.00x = level)\n")
         for n, s in rows:
-            bar = "█" * max(1, round(30 * s / top))
+            bar = "█" * max(1, round(20 * s / top))
             out.append(f"v{n:<3} {bar} {s:.2f}x\n", style="green" if s > 1.05 else "yellow")
         return out
 
