@@ -196,7 +196,7 @@ class RunApp(App):
         for name, text in files.items():
             parts.append(Text(f"── {name} (version {number}, {v.sha[:8]})", style="bold"))
             parts.append(Syntax(text, "cuda" if name.endswith((".cu", ".cuh", ".h")) else "python",
-                                line_numbers=True, word_wrap=False, theme="ansi_dark"))
+                                line_numbers=True, word_wrap=False, theme=self._syntax_theme()))
         from rich.console import Group
 
         self.w["kernel-text"].update(Group(*parts) if parts else "no kernel files in this version")
@@ -205,10 +205,18 @@ class RunApp(App):
         title = f"diff version {base} -> {number}" if old else f"version {number} (no earlier version)"
         diff = self.view.diff(old.sha if old else None, v.sha)
         self.w["diff-text"].update(Group(Text(title, style="bold"), Syntax(diff, "diff",
-                                                                                             theme="ansi_dark")))
+                                                                                             theme=self._syntax_theme())))
         profile = self.view.profile_for(number)
         self.w["profile-text"].update(
             Text(profile) if profile else Text(f"no profile was taken up to version {number}", style="dim"))
+
+    def _syntax_theme(self) -> str:
+        """Terminal-palette colours that stay readable on the app's dark or light theme."""
+        return "ansi_dark" if self.current_theme.dark else "ansi_light"
+
+    def watch_theme(self, theme: str) -> None:
+        if self.selected is not None and hasattr(self, "w"):
+            self.show_version(self.selected)  # re-highlight the source for the new background
 
     def plot_text(self) -> Text:
         rows = [(e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)

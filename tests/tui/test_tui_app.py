@@ -159,13 +159,23 @@ def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
             await pilot.pause(0.5)
             assert len(records(run_dir, "model_turn")) == 2  # no step 3 while paused
             assert "paused" in shown(app, "#status")
-            # approve mode off, a message for the model, then resume
+            # approve mode off and on again (state only), a message for the model, then resume
             await pilot.press("a")
             await until(pilot, lambda: not read_state(run_dir).approve_mode, "approve mode off")
+            await pilot.press("a")
+            await until(pilot, lambda: read_state(run_dir).approve_mode, "approve mode on")
             await pilot.press("m")
             await until(pilot, lambda: isinstance(app.screen, MessageScreen), "the message screen")
             await pilot.press(*"try float4", "enter")
-            await pilot.press("s")  # stop: the run ends before its next turn, everything kept
+            await until(pilot, lambda: not isinstance(app.screen, MessageScreen), "the message sent")
+            await pilot.press("p")
+            # step 3 reads the message, then its call waits for a decision: put it off and stop
+            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "list_files",
+                        "step 3's approval")
+            assert [m.content for m in records(run_dir, "user_message")] == ["try float4"]
+            await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), "the approval put off")
+            await pilot.press("s")  # stop: the waiting call is answered as rejected, the run ends, all kept
             await until(pilot, lambda: records(run_dir, "closing"), "the stop")
             await until(pilot, lambda: not agent.running(), "the agent's exit", timeout=120)
             assert "stopped: stopped" in shown(app, "#status")
@@ -181,9 +191,9 @@ def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
     turns = records(run_dir, "model_turn")
     assert turns[1].edited_by_person and json.loads(turns[1].tool_calls[0].arguments)["end_line"] == 2
     assert turns[1].tool_calls[0].original_arguments == '{"path": "model.py"}'
-    messages = records(run_dir, "user_message")
-    # sent while paused before step 3; the stop came first, so the resumed run delivers it
-    assert [m.content for m in messages if m.injected] == ["try float4"] or not any(m.injected for m in messages)
+    (message,) = [m for m in records(run_dir, "user_message") if m.injected]
+    assert message.content == "try float4" and message.step == 2  # read before step 3's query
+    assert results[2].status == "rejected" and "stopped by a person" in results[2].observation
     closings = records(run_dir, "closing")
     assert [c.stop_reason for c in closings] == ["stopped", "finished"]
     assert records(run_dir, "resume")[0].previous_stop == "stopped"

@@ -46,3 +46,12 @@ def test_approval_dialog(snap_compare, run_dir):
         await pilot.pause()
 
     assert snap_compare(app_for(run_dir), terminal_size=(80, 24), run_before=ask)
+
+
+def test_kernel_and_diff_in_the_light_theme(snap_compare, run_dir):
+    async def light(pilot):
+        pilot.app.theme = "textual-light"
+        pilot.app.query_one("#tabs").active = "kernel"
+        await pilot.pause()
+
+    assert snap_compare(app_for(run_dir), terminal_size=(120, 40), run_before=light)
