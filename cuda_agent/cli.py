@@ -9,6 +9,7 @@ import typer
 from cuda_agent.cli_doctor import doctor
 from cuda_agent.cli_batch import register as register_batch
 from cuda_agent.cli_eval import eval_command
+from cuda_agent.cli_export import export_command
 from cuda_agent.cli_optimize import optimize_command
 from cuda_agent.cli_tui import tui_command
 
@@ -28,6 +29,7 @@ def main() -> None:
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)
+app.command("export", help="Runs -> training data: SFT chat JSONL, RFT (best per task), verl parquet of tasks.")(export_command)
 app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
 register_batch(app)  # batch, compare, baselines, tasks import
 

@@ -208,32 +208,39 @@ def _looks_like_key(v: Any) -> bool:
     return isinstance(v, str) and bool(KEY_PATTERN.search(v))
 
 
+class Redactor:
+    """Replaces key-shaped text and the values of credential variables present now, in every
+    string of a JSON-like object (trajectories on the way in, exports on the way out)."""
+
+    def __init__(self):
+        self._secrets = sorted({v for k, v in os.environ.items() if is_secret(k) and len(v) >= 12
+                                and not v.startswith("/") and "://" not in v}, key=len, reverse=True)
+
+    def __call__(self, obj: Any) -> Any:
+        if isinstance(obj, str):
+            for secret in self._secrets:
+                obj = obj.replace(secret, REDACTED)
+            return KEY_PATTERN.sub(REDACTED, obj)
+        if isinstance(obj, dict):
+            return {k: self(v) for k, v in obj.items()}
+        if isinstance(obj, list):
+            return [self(v) for v in obj]
+        return obj
+
+
 class TrajectoryWriter:
     def __init__(self, path: Path | str):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)  # a resumed run must not glue its first record onto a torn line
         self._file = open(self.path, "a", encoding="utf-8")
-        # values of credential variables present now: redacted wherever they would appear
-        self._secrets = sorted({v for k, v in os.environ.items() if is_secret(k) and len(v) >= 12
-                                and not v.startswith("/") and "://" not in v}, key=len, reverse=True)
+        self._scrub = Redactor()
 
     def write(self, record: _Record) -> None:
         line = json.dumps(self._scrub(record.model_dump(mode="json")), ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
-
-    def _scrub(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            for secret in self._secrets:
-                obj = obj.replace(secret, REDACTED)
-            return KEY_PATTERN.sub(REDACTED, obj)
-        if isinstance(obj, dict):
-            return {k: self._scrub(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self._scrub(v) for v in obj]
-        return obj
 
     def close(self) -> None:
         if not self._file.closed:

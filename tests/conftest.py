@@ -1,8 +1,13 @@
 """Shared test set-up: GPU tests are marked `gpu` and skipped where no CUDA device is visible."""
 
 import os
+import sys
+from pathlib import Path
 
 import pytest
+
+# builders shared by several test folders (e.g. fake_run: a run folder with fixed content)
+sys.path.insert(0, str(Path(__file__).parent / "helpers"))
 
 _HAS_GPU = None
 

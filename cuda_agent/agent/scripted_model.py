@@ -71,6 +71,7 @@ class ScriptedModel:
             raise ScriptExhausted(used)
         self.calls.append({"messages": copy.deepcopy(messages), "tools": copy.deepcopy(tools)})
         response = self.responses[used].model_copy(deep=True)  # callers may mutate what they get
+        response.raw = {**response.raw, "injected": True}  # a script wrote it, not a model: exports skip it
         if not self.native_tools and not response.tool_calls:
             try:
                 response.tool_calls = parse_action(response.content, call_id=f"text-{used + 1}")

@@ -29,7 +29,9 @@ def test_entries_of_each_kind_in_order():
     assert [(c.id, c.name, json.loads(c.arguments)) for c in second.tool_calls] == [
         ("call-2-0", "compile", {"verbose": True}), ("mine", "verify", {"sets": 3})]
     assert second.usage.completion_tokens == 4
-    assert model.query(MESSAGES, TOOLS) == given
+    third = model.query(MESSAGES, TOOLS)
+    assert third.raw == {"injected": True}  # marked as written by a script, not a model
+    assert third.model_copy(update={"raw": {}}) == given
     assert model.remaining == 0
 
 

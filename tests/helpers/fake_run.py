@@ -80,7 +80,11 @@ def build(root: Path, monkeypatch) -> Path:
     w = TrajectoryWriter(run / "trajectory.jsonl")
     w.write(Header(time=T0, run_id="scale_add-demo", task=TaskInfo(path="model.py", class_name="Model", hash="0" * 16,
                                                                    name="scale_add"),
-                   model="scripted-demo", config={"agent": {"max_steps": 20, "max_cost": 1.0}}))
+                   model="scripted-demo", config={"agent": {"max_steps": 20, "max_cost": 1.0}},
+                   messages=[{"role": "system", "content": "You write CUDA kernels that beat torch.compile."},
+                             {"role": "user", "content": "Optimise this module:\n" + MODEL}],
+                   tools=[{"type": "function", "function": {"name": n, "description": n, "parameters": {
+                       "type": "object", "properties": {}}}} for n in ("edit_file", "benchmark", "verify", "finish")]))
     steps = [
         ("I write a fused kernel.", "edit_file", {"mode": "create", "path": "kernels/scale_add.cu"},
          "created kernels/scale_add.cu (11 lines, 512 B)", "ok", None),

@@ -1,0 +1,46 @@
+"""`cuda-agent export RUNS... --format sft|rft|verl --out FILE`: runs -> training data
+(cuda_agent/train/export.py says what each format holds and how marked turns are handled)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+
+def export_command(
+    runs: List[Path] = typer.Argument(..., help="Run folders, batch folders or folders of runs (searched for trajectory.jsonl)."),
+    fmt: str = typer.Option(..., "--format", "-f", help="sft (chat JSONL, every run), rft (chat JSONL, the best run per task) or verl (parquet of tasks)."),
+    out: Path = typer.Option(..., "--out", "-o", help="The file to write (.jsonl for sft/rft, .parquet for verl)."),
+    min_reward: Optional[int] = typer.Option(None, "--min-reward", help="Leave out runs whose best reward is below this (sft, rft; rft defaults to 2)."),
+    drop_marked: bool = typer.Option(False, "--drop-marked", help="Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with weight 0)."),
+    drop_trimmed: bool = typer.Option(False, "--drop-trimmed", help="Leave out runs whose context was trimmed (default: listed in metadata)."),
+    include_unfinished: bool = typer.Option(False, "--include-unfinished", help="Also export runs without a closing record (killed, still running)."),
+) -> None:
+    """Counts of what was written and what was left out, and why, are printed at the end."""
+    from rich.console import Console
+
+    from cuda_agent.train.export import export
+
+    console = Console(stderr=True)
+    if fmt not in ("sft", "rft", "verl"):
+        console.print(f"[red]error[/]: --format {fmt!r}: use sft, rft or verl", highlight=False)
+        raise typer.Exit(2)
+    if fmt == "rft" and min_reward is None:
+        min_reward = 2  # RFT keeps good trajectories: faster than eager at least
+    try:
+        report = export(runs, fmt, out, min_reward=min_reward, drop_marked=drop_marked, drop_trimmed=drop_trimmed,
+                        include_unfinished=include_unfinished)
+    except FileNotFoundError as e:
+        console.print(f"[red]error[/]: {e}", highlight=False)
+        raise typer.Exit(2)
+    except ImportError:
+        console.print("[red]error[/]: --format verl writes parquet: pip install 'cuda-agent[train]' (pyarrow)",
+                      highlight=False)
+        raise typer.Exit(2)
+    for line in report.lines():
+        console.print(line, highlight=False)
+    console.print(f"wrote {out}", highlight=False)
+    if report.written == 0:
+        raise typer.Exit(3)

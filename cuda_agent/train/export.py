@@ -1,0 +1,228 @@
+"""Runs -> training data (DESIGN decision 7): SFT chat JSONL, RFT (the best run per task), and
+verl's parquet of tasks.
+
+Read from trajectories only (records.py; no agent loop). The rules:
+- A run's messages are the raw history (system, task, assistant turns with their tool calls,
+  tool results, a person's messages), so trainers re-tokenise with their own chat template.
+- Turns the model did not write as they ran are never presented as its own: a turn a person
+  edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do
+  not train on this assistant message") and is listed in the run's metadata; a person's
+  messages are user turns marked in the metadata. `--drop-marked` leaves such runs out instead.
+- Context trimming changed what the model saw; the export keeps the full observations and lists
+  the trimmed steps in the metadata (`--drop-trimmed` leaves those runs out).
+- Secrets: every string is redacted again on the way out (records.Redactor), though the
+  trajectory was already written redacted.
+- A task's reward is the milestone reward of the best correct version the run found (the
+  closing record's), -1 when none.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal
+
+from cuda_agent.records import (Closing, Header, ModelTurn, Redactor, ToolResultRecord, Trim, UserMessage,
+                                read_trajectory)
+
+Format = Literal["sft", "rft", "verl"]
+DATA_SOURCE = "cuda-agent"
+ABILITY = "cuda-kernel-optimization"
+AGENT_NAME = "cuda_agent"  # the agent loop name the verl glue registers (docs/training.md)
+
+
+@dataclass
+class Episode:
+    """One run folder, read back."""
+
+    path: Path
+    header: Header
+    messages: list[dict]
+    reward: int
+    steps: int
+    stop_reason: str | None
+    edited_steps: list[int] = field(default_factory=list)
+    scripted_steps: list[int] = field(default_factory=list)
+    person_messages: list[int] = field(default_factory=list)
+    trimmed_steps: list[int] = field(default_factory=list)
+
+    @property
+    def marked(self) -> bool:
+        return bool(self.edited_steps or self.scripted_steps or self.person_messages)
+
+    def metadata(self) -> dict[str, Any]:
+        t = self.header.task
+        return {"run": str(self.path), "run_id": self.header.run_id, "model": self.header.model,
+                "task": {"name": t.name, "class_name": t.class_name, "hash": t.hash}, "reward": self.reward,
+                "steps": self.steps, "stop_reason": self.stop_reason, "edited_steps": self.edited_steps,
+                "scripted_steps": self.scripted_steps, "person_message_steps": self.person_messages,
+                "trimmed_steps": self.trimmed_steps}
+
+
+@dataclass
+class ExportReport:
+    runs: int = 0
+    written: int = 0
+    skipped: Counter = field(default_factory=Counter)  # reason -> runs
+    marked_turns: int = 0
+
+    def lines(self) -> list[str]:
+        out = [f"read {self.runs} run(s), wrote {self.written} record(s)"]
+        out += [f"left out {n}: {why}" for why, n in sorted(self.skipped.items())]
+        if self.marked_turns:
+            out.append(f"{self.marked_turns} assistant turn(s) written by a person or a script kept with weight 0")
+        return out
+
+
+def find_runs(paths: list[Path]) -> list[Path]:
+    """Run folders under the given paths (a run folder, a batch folder, a folder of runs)."""
+    found: set[Path] = set()
+    for p in paths:
+        p = Path(p)
+        if (p / "trajectory.jsonl").is_file():
+            found.add(p.resolve())
+        elif p.is_dir():
+            found.update(t.parent.resolve() for t in p.rglob("trajectory.jsonl"))
+        else:
+            raise FileNotFoundError(f"{p} is neither a run folder nor a folder of runs")
+    return sorted(found)
+
+
+def read_episode(run_dir: Path) -> Episode | None:
+    """The run's history as chat messages; None when it has no header (nothing to export)."""
+    records = read_trajectory(run_dir / "trajectory.jsonl")
+    header = next((r for r in records if isinstance(r, Header)), None)
+    if header is None:
+        return None
+    messages = [dict(m) for m in header.messages]
+    ep = Episode(path=run_dir, header=header, messages=messages, reward=-1, steps=0, stop_reason=None)
+    closing: Closing | None = None
+    for r in records:
+        if isinstance(r, ModelTurn):
+            ep.steps = max(ep.steps, r.step)
+            msg: dict[str, Any] = {"role": "assistant", "content": r.content or None}
+            if r.tool_calls:
+                msg["tool_calls"] = [{"id": c.id, "type": "function",
+                                      "function": {"name": c.name, "arguments": c.arguments}} for c in r.tool_calls]
+            if r.edited_by_person:
+                ep.edited_steps.append(r.step)
+                msg["weight"] = 0
+            elif r.injected:
+                ep.scripted_steps.append(r.step)
+                msg["weight"] = 0
+            messages.append(msg)
+        elif isinstance(r, ToolResultRecord):
+            messages.append({"role": "tool", "tool_call_id": r.call_id, "content": r.observation})
+        elif isinstance(r, UserMessage):
+            messages.append({"role": "user", "content": r.content})
+            if r.injected:
+                ep.person_messages.append(r.step)
+        elif isinstance(r, Trim):
+            ep.trimmed_steps.append(r.step)
+        elif isinstance(r, Closing):
+            closing = r
+    if closing is not None:
+        ep.stop_reason = closing.stop_reason
+        ep.reward = closing.best_reward if closing.best_reward is not None else -1
+    return ep
+
+
+def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None = None, drop_marked: bool = False,
+           drop_trimmed: bool = False, include_unfinished: bool = False) -> ExportReport:
+    report = ExportReport()
+    episodes: list[Episode] = []
+    for run in find_runs(paths):
+        report.runs += 1
+        try:
+            ep = read_episode(run)
+        except ValueError as e:
+            report.skipped[f"unreadable trajectory ({str(e).splitlines()[0][:80]})"] += 1
+            continue
+        if ep is None:
+            report.skipped["no header record"] += 1
+        elif ep.stop_reason is None and not include_unfinished:
+            report.skipped["unfinished (no closing record; resume it or pass --include-unfinished)"] += 1
+        elif fmt != "verl" and min_reward is not None and ep.reward < min_reward:
+            report.skipped[f"reward below {min_reward}"] += 1
+        elif fmt != "verl" and drop_marked and ep.marked:
+            report.skipped["turns written by a person or a script (--drop-marked)"] += 1
+        elif fmt != "verl" and drop_trimmed and ep.trimmed_steps:
+            report.skipped["context was trimmed (--drop-trimmed)"] += 1
+        elif fmt != "verl" and not [m for m in ep.messages if m["role"] == "assistant" and m.get("weight") != 0]:
+            report.skipped["no turn written by the model (scripted or edited throughout)"] += 1
+        else:
+            episodes.append(ep)
+    if fmt == "rft":
+        episodes = _best_per_task(episodes, report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    redact = Redactor()
+    if fmt == "verl":
+        report.written = _write_verl(episodes, out, redact)
+    else:
+        with open(out, "w", encoding="utf-8") as f:
+            for ep in episodes:
+                report.marked_turns += len(ep.edited_steps) + len(ep.scripted_steps)
+                row = {"messages": ep.messages, "tools": ep.header.tools, "metadata": ep.metadata()}
+                f.write(json.dumps(redact(row), ensure_ascii=False) + "\n")
+                report.written += 1
+    return report
+
+
+def _best_per_task(episodes: list[Episode], report: ExportReport) -> list[Episode]:
+    """RFT: per task (by content hash), the run with the highest reward; ties go to fewer steps."""
+    best: dict[str, Episode] = {}
+    for ep in episodes:
+        key = ep.header.task.hash
+        cur = best.get(key)
+        if cur is None or (ep.reward, -ep.steps) > (cur.reward, -cur.steps):
+            if cur is not None:
+                report.skipped["not the best run of its task"] += 1
+            best[key] = ep
+        else:
+            report.skipped["not the best run of its task"] += 1
+    return list(best.values())
+
+
+def _write_verl(episodes: list[Episode], out: Path, redact: Redactor) -> int:
+    """verl's dataset of *tasks*: one row per distinct task, the prompt the run started from; the
+    reward comes from verl's own rollouts through our environment (extra_info says which task)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows, seen = [], set()
+    for ep in episodes:
+        t = ep.header.task
+        if t.hash in seen:
+            continue
+        seen.add(t.hash)
+        create = {"task_hash": t.hash}  # the episode's environment is made from extra_info's task
+        rows.append({
+            "data_source": DATA_SOURCE,
+            "prompt": [{"role": m["role"], "content": m["content"]} for m in ep.header.messages],
+            "ability": ABILITY,
+            "reward_model": {"style": "rule", "ground_truth": t.hash},
+            "extra_info": {"index": len(rows), "task_name": t.name, "task_hash": t.hash,
+                           "class_name": t.class_name, "task_source": _task_source(ep), "need_tools_kwargs": True,
+                           "tools_kwargs": {s["function"]["name"]: {"create_kwargs": create}
+                                            for s in ep.header.tools}},
+            "agent_name": AGENT_NAME,
+        })
+    rows = [redact(r) for r in rows]
+    table = pa.Table.from_pylist(rows)
+    pq.write_table(table, out)
+    return len(rows)
+
+
+def _task_source(ep: Episode) -> str:
+    """The task file as the run was given it: model.py in the workspace's first commit."""
+    from cuda_agent.workspace.history import History
+
+    import git
+
+    try:
+        h = History(git.Repo(ep.path / "workspace"))
+        return h.show(h.root_commit(), "model.py").decode("utf-8", "replace")
+    except Exception as e:  # a run folder without its workspace: the row says so rather than guessing
+        return f"# task source unavailable: {type(e).__name__}"

@@ -1,0 +1,119 @@
+"""`cuda-agent export`: SFT / RFT chat JSONL and verl's parquet of tasks, read back and checked
+field by field; marked turns, filters, redaction, and a real scripted run end to end."""
+
+import json
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from cuda_agent.cli import app
+from cuda_agent.train.export import export
+from fake_run import build
+
+SECRET = "sk-test1234567890abcdefghijklmnop"
+
+
+def edit_records(run_dir: Path, change) -> None:
+    """Rewrite the trajectory's records with `change(record) -> record | None` (None drops it)."""
+    path = run_dir / "trajectory.jsonl"
+    out = [change(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in out if r is not None))
+
+
+@pytest.fixture
+def runs(tmp_path, monkeypatch):
+    """Three runs of one task: plain (reward 2), edited by a person + a leaked key (reward 3),
+    and one that never closed."""
+    plain = build(tmp_path / "a", monkeypatch)
+    edited = build(tmp_path / "b", monkeypatch)
+
+    def edit(r):
+        if r["type"] == "model_turn" and r["step"] == 3:
+            r["edited_by_person"] = True
+            r["tool_calls"][0]["original_arguments"] = '{"path": "x"}'
+        if r["type"] == "tool_result" and r["step"] == 1:
+            r["observation"] += f" key={SECRET}"  # as if an older writer had let it through
+        if r["type"] == "closing":
+            r["best_reward"] = 3
+        return r
+
+    edit_records(edited, edit)
+    unfinished = build(tmp_path / "c", monkeypatch)
+    edit_records(unfinished, lambda r: None if r["type"] == "closing" else r)
+    return tmp_path, plain, edited, unfinished
+
+
+def lines(path):
+    return [json.loads(x) for x in Path(path).read_text().splitlines()]
+
+
+def test_sft_keeps_raw_messages_tools_and_marks_what_the_model_did_not_write(runs):
+    root, plain, edited, _ = runs
+    report = export([root], "sft", root / "sft.jsonl")
+    assert (report.runs, report.written) == (3, 2)
+    assert report.skipped == {"unfinished (no closing record; resume it or pass --include-unfinished)": 1}
+    rows = {Path(r["metadata"]["run"]).parent.name: r for r in lines(root / "sft.jsonl")}
+    a, b = rows["a"], rows["b"]
+    roles = [m["role"] for m in a["messages"]]
+    assert roles[:2] == ["system", "user"] and roles.count("assistant") == 6 and roles.count("tool") == 6
+    assert roles.count("user") == 2  # the task, and a person's message (step 3)
+    first = a["messages"][2]
+    assert first["tool_calls"][0]["function"]["name"] == "edit_file"
+    assert a["messages"][3] == {"role": "tool", "tool_call_id": "call-1", "content": "created kernels/scale_add.cu "
+                                "(11 lines, 512 B)"}
+    assert [t["function"]["name"] for t in a["tools"]] == ["edit_file", "benchmark", "verify", "finish"]
+    assert a["metadata"]["reward"] == 2 and a["metadata"]["person_message_steps"] == [3]
+    assert not any("weight" in m for m in a["messages"])
+    # the edited turn is kept, with weight 0, and listed; the key is redacted on the way out
+    weights = [m.get("weight") for m in b["messages"] if m["role"] == "assistant"]
+    assert weights == [None, None, 0, None, None, None] and b["metadata"]["edited_steps"] == [3]
+    assert SECRET not in json.dumps(b) and "[redacted]" in b["messages"][3]["content"]
+    assert report.marked_turns == 1
+
+
+def test_filters_say_why(runs):
+    root, *_ = runs
+    report = export([root], "sft", root / "sft.jsonl", min_reward=3, drop_marked=True, include_unfinished=True)
+    assert report.written == 0
+    assert report.skipped == {"reward below 3": 2, "turns written by a person or a script (--drop-marked)": 1}
+
+
+def test_rft_keeps_the_best_run_of_each_task(runs):
+    root, plain, edited, _ = runs
+    report = export([root], "rft", root / "rft.jsonl", min_reward=2)
+    (row,) = lines(root / "rft.jsonl")
+    assert Path(row["metadata"]["run"]) == edited and row["metadata"]["reward"] == 3
+    assert report.skipped["not the best run of its task"] == 1
+
+
+def test_verl_parquet_of_tasks(runs):
+    root, plain, *_ = runs
+    report = export([plain], "verl", root / "tasks.parquet")
+    assert report.written == 1
+    table = pq.read_table(root / "tasks.parquet")
+    assert set(table.column_names) == {"data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name"}
+    (row,) = table.to_pylist()
+    assert row["data_source"] == "cuda-agent" and row["agent_name"] == "cuda_agent"
+    assert [m["role"] for m in row["prompt"]] == ["system", "user"] and "x * 2 + y" in row["prompt"][1]["content"]
+    assert row["reward_model"] == {"style": "rule", "ground_truth": "0" * 16}
+    extra = row["extra_info"]
+    assert extra["need_tools_kwargs"] and extra["task_hash"] == "0" * 16 and "def forward" in extra["task_source"]
+    assert set(extra["tools_kwargs"]) == {"edit_file", "benchmark", "verify", "finish"}
+    assert extra["tools_kwargs"]["verify"]["create_kwargs"] == {"task_hash": "0" * 16}
+
+
+def test_cli_export_of_a_scripted_run_is_empty_and_says_why(tmp_path):
+    """A scripted session is not model output: every turn is marked, nothing is trained on."""
+    task = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([{"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]},
+                                  {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]}]))
+    r = CliRunner().invoke(app, ["optimize", str(task / "model.py"), "--script", str(script), "--out",
+                                 str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline", "--quiet"])
+    assert r.exit_code == 3, r.output  # no correct version
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "sft", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 3 and "no turn written by the model" in r.output
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "dpo", "--out", str(tmp_path / "o")])
+    assert r.exit_code == 2 and "use sft, rft or verl" in r.output
