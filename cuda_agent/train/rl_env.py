@@ -1,0 +1,79 @@
+"""The environment for online RL: reset(task) -> first observation; step(tool call) ->
+observation, reward, done. A thin episode wrapper over cuda_agent.environment.Environment, the
+object the agent loop drives: the same workspace, tools, harness and reward, no second tool
+dispatch.
+
+Rewards: the episode's reward is the milestone reward of the best correct version found in it
+(-1 when none), as the paper scores a task; it is given on the step that ends the episode
+(`finish`, or the step limit). The per-step reward is shaping: the milestone reward of the
+version a `verify` or `benchmark` step evaluated, None for other tools. Trainers that want the
+paper's setting use only the final one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.task import Task
+
+
+@dataclass
+class Step:
+    observation: str
+    reward: int | None  # on the last step: the episode's reward; before it: shaping (see the module doc)
+    done: bool
+    info: dict[str, Any]
+
+
+class KernelEnv:
+    def __init__(self, runs_dir: Path, *, eval_config=None, max_steps: int = 150, native_tools: bool = True,
+                 settings: dict[str, Any] | None = None):
+        self.runs_dir, self.eval_config, self.max_steps = Path(runs_dir), eval_config, max_steps
+        self.native_tools, self.settings = native_tools, settings
+        self.env = None
+        self.steps = 0
+
+    def reset(self, task: Task) -> list[dict]:
+        """A fresh workspace for `task`; the first observation: the system and task messages the
+        agent loop would start from."""
+        from cuda_agent.agent.loop import AgentConfig
+        from cuda_agent.agent.prompts import system_message, task_message
+        from cuda_agent.environment import Environment
+
+        self.close()
+        self.env = Environment.create(task, runs_dir=self.runs_dir, eval_config=self.eval_config,
+                                      settings=self.settings)
+        self.steps = 0
+        ev = self.env.eval_config
+        user = task_message(self.env.reference_task(), device=ev.device, baselines=list(ev.baselines),
+                            limits=AgentConfig(max_steps=self.max_steps).model_dump())  # as the loop words it
+        return [{"role": "system", "content": system_message(native_tools=self.native_tools)},
+                {"role": "user", "content": user}]
+
+    def tools(self) -> list[dict]:
+        return self._env().tool_schemas()
+
+    def step(self, name: str, arguments: str | dict) -> Step:
+        env = self._env()
+        self.steps += 1
+        out = env.step(name, arguments)
+        done = out.done or self.steps >= self.max_steps
+        reward = env.episode_reward() if done else out.reward
+        return Step(observation=out.result.observation, reward=reward, done=done,
+                    info={"status": out.result.status, "version": out.result.data.get("version"),
+                          "version_reward": out.reward, "workspace": str(env.workspace.root)})
+
+    def episode_reward(self) -> int:
+        return self._env().episode_reward()
+
+    def close(self) -> None:
+        if self.env is not None:
+            self.env.close()
+            self.env = None
+
+    def _env(self):
+        if self.env is None:
+            raise RuntimeError("call reset(task) first: no episode is running")
+        return self.env
