@@ -41,6 +41,23 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
 
+def _ray_devices(address: str, gpus: Optional[str], device: Optional[str], slots: int,
+                 concurrency: Optional[int]) -> tuple[list[str], int]:
+    """Join the cluster; ([the device each task runs on], tasks at once: the cluster's capacity)."""
+    from cuda_agent.pool.ray_cluster import RayError, capacity, connect
+
+    if gpus:
+        _fail("--gpus picks this machine's GPUs; with --ray the cluster's GPUs are Ray's to place: leave it out")
+    if device not in (None, "cpu") and not device.startswith("cuda"):
+        _fail(f"--device {device}: with --ray give cpu (host-only kernels) or leave it out (a GPU per task)")
+    dev = "cpu" if device == "cpu" else "cuda:0"  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
+    try:
+        n = capacity(connect(address), dev, slots)
+    except RayError as e:
+        _fail(str(e))
+    return [dev], concurrency or n
+
+
 def _eval_config(path: Optional[Path], no_compile: bool) -> dict:
     from cuda_agent.eval.settings import EvalConfig
 
@@ -82,6 +99,7 @@ def batch_command(
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop a task once it is this much faster than torch.compile."),
     allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs cuda-agent[distributed]."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
@@ -117,7 +135,12 @@ def batch_command(
         if owner is not None:
             _fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
                   "pass --out DIR outside it")
-    devices = _devices(gpus, device)
+    if ray:
+        devices, concurrency = _ray_devices(ray, gpus, device, slots, concurrency)
+        # paths the task processes get must not depend on this process's folder: they run elsewhere
+        entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
+    else:
+        devices = _devices(gpus, device)
     timeout = task_timeout if task_timeout is not None else (max_wall + 1800 if max_wall else None)
     settings = BatchSettings(
         mode="eval" if eval_only else "agent", task_dir=task_dir, out=out.resolve(), devices=devices,
@@ -126,12 +149,17 @@ def batch_command(
         api_base=api_base, script=script.resolve() if script else None, allow_shell=allow_shell,
         limits={"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
                 "target_speedup": target_speedup},
-        candidates=candidates.resolve() if candidates else None)
+        candidates=candidates.resolve() if candidates else None, ray=ray)
     console = Console(stderr=True)
     try:
         summary, stopped = run_batch(settings, entries, console)
     except BatchError as e:
         _fail(str(e))
+    finally:
+        if ray:
+            from cuda_agent.pool.ray_cluster import disconnect
+
+            disconnect()
     m = summary.overall
     pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"  # noqa: E731
     x = lambda v: "n/a" if v is None else f"{v:.3f}x"  # noqa: E731

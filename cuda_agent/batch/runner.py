@@ -9,16 +9,15 @@ KeyboardInterrupt goes on to the caller.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
-import sys
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
 from cuda_agent.batch.job import TaskJob
+from cuda_agent.batch.proc import kill_group, start_child
 from cuda_agent.batch.rows import TaskRow
 
 POLL_S = 0.1
@@ -50,7 +49,7 @@ class Runner:
                     if r.proc.poll() is not None:
                         self._end(r, None)
                     elif self.task_timeout and time.monotonic() - r.started > self.task_timeout:
-                        _kill(r.proc, signal.SIGKILL)
+                        kill_group(r.proc, signal.SIGKILL)
                         r.proc.wait()
                         self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
                                                               "and was killed; see its log"))
@@ -61,14 +60,7 @@ class Runner:
 
     def _start(self, job: TaskJob) -> None:
         job.device = self.pool.place()
-        job.result_path.unlink(missing_ok=True)
-        job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        job_file = job.log_path.with_name(job.log_path.name.removesuffix(".log") + ".job.json")
-        job_file.write_text(job.model_dump_json(indent=1))
-        log = open(job.log_path, "a")
-        # its own session: the batch decides when a task is interrupted, and kills its whole group
-        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.batch.child", str(job_file)], stdout=log,
-                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        proc, log = start_child(job)
         self.running.append(_Running(job, proc, time.monotonic(), log))
         if self.on_start:
             self.on_start(job)
@@ -78,14 +70,14 @@ class Runner:
         r.log.close()
         self.pool.release(r.job.device)
         if row is None:
-            row = _read_result(r.job)
+            row = read_result(r.job)
         row.wall_s = row.wall_s or round(time.monotonic() - r.started, 1)
         if self.on_end:
             self.on_end(row)
 
     def _stop_all(self) -> None:
         for r in self.running:
-            _kill(r.proc, signal.SIGINT)
+            kill_group(r.proc, signal.SIGINT)
         deadline = time.monotonic() + self.grace_s
         try:
             while self.running and time.monotonic() < deadline:
@@ -96,19 +88,13 @@ class Runner:
         except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
             pass
         for r in list(self.running):
-            _kill(r.proc, signal.SIGKILL)
+            kill_group(r.proc, signal.SIGKILL)
             r.proc.wait()
             self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))
 
 
-def _kill(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass
-
-
-def _read_result(job: TaskJob) -> TaskRow:
+def read_result(job: TaskJob) -> TaskRow:
+    """The row the task's process wrote, or a `crashed` row with the last line of its log."""
     try:
         return TaskRow.model_validate_json(job.result_path.read_text())
     except (OSError, ValueError):

@@ -44,6 +44,7 @@ class BatchSettings(BaseModel):
     limits: dict[str, Any] = {}
     allow_shell: bool = False
     candidates: Path | None = None  # eval mode: <candidates>/<task id>/model_new.py
+    ray: str | None = None  # a Ray cluster's address, or auto (the batch has joined it: cli_batch)
 
 
 def check_manifest(s: BatchSettings) -> None:
@@ -67,7 +68,8 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
     layout = Layout(s.out)
     rows = read_rows(s.out)
     planned = plan(entries, rows, layout, redo=s.redo, retry_failed=s.retry_failed, resumable=s.mode == "agent")
-    pool = make_pool(PoolSpec(devices=s.devices, slots_per_device=s.slots_per_device, lock_dir=s.out / "logs" / "slots"))
+    pool = make_pool(PoolSpec(kind="ray" if s.ray else "local", devices=s.devices, slots_per_device=s.slots_per_device,
+                              lock_dir=s.out / "logs" / "slots"))
     jobs: deque[TaskJob] = deque()
     for p in planned:
         if p.action == "adopt":
@@ -81,11 +83,14 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
     write_rows(s.out, rows)
     ids = [e.id for e in entries]
     skipped = [rows[i] for i in ids if i in rows and rows[i].outcome != "interrupted"]
+    where = f"Ray cluster {s.ray} ({s.devices[0]})" if s.ray else ", ".join(s.devices)
     console.print(f"{len(entries)} tasks: {len(skipped)} done already, {len(jobs)} to run "
-                  f"({sum(j.resume for j in jobs)} resumed) on {', '.join(s.devices)}; run folder {s.out}",
-                  highlight=False)
+                  f"({sum(j.resume for j in jobs)} resumed) on {where}; run folder {s.out}", highlight=False)
     stopped = False
-    from cuda_agent.batch.runner import Runner
+    if s.ray:
+        from cuda_agent.batch.ray_runner import RayRunner as Runner
+    else:
+        from cuda_agent.batch.runner import Runner
 
     with BatchProgress(console, len(entries), skipped) as bar:
         def ended(row: TaskRow) -> None:

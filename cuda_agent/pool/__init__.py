@@ -1,6 +1,6 @@
 """Evaluator pools: where a batch's evaluations run, behind the harness's Evaluator interface
 (`evaluate(candidate_dir, timing=...) -> Verdict`, `close()`). `local` keeps evaluators per GPU
-on this machine; a Ray pool (`--ray`, not built yet) slots in as another PoolSpec kind."""
+on this machine; `raypool` lets a Ray cluster place tasks on its GPUs (`--ray`)."""
 
 from .base import EvaluatorLike, EvaluatorPool, PoolSpec, make_pool
 

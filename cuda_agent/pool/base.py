@@ -30,7 +30,7 @@ class EvaluatorLike(Protocol):
 class PoolSpec(BaseModel):
     """Enough to rebuild the pool in another process (JSON)."""
 
-    kind: Literal["local"] = "local"  # "ray" comes with --ray
+    kind: Literal["local", "ray"] = "local"  # ray: tasks placed by a Ray cluster (--ray)
     devices: list[str] = Field(min_length=1)  # cuda:N, or cpu for host-only test kernels
     slots_per_device: int = Field(2, ge=1)  # evaluations at once per device; timing is serialised anyway
     lock_dir: Path  # where the cross-process slot locks live (shared by every task process)
@@ -63,4 +63,8 @@ def make_pool(spec: PoolSpec) -> EvaluatorPool:
         from .local import LocalPool
 
         return LocalPool(spec)
-    raise ValueError(f"unknown pool kind {spec.kind!r}: use local")
+    if spec.kind == "ray":
+        from .raypool import RayPool
+
+        return RayPool(spec)
+    raise ValueError(f"unknown pool kind {spec.kind!r}: use local or ray")

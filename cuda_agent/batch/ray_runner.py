@@ -1,0 +1,147 @@
+"""The scheduler on a Ray cluster (`--ray`): each task is a Ray actor that starts the same task
+process the local runner starts (batch/proc.py, `python -m cuda_agent.batch.child`) on the node
+Ray picks, with the task's share of a GPU (pool/raypool.py). Everything goes through the shared
+run folder: the job file in, the row (result.json), trajectory and log out, so the results, the
+resume and the failure rows are the local batch's.
+
+An actor rather than a plain Ray task so that the batch can reach a running task: Ctrl-C asks each
+actor to SIGINT its task's process (which writes its `interrupted` row, as locally), and kills it
+after `grace_s`. The timeout is enforced on the node, from when the task really started (tasks may
+queue in Ray for a GPU). A node or worker that dies makes the task `crashed`; Ray never retries a
+task by itself (a second agent run would pay the model twice): `--retry-failed` does.
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+from cuda_agent.batch.job import TaskJob
+from cuda_agent.batch.proc import kill_group, start_child
+from cuda_agent.batch.rows import TaskRow
+from cuda_agent.batch.runner import read_result
+from cuda_agent.pool.ray_cluster import import_ray
+
+POLL_S = 0.2
+CONTROL_TIMEOUT_S = 30.0  # for the small calls that stop a task's process
+
+
+class TaskHost:
+    """Runs one task's process on a Ray node (the class is made a Ray actor by RayRunner)."""
+
+    def __init__(self):
+        self.proc: subprocess.Popen | None = None
+        self.stopping = False
+
+    def run(self, job_json: str, timeout: float | None) -> dict:
+        """Start the task's process and wait for it; {"outcome": None (it exited: read its row) |
+        "hung" | "not_started", "wall_s": ...}."""
+        job = TaskJob.model_validate_json(job_json)
+        if self.stopping:
+            return {"outcome": "not_started", "wall_s": 0.0}
+        started = time.monotonic()
+        job.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(job.log_path, "a") as f:  # which machine: the log is on the shared run folder
+            f.write(f"[cuda-agent batch --ray] on {socket.gethostname()}, device {job.device}\n")
+        self.proc, log = start_child(job)
+        try:
+            self.proc.wait(timeout=timeout)
+            outcome = None
+        except subprocess.TimeoutExpired:
+            kill_group(self.proc, signal.SIGKILL)
+            self.proc.wait()
+            outcome = "hung"
+        finally:
+            log.close()
+        return {"outcome": outcome, "wall_s": round(time.monotonic() - started, 1)}
+
+    def interrupt(self, force: bool = False) -> None:
+        """SIGINT the task's process (it closes its run and writes its row); SIGKILL with `force`."""
+        self.stopping = True
+        if self.proc is not None and self.proc.poll() is None:
+            kill_group(self.proc, signal.SIGKILL if force else signal.SIGINT)
+
+
+@dataclass
+class _Running:
+    job: TaskJob
+    actor: object
+    ref: object
+
+
+class RayRunner:
+    """Runner's interface (run(jobs), on_start, on_end), on a Ray cluster the batch has joined."""
+
+    def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
+                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None):
+        self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
+        self.on_start, self.on_end = on_start, on_end
+        self.running: list[_Running] = []
+        self.ray = import_ray()
+        # two threads: `interrupt` must get through while `run` waits for the task's process
+        self.host = self.ray.remote(max_concurrency=2, max_restarts=0)(TaskHost)
+
+    def run(self, jobs) -> None:
+        try:
+            while jobs or self.running:
+                while jobs and len(self.running) < self.concurrency:
+                    self._start(jobs.popleft())
+                ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
+                for r in [r for r in self.running if r.ref in ready]:
+                    self._end(r)
+        except KeyboardInterrupt:
+            self._stop_all()
+            raise
+
+    def _start(self, job: TaskJob) -> None:
+        job.device = self.pool.place()
+        actor = self.host.options(**self.pool.task_resources()).remote()
+        self.running.append(_Running(job, actor, actor.run.remote(job.model_dump_json(), self.task_timeout)))
+        if self.on_start:
+            self.on_start(job)
+
+    def _end(self, r: _Running, row: TaskRow | None = None) -> None:
+        self.running.remove(r)
+        if row is None:
+            row = self._row(r)
+        self.ray.kill(r.actor)  # its run returned (or is given up on): free its GPU share
+        if self.on_end:
+            self.on_end(row)
+
+    def _row(self, r: _Running) -> TaskRow:
+        try:
+            done = self.ray.get(r.ref)
+        except self.ray.exceptions.RayError as e:  # the worker or its node died
+            first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
+            return r.job.row("crashed", error=f"the task's Ray worker died ({type(e).__name__}): {first}")
+        if done["outcome"] == "hung":
+            row = r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s and was killed; "
+                                          "see its log")
+        elif done["outcome"] == "not_started":
+            row = r.job.row("interrupted", error="the batch was stopped before it started")
+        else:
+            row = read_result(r.job)
+        row.wall_s = row.wall_s or done["wall_s"]
+        return row
+
+    def _stop_all(self) -> None:
+        for r in self.running:
+            r.actor.interrupt.remote()
+        deadline = time.monotonic() + self.grace_s
+        try:
+            while self.running and time.monotonic() < deadline:
+                ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
+                for r in [r for r in self.running if r.ref in ready]:
+                    self._end(r)
+        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
+            pass
+        for r in list(self.running):
+            try:  # kill the task's process group first: killing the actor alone would orphan it
+                self.ray.get(r.actor.interrupt.remote(force=True), timeout=CONTROL_TIMEOUT_S)
+            except self.ray.exceptions.RayError:
+                pass
+            self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))

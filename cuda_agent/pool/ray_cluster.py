@@ -1,0 +1,79 @@
+"""Joining a Ray cluster for `cuda-agent batch --ray`. Ray is imported here and in the batch's Ray
+runner only, lazily: it is optional (`pip install 'cuda-agent[distributed]'`) and slow to import.
+
+`auto` is Ray's own `ray.init()` rule: RAY_ADDRESS if set, else the cluster `ray start` started on
+this machine, else a local Ray instance for this batch alone (this machine's CPUs and GPUs),
+stopped when the batch ends. An ADDRESS (host:port of the head, or ray://host:port) must answer.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+from urllib.parse import urlsplit
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+class RayError(RuntimeError):
+    """Ray missing or the cluster unreachable; the message says what to do."""
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayError("--ray needs ray, which is not installed: pip install 'cuda-agent[distributed]'") from None
+    return ray
+
+
+def check_reachable(address: str) -> None:
+    """Fail fast: ray.init retries an unreachable head for minutes before it gives up."""
+    parts = urlsplit(address if "://" in address else f"//{address}")
+    try:
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        host, port = None, None
+    if not host or not port:
+        raise RayError(f"--ray {address}: give the head's HOST:PORT (e.g. 10.0.0.1:6379, as `ray start --head` "
+                       "printed it), ray://HOST:PORT, or auto")
+    try:
+        socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
+    except OSError as e:
+        raise RayError(f"no Ray cluster answers at {address} ({e}): start one there with `ray start --head`, "
+                       "or check the address and that this machine can reach it") from None
+
+
+def connect(address: str) -> dict[str, float]:
+    """Join the cluster (see the module doc); its total resources ({"CPU": 8.0, "GPU": 2.0, ...})."""
+    ray = import_ray()
+    target = None if address == "auto" else address
+    if target is not None:
+        check_reachable(target)
+    elif os.environ.get("RAY_ADDRESS"):
+        check_reachable(os.environ["RAY_ADDRESS"])
+    if not ray.is_initialized():
+        try:
+            ray.init(address=target, log_to_driver=False, include_dashboard=False, configure_logging=False)
+        except (ConnectionError, RuntimeError) as e:
+            raise RayError(f"could not join the Ray cluster at {address}: {str(e).splitlines()[0]}") from None
+    return ray.cluster_resources()
+
+
+def disconnect() -> None:
+    ray = import_ray()
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def capacity(resources: dict[str, float], device: str, slots_per_device: int) -> int:
+    """Tasks the cluster runs at once: its GPUs x `slots_per_device` (each task takes that share of
+    a GPU, raypool.py) and one CPU each; its CPUs for host-only (`--device cpu`) batches."""
+    cpus = max(1, int(resources.get("CPU", 1)))
+    if device == "cpu":
+        return cpus
+    gpus = resources.get("GPU", 0)
+    if gpus < 1:
+        raise RayError("the Ray cluster has no GPUs: start each node with `ray start ... --num-gpus N` (N = the GPUs "
+                       "it has), or run host-only kernels with --device cpu")
+    return max(1, min(cpus, int(gpus * slots_per_device)))

@@ -1,0 +1,87 @@
+"""`cuda-agent batch --ray auto` on a local Ray instance (the one `auto` starts when no cluster
+runs): the same task processes as a local batch, placed by Ray; the same rows, a crashed and a
+hung task recorded while the batch goes on, and a re-run that skips what is finished."""
+
+import json
+import time
+
+import pytest
+
+pytest.importorskip("ray")
+
+from cuda_agent.batch.rows import TaskRow, read_rows  # noqa: E402
+from cuda_agent.batch.summary import Summary  # noqa: E402
+from cuda_agent.pool import PoolSpec, make_pool  # noqa: E402
+from cuda_agent.pool.ray_cluster import RayError, capacity  # noqa: E402
+
+from batch_helpers import HANG, SEGFAULT, TASK_SRC, batch_args, cache_dir, cli, make_tasks  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def ray_batch(tmp_path_factory):
+    """Two tasks, one whose process segfaults, on `--ray auto`: (tasks, scripts, out, process)."""
+    root = tmp_path_factory.mktemp("ray")
+    tasks, scripts = make_tasks(root, {"level1/scale_add": TASK_SRC, "level2/segfault": SEGFAULT})
+    out = root / "run"
+    proc = cli(*batch_args(tasks, scripts, out, "--ray", "auto"), cache=cache_dir(tmp_path_factory))
+    return tasks, scripts, out, proc
+
+
+def test_a_ray_batch_writes_the_local_batchs_rows(ray_batch):
+    tasks, scripts, out, proc = ray_batch
+    assert proc.returncode == 0, proc.stderr
+    assert "on Ray cluster auto (cpu)" in proc.stderr
+    lines = (out / "results.jsonl").read_text().splitlines()
+    assert len(lines) == 2 and all(set(json.loads(line)) == set(TaskRow.model_fields) for line in lines)
+    rows = read_rows(out)
+    r = rows["level1/scale_add"]  # what test_batch_run.py checks of the same task run locally
+    assert (r.outcome, r.stop_reason, r.correct, r.level, r.device) == ("done", "finished", True, "level1", "cpu")
+    assert r.reward >= 1 and r.speedup_eager > 0 and r.steps == 4 and r.tokens == 440 and abs(r.cost - 0.04) < 1e-9
+    assert (out / "tasks" / "level1" / "scale_add" / "report.md").is_file()
+    assert "--ray] on " in (out / "logs" / "level1" / "scale_add.log").read_text()  # the node it ran on
+    crashed = rows["level2/segfault"]
+    assert crashed.outcome == "crashed" and crashed.reward == -1 and "exited without a result" in crashed.error
+    s = Summary.model_validate_json((out / "summary.json").read_text())
+    assert (s.finished, s.pending, s.overall.correct, s.overall.failures) == (2, 0, 1, {"crashed": 1})
+
+
+def test_running_a_ray_batch_again_skips_finished_tasks(ray_batch, tmp_path_factory):
+    tasks, scripts, out, proc = ray_batch
+    before = (out / "results.jsonl").read_text()
+    again = cli(*batch_args(tasks, scripts, out, "--ray", "auto"), cache=cache_dir(tmp_path_factory))
+    assert again.returncode == 0, again.stderr
+    assert "2 tasks: 2 done already, 0 to run" in again.stderr
+    assert (out / "results.jsonl").read_text() == before
+
+
+def test_a_hung_task_is_killed_on_its_node_and_recorded(tmp_path, tmp_path_factory):
+    tasks, scripts = make_tasks(tmp_path, {"hang": HANG})
+    out = tmp_path / "run"
+    proc = cli(*batch_args(tasks, scripts, out, "--ray", "auto", "--task-timeout", "5"), cache=cache_dir(tmp_path_factory))
+    assert proc.returncode == 0, proc.stderr
+    row = read_rows(out)["hang"]
+    assert row.outcome == "hung" and "--task-timeout 5" in row.error and 5 <= row.wall_s < 30
+
+
+def test_an_unreachable_cluster_is_one_clear_error(tmp_path, tmp_path_factory):
+    tasks, scripts = make_tasks(tmp_path, {"scale_add": TASK_SRC})
+    t0 = time.monotonic()
+    proc = cli(*batch_args(tasks, scripts, tmp_path / "run", "--ray", "127.0.0.1:9"), cache=cache_dir(tmp_path_factory))
+    assert proc.returncode == 2 and time.monotonic() - t0 < 30
+    assert "no Ray cluster answers at 127.0.0.1:9" in proc.stderr and "ray start --head" in proc.stderr
+    assert not (tmp_path / "run" / "results.jsonl").exists()
+
+
+def test_each_task_asks_ray_for_its_share_of_a_gpu(tmp_path):
+    """The scheduling arithmetic without a GPU: what a task asks for and how many run at once."""
+    gpu = make_pool(PoolSpec(kind="ray", devices=["cuda:0"], slots_per_device=2, lock_dir=tmp_path))
+    assert gpu.task_resources() == {"num_cpus": 1, "num_gpus": 0.5} and gpu.place() == "cuda:0"
+    one = make_pool(PoolSpec(kind="ray", devices=["cuda:0"], slots_per_device=1, lock_dir=tmp_path))
+    assert one.task_resources()["num_gpus"] == 1
+    cpu = make_pool(PoolSpec(kind="ray", devices=["cpu"], slots_per_device=2, lock_dir=tmp_path))
+    assert cpu.task_resources() == {"num_cpus": 1, "num_gpus": 0}
+    assert capacity({"CPU": 64.0, "GPU": 8.0}, "cuda:0", 2) == 16
+    assert capacity({"CPU": 4.0, "GPU": 8.0}, "cuda:0", 2) == 4  # a CPU per task too
+    assert capacity({"CPU": 2.0}, "cpu", 2) == 2
+    with pytest.raises(RayError, match="no GPUs.*--num-gpus"):
+        capacity({"CPU": 8.0}, "cuda:0", 2)
