@@ -6,6 +6,7 @@
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
 #   bash benchmarks/gpu_suite.sh timing   # timing_check and edit_to_verdict only
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
+#   bash benchmarks/gpu_suite.sh batch    # eval-only and scripted batches over the examples, tasks/hour
 #   bash benchmarks/gpu_suite.sh capture [ncu|sanitizer]  # real ncu CSV and compute-sanitizer
 #                                         # reports, as test fixtures (default: both)
 # Logs go to $OUT (or ./gpu-out); the short table is printed last.
@@ -31,6 +32,8 @@ case "$phase" in
   timing)
     python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
     python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
+  batch)
+    python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" 2>&1 | tee "$OUT/batch_scaling.log" ;;
   evals)
     for ex in examples/*/; do
       n=$(basename "$ex")
