@@ -125,15 +125,13 @@ def optimize_command(
         if remote is not None:
             remote.close(result.stop_reason if result else "error")
     code, summary = run_summary(run_dir, result, final, final_error)
-    verified = final.reverification.verified if final else None
-    best = verified.version if verified else None
     if json_out:
         print(json.dumps(summary, indent=1))
     else:
-        v = verified.verdict if verified else None
-        line = (f"best: version {best.version}, re-verified, reward {v.reward}, "
-                f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile"
-                if verified else "no correct version passed re-verification")
+        v = summary["verified"]
+        line = (f"best: version {summary['best']['version']}, re-verified, reward {summary['verified_reward']}, "
+                f"{v['time_ms'] or 0:.4f} ms, {v['speedup_vs_compile'] or 0:.2f}x vs torch.compile"
+                if v else "no correct version passed re-verification")
         Console().print(f"{result.stop_reason} after {result.steps} steps; {line}; {run_dir}", highlight=False)
         if final and final.dropin:
             Console().print(f"drop-in: {final.dropin} (see its README.md); report: {final.report}", highlight=False)

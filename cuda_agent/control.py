@@ -23,6 +23,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
+from cuda_agent.records import read_new_lines
+
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
 
 
@@ -96,9 +98,10 @@ def write_state(run_dir: Path, state: AgentState) -> None:
     os.replace(tmp, folder / "state.json")
 
 
-def agent_running(run_dir: Path) -> bool:
-    """Whether an agent is attached to this run folder now (its process exists and says it runs)."""
-    state = read_state(run_dir)
+def agent_running(run_dir: Path, state: AgentState | None = None) -> bool:
+    """Whether an agent is attached to this run folder now (its process exists and says it runs);
+    `state`: one already read, so a caller that has it does not read the file again."""
+    state = state if state is not None else read_state(run_dir)
     if state is None or not state.running:
         return False
     try:
@@ -130,15 +133,9 @@ class CommandReader:
         self.offset = self.path.stat().st_size if self.path.exists() else 0
 
     def new(self) -> list[Command]:
-        if not self.path.exists():
-            return []
-        with open(self.path, "rb") as f:
-            f.seek(self.offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # a line still being written waits for the next poll
-        self.offset += end
+        lines, self.offset = read_new_lines(self.path, self.offset)
         out = []
-        for line in data[:end].decode("utf-8", "replace").splitlines():
+        for line in lines:
             try:
                 out.append(Command.model_validate(json.loads(line)))
             except ValueError:

@@ -253,6 +253,20 @@ class TrajectoryWriter:
         self.close()
 
 
+def read_new_lines(path: Path, offset: int) -> tuple[list[str], int]:
+    """The complete lines appended to `path` after byte `offset`, and the offset after them. A line
+    still being written (no newline yet) is left for the next call. Followers of append-only files
+    (the app on a trajectory, the agent on its control commands) read with this."""
+    if not path.exists():
+        return [], offset
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    end = data.rfind(b"\n") + 1
+    lines = [x for x in data[:end].decode("utf-8", "replace").splitlines() if x.strip()]
+    return lines, offset + end
+
+
 def read_trajectory(path: Path | str) -> list[Record]:
     """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
     anywhere else is corruption and raises ValueError naming the line."""

@@ -9,6 +9,7 @@ TUI) leaves the run paused or waiting until one comes back, never crashed.
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -22,8 +23,6 @@ POLL_S = 0.1
 
 class RemoteControl:
     def __init__(self, run_dir: Path, *, approve_mode: bool = False, poll_s: float = POLL_S):
-        import os
-
         self.run_dir, self.poll_s = Path(run_dir), poll_s
         self.reader = CommandReader(self.run_dir)
         self.state = AgentState(pid=os.getpid(), approve_mode=approve_mode)

@@ -120,7 +120,7 @@ class RunApp(App):
             for call in state.pending:
                 if call.id not in self._asking and call.id not in self._deferred:
                     self._ask(call)
-        self.w["status"].update(self.status_line())
+        self.w["status"].update(self.status_line(state))
 
     def _update_steps(self) -> None:
         tree = self.w["steps"]
@@ -180,8 +180,7 @@ class RunApp(App):
             self._rows, self._best_sha = len(versions), best_sha
         if versions and self.selected is None:
             self.show_version((best or versions[-1]).version)
-        speedups = self.view.speedups()
-        self.w["spark"].data = speedups
+        self.w["spark"].data = [s for _, s in self.view.speedups()]
         self.w["plot-text"].update(self.plot_text())
 
     # -- what a version shows -----------------------------------------------------------
@@ -219,9 +218,7 @@ class RunApp(App):
             self.show_version(self.selected)  # re-highlight the source for the new background
 
     def plot_text(self) -> Text:
-        rows = [(e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)
-                for e in self.view.evaluations if e.status == "correct"]
-        rows = [(n, s) for n, s in rows if s is not None]
+        rows = self.view.speedups()
         if not rows:
             return Text("no timed correct version yet", style="dim")
         top = max(s for _, s in rows)
@@ -233,7 +230,8 @@ class RunApp(App):
         return out
 
     # -- status line --------------------------------------------------------------------
-    def status_line(self) -> Text:
+    def status_line(self, state) -> Text:
+        """`state`: the agent's control state as this tick read it (None: no agent has run here)."""
         v = self.view
         limits = v.limits()
         model = v.header.model if v.header else "?"
@@ -241,10 +239,9 @@ class RunApp(App):
         if limits.get("max_cost"):
             cost += f"/{limits['max_cost']:.2f}"
         elapsed = time.strftime("%H:%M:%S", time.gmtime(v.elapsed_s()))
-        state = v.control_state()
         if v.closing is not None and (state is None or not state.running):
             where = f"stopped: {v.closing.stop_reason}"
-        elif state is None or not v.live():
+        elif state is None or not v.live(state):
             where = "not running (r resumes)" if v.header else "starting"
         elif state.pending:
             where = "waiting for approval" + (" (o decides)" if self._deferred else "")

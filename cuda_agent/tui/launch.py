@@ -4,6 +4,7 @@ running (detach) and `cuda-agent tui RUN_DIR` can attach again later."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import tempfile
@@ -34,8 +35,9 @@ class AgentProcess:
 def start_agent(args: list[str], log: Path, *, approve: bool = False) -> tuple[AgentProcess, Path]:
     """Run `cuda-agent <args> --control` in the background; return it and its run folder once the
     folder exists. Raises RuntimeError with the agent's own last words when it fails to start."""
-    announce = Path(tempfile.mkstemp(prefix="cuda-agent-run-", suffix=".txt")[1])
-    announce.write_text("")
+    fd, name = tempfile.mkstemp(prefix="cuda-agent-run-", suffix=".txt")  # empty until the agent writes it
+    os.close(fd)
+    announce = Path(name)
     argv = [sys.executable, "-m", "cuda_agent.cli", *args, "--control", "--announce", str(announce), "--quiet",
             *(["--confirm"] if approve else [])]
     log.parent.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ and the agent's control state. No Textual here, so it is tested and reused on it
 
 from __future__ import annotations
 
+import bisect
 import difflib
 import time
 from dataclasses import dataclass, field
@@ -11,7 +12,7 @@ from pathlib import Path
 
 from cuda_agent.control import AgentState, Launch, agent_running, read_launch, read_state
 from cuda_agent.records import (Closing, Evaluation, FormatErrorRecord, Header, ModelTurn, Resume,
-                                ToolResultRecord, Trim, UserMessage, parse_record)
+                                ToolResultRecord, Trim, UserMessage, parse_record, read_new_lines)
 from cuda_agent.workspace.trailers import VersionInfo
 
 
@@ -46,7 +47,8 @@ class RunView:
         self.trajectory = self.run_dir / "trajectory.jsonl"
         self.header: Header | None = None
         self.closing: Closing | None = None
-        self.steps: list[StepView] = []
+        self.steps: list[StepView] = []  # by step number
+        self._by_step: dict[int, StepView] = {}
         self.evaluations: list[Evaluation] = []
         self.cost = 0.0
         self.priced = False
@@ -59,22 +61,13 @@ class RunView:
     # -- reading ------------------------------------------------------------------------
     def refresh(self) -> bool:
         """Read the records appended since the last call; True when something new came in."""
-        if not self.trajectory.exists():
-            return False
-        with open(self.trajectory, "rb") as f:
-            f.seek(self._offset)
-            data = f.read()
-        end = data.rfind(b"\n") + 1  # a record still being written is read next time
-        if end == 0:
-            return False
-        self._offset += end
-        for line in data[:end].decode("utf-8", "replace").splitlines():
-            if line.strip():
-                try:
-                    self._take(parse_record(line))
-                except ValueError:
-                    continue  # a damaged line: the rest of the run is still worth showing
-        return True
+        lines, self._offset = read_new_lines(self.trajectory, self._offset)
+        for line in lines:
+            try:
+                self._take(parse_record(line))
+            except ValueError:
+                continue  # a damaged line: the rest of the run is still worth showing
+        return bool(lines)
 
     def _take(self, r) -> None:
         if isinstance(r, Header):
@@ -111,14 +104,11 @@ class RunView:
             self.closing = r
 
     def _step(self, n: int) -> StepView:
-        if not self.steps or self.steps[-1].step != n:
-            found = next((s for s in self.steps if s.step == n), None)
-            if found is not None:
-                return found
-            self.steps.append(StepView(step=n))
-            self.steps.sort(key=lambda s: s.step)
-            return next(s for s in self.steps if s.step == n)
-        return self.steps[-1]
+        s = self._by_step.get(n)
+        if s is None:
+            s = self._by_step[n] = StepView(step=n)
+            bisect.insort(self.steps, s, key=lambda v: v.step)  # a note can open the next step early
+        return s
 
     # -- the workspace ------------------------------------------------------------------
     def _history(self):
@@ -191,8 +181,8 @@ class RunView:
     def launch(self) -> Launch | None:
         return read_launch(self.run_dir)
 
-    def live(self) -> bool:
-        return agent_running(self.run_dir)
+    def live(self, state: AgentState | None = None) -> bool:
+        return agent_running(self.run_dir, state)
 
     def limits(self) -> dict:
         return (self.header.config.get("agent") or {}) if self.header else {}
@@ -205,11 +195,12 @@ class RunView:
             return self.closing.wall_s
         return time.time() - self.header.time if self.header else 0.0
 
-    def speedups(self) -> list[float]:
-        """Speedup vs torch.compile (or eager when there is no compile baseline) of each timed version."""
+    def speedups(self) -> list[tuple[int | None, float]]:
+        """(version, speedup vs torch.compile, or vs eager without a compile baseline) of each timed
+        correct version, in the order they were evaluated."""
         out = []
         for e in self.evaluations:
             s = e.speedup_compile if e.speedup_compile is not None else e.speedup_eager
             if s is not None and e.status == "correct":
-                out.append(s)
+                out.append((e.version, s))
         return out
