@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, ScrollableContainer
 from textual.widgets import DataTable, Footer, Header, Sparkline, Static, TabbedContent, TabPane, Tree
+from textual.widgets.data_table import RowDoesNotExist
 
 from cuda_agent.control import send
 from cuda_agent.tui.run_view import CallView, RunView, StepView
@@ -66,6 +67,7 @@ class RunApp(App):
         self.diff_base: int | None = None
         self._step_nodes: dict[int, object] = {}
         self._call_nodes: dict[str, tuple[object, str]] = {}
+        self._notes_shown: dict[int, int] = {}  # step -> how many of its notes the tree shows
         # pending calls with an approval screen open or already decided (the agent's state lists a
         # call until it reads the decision: it must not be asked twice)
         self._asking: set[str] = set()
@@ -131,6 +133,11 @@ class RunApp(App):
                 self._step_nodes[s.step] = node
             else:
                 node.set_label(self._step_label(s))
+            # a person's message, a format error, a trim or a resume: its own line under the step
+            # (at the end of the step's label it would be cut off in the narrow tree)
+            for note in s.notes[self._notes_shown.get(s.step, 0):]:
+                node.add_leaf(Text(note[:200], style="italic"))
+            self._notes_shown[s.step] = len(s.notes)
             for c in s.calls:
                 known = self._call_nodes.get(c.id)
                 if known is None:
@@ -147,8 +154,7 @@ class RunApp(App):
     @staticmethod
     def _step_label(s: StepView) -> Text:
         first = s.text.strip().splitlines()[0] if s.text.strip() else ""
-        note = f" ({s.notes[-1][:60]})" if s.notes else ""
-        return Text(f"{s.step}: {first[:70]}{note}")
+        return Text(f"{s.step}: {first[:70]}")
 
     @staticmethod
     def _call_label(c: CallView) -> Text:
@@ -178,6 +184,8 @@ class RunApp(App):
                 table.add_row(mark, str(v.version), v.sha[:8], v.status, _ms(v.time_ms), _x(v.speedup_eager),
                               _x(v.speedup_compile), str(v.reward), ", ".join(v.guards) or "-", key=str(v.version))
             self._rows, self._best_sha = len(versions), best_sha
+            if self.selected is not None:
+                self._cursor_to(self.selected)  # refilling put the cursor on the first row
         if versions and self.selected is None:
             self.show_version((best or versions[-1]).version)
         self.w["spark"].data = [s for _, s in self.view.speedups()]
@@ -189,6 +197,7 @@ class RunApp(App):
         if number not in versions:
             return
         self.selected = number
+        self._cursor_to(number)
         v = versions[number]
         files = self.view.kernel_files(v.sha)
         parts = []
@@ -208,6 +217,16 @@ class RunApp(App):
         profile = self.view.profile_for(number)
         self.w["profile-text"].update(
             Text(profile) if profile else Text(f"no profile was taken up to version {number}", style="dim"))
+
+    def _cursor_to(self, number: int) -> None:
+        """Put the table's cursor on that version's row, so the marked row is the one shown."""
+        table = self.w["table"]
+        try:
+            row = table.get_row_index(str(number))
+        except RowDoesNotExist:  # the table has not been filled with it yet
+            return
+        if table.cursor_row != row:
+            table.move_cursor(row=row, animate=False)
 
     def _syntax_theme(self) -> str:
         """Terminal-palette colours that stay readable on the app's dark or light theme."""

@@ -1,4 +1,4 @@
-"""parse_sanitizer on the four fault captures (fixtures/README.md says which are stand-ins) and on
+"""parse_sanitizer on the four real fault captures (fixtures/README.md) and on
 the report shapes other compute-sanitizer versions print."""
 
 from pathlib import Path
@@ -47,13 +47,13 @@ def test_initcheck_finds_the_read_of_the_unwritten_output():
     r = capture("initcheck", "uninit_global")
     assert r.complete and r.errors >= 1
     f = r.findings[0]
-    assert f.kind.startswith("uninitialized __global__ read") and f.location == "relu_affine.cu:11"
+    assert f.kind.startswith("uninitialized __global__ read") and f.location == "relu_affine.cu:12"
 
 
 def test_the_h200_captures_parse_to_these_numbers():
     """compute-sanitizer 2025.3 on the H200, 2026-11-30 (fixtures/README.md)."""
     wild = capture("memcheck", "illegal_address")
-    assert (wild.errors, wild.not_printed, wild.findings[0].count, wild.app_failed) == (169058, 169038, 20, True)
+    assert (wild.errors, wild.not_printed, wild.findings[0].count, wild.app_failed) == (180898, 180878, 20, True)
     oob = capture("memcheck", "oob_write")
     assert oob.errors == 3 and oob.app_failed and [f.kind for f in oob.findings[1:]] == [
         "CUDA API error cudaErrorLaunchFailure (unspecified launch failure) on cudaDeviceSynchronize",
@@ -62,6 +62,8 @@ def test_the_h200_captures_parse_to_these_numbers():
     assert (race.hazards, race.errors, race.warnings) == (2, 1, 1)
     assert [f.hazards for f in race.findings] == [10_000_000]  # the tool's cap, said in a note
     assert race.notes and race.notes[0].startswith("Warning: Maximum number of hazards reached")
+    init = capture("initcheck", "uninit_global")  # the fault reads 32 unwritten elements
+    assert (init.errors, init.not_printed, init.findings[0].count, init.app_failed) == (32, 12, 20, False)
 
 
 # -- other shapes of the same reports
