@@ -41,21 +41,14 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
 
-def _ray_devices(address: str, gpus: Optional[str], device: Optional[str], slots: int,
-                 concurrency: Optional[int]) -> tuple[list[str], int]:
-    """Join the cluster; ([the device each task runs on], tasks at once: the cluster's capacity)."""
-    from cuda_agent.pool.ray_cluster import RayError, capacity, connect
-
+def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
+    """[the device each task runs on]; the batch joins the cluster once it has a task to run, and runs
+    as many at once as the cluster has room for unless -j says otherwise."""
     if gpus:
         _fail("--gpus picks this machine's GPUs; with --ray the cluster's GPUs are Ray's to place: leave it out")
     if device not in (None, "cpu") and not device.startswith("cuda"):
         _fail(f"--device {device}: with --ray give cpu (host-only kernels) or leave it out (a GPU per task)")
-    dev = "cpu" if device == "cpu" else "cuda:0"  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
-    try:
-        n = capacity(connect(address), dev, slots)
-    except RayError as e:
-        _fail(str(e))
-    return [dev], concurrency or n
+    return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
 def _eval_config(path: Optional[Path], no_compile: bool) -> dict:
@@ -94,6 +87,7 @@ def batch_command(
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
     max_steps: int = typer.Option(50, "--max-steps", min=1, help="Model turns at most, per task."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most, per task."),
+    max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most, per task."),
     max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most, per task."),
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop a task once it is this much faster than torch.compile."),
@@ -114,6 +108,8 @@ def batch_command(
             _fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
         if not candidates.is_dir():
             _fail(f"candidates folder not found: {candidates} (it needs <task id>/model_new.py per task)")
+        if max_total_cost is not None:
+            _fail("--max-total-cost caps model spending: --eval-only runs no model, leave it out")
     elif candidates is not None:
         _fail("--candidates goes with --eval-only")
     elif (model is None) == (script is None):
@@ -136,7 +132,14 @@ def batch_command(
             _fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
                   "pass --out DIR outside it")
     if ray:
-        devices, concurrency = _ray_devices(ray, gpus, device, slots, concurrency)
+        from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
+
+        devices = _ray_devices(gpus, device)
+        try:  # before any work: ray missing or the address unreachable is one line now
+            import_ray()
+            check_address(ray)
+        except RayError as e:
+            _fail(str(e))
         # paths the task processes get must not depend on this process's folder: they run elsewhere
         entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
     else:
@@ -144,12 +147,12 @@ def batch_command(
     timeout = task_timeout if task_timeout is not None else (max_wall + 1800 if max_wall else None)
     settings = BatchSettings(
         mode="eval" if eval_only else "agent", task_dir=task_dir, out=out.resolve(), devices=devices,
-        concurrency=concurrency or 2 * len(devices), slots_per_device=slots, task_timeout=timeout, redo=redo,
+        concurrency=concurrency, slots_per_device=slots, task_timeout=timeout, redo=redo,
         retry_failed=retry_failed, eval_config=_eval_config(eval_config, no_compile), model=model,
         api_base=api_base, script=script.resolve() if script else None, allow_shell=allow_shell,
         limits={"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
                 "target_speedup": target_speedup},
-        candidates=candidates.resolve() if candidates else None, ray=ray)
+        candidates=candidates.resolve() if candidates else None, ray=ray, max_total_cost=max_total_cost)
     console = Console(stderr=True)
     try:
         summary, stopped = run_batch(settings, entries, console)

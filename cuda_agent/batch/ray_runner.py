@@ -13,6 +13,7 @@ task by itself (a second agent run would pay the model twice): `--retry-failed` 
 
 from __future__ import annotations
 
+import os
 import signal
 import socket
 import subprocess
@@ -45,8 +46,10 @@ class TaskHost:
             return {"outcome": "not_started", "wall_s": 0.0}
         started = time.monotonic()
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(job.log_path, "a") as f:  # which machine: the log is on the shared run folder
-            f.write(f"[cuda-agent batch --ray] on {socket.gethostname()}, device {job.device}\n")
+        gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # set by Ray for the task's share of a GPU
+        with open(job.log_path, "a") as f:  # where and when it ran: the log is on the shared run folder
+            f.write(f"[cuda-agent batch --ray] started {time.time():.3f} on {socket.gethostname()}, device "
+                    f"{job.device}" + (f", CUDA_VISIBLE_DEVICES={gpus}" if gpus is not None else "") + "\n")
         self.proc, log = start_child(job)
         try:
             self.proc.wait(timeout=timeout)
@@ -57,6 +60,8 @@ class TaskHost:
             outcome = "hung"
         finally:
             log.close()
+        with open(job.log_path, "a") as f:
+            f.write(f"[cuda-agent batch --ray] ended {time.time():.3f}\n")
         return {"outcome": outcome, "wall_s": round(time.monotonic() - started, 1)}
 
     def interrupt(self, force: bool = False) -> None:
@@ -77,9 +82,11 @@ class RayRunner:
     """Runner's interface (run(jobs), on_start, on_end), on a Ray cluster the batch has joined."""
 
     def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
-                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None):
+                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None,
+                 admit: Callable[[TaskJob], bool] | None = None):
         self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
         self.on_start, self.on_end = on_start, on_end
+        self.admit = admit  # asked before each start; False leaves it and every later job unstarted
         self.running: list[_Running] = []
         self.ray = import_ray()
         # two threads: `interrupt` must get through while `run` waits for the task's process
@@ -89,7 +96,11 @@ class RayRunner:
         try:
             while jobs or self.running:
                 while jobs and len(self.running) < self.concurrency:
-                    self._start(jobs.popleft())
+                    job = jobs.popleft()
+                    if self.admit is not None and not self.admit(job):
+                        jobs.clear()  # the batch's cost cap is reached: nothing more starts
+                        break
+                    self._start(job)
                 ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
                 for r in [r for r in self.running if r.ref in ready]:
                     self._end(r)

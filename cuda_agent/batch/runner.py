@@ -34,9 +34,11 @@ class _Running:
 
 class Runner:
     def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
-                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None):
+                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None,
+                 admit: Callable[[TaskJob], bool] | None = None):
         self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
         self.on_start, self.on_end = on_start, on_end
+        self.admit = admit  # asked before each start; False leaves it and every later job unstarted
         self.running: list[_Running] = []
 
     def run(self, jobs: deque) -> None:
@@ -44,7 +46,11 @@ class Runner:
         try:
             while jobs or self.running:
                 while jobs and len(self.running) < self.concurrency:
-                    self._start(jobs.popleft())
+                    job = jobs.popleft()
+                    if self.admit is not None and not self.admit(job):
+                        jobs.clear()  # the batch's cost cap is reached: nothing more starts
+                        break
+                    self._start(job)
                 for r in list(self.running):
                     if r.proc.poll() is not None:
                         self._end(r, None)

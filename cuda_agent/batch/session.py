@@ -32,7 +32,7 @@ class BatchSettings(BaseModel):
     task_dir: Path
     out: Path
     devices: list[str]
-    concurrency: int = 1
+    concurrency: int | None = None  # None: 2 per device, or what the Ray cluster has room for
     slots_per_device: int = 2
     task_timeout: float | None = None
     redo: bool = False
@@ -44,7 +44,8 @@ class BatchSettings(BaseModel):
     limits: dict[str, Any] = {}
     allow_shell: bool = False
     candidates: Path | None = None  # eval mode: <candidates>/<task id>/model_new.py
-    ray: str | None = None  # a Ray cluster's address, or auto (the batch has joined it: cli_batch)
+    ray: str | None = None  # a Ray cluster's address, or auto; joined only when there is a task to run
+    max_total_cost: float | None = None  # dollars over the whole batch (every row in results.jsonl)
 
 
 def check_manifest(s: BatchSettings) -> None:
@@ -87,10 +88,22 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
     console.print(f"{len(entries)} tasks: {len(skipped)} done already, {len(jobs)} to run "
                   f"({sum(j.resume for j in jobs)} resumed) on {where}; run folder {s.out}", highlight=False)
     stopped = False
-    if s.ray:
+    concurrency = s.concurrency
+    if s.ray and jobs:  # a re-run with nothing left to do does not start Ray
         from cuda_agent.batch.ray_runner import RayRunner as Runner
+        from cuda_agent.pool.ray_cluster import RayError, capacity, connect
+
+        try:
+            resources = connect(s.ray)
+            room = capacity(resources, s.devices[0], s.slots_per_device)
+        except RayError as e:
+            raise BatchError(str(e)) from None
+        concurrency = concurrency or room
+        console.print(f"joined Ray cluster {s.ray}: {resources.get('CPU', 0):g} CPUs, {resources.get('GPU', 0):g} GPUs; "
+                      f"{concurrency} tasks at once", highlight=False)
     else:
         from cuda_agent.batch.runner import Runner
+    budget = CostCap(s.max_total_cost, rows, len(jobs))
 
     with BatchProgress(console, len(entries), skipped) as bar:
         def ended(row: TaskRow) -> None:
@@ -98,14 +111,45 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
             write_rows(s.out, rows)
             bar.ended(row)
 
-        runner = Runner(pool, s.concurrency, s.task_timeout, on_start=lambda j: bar.started(j.task_id), on_end=ended)
+        runner = Runner(pool, concurrency or 2 * len(s.devices), s.task_timeout,
+                        on_start=lambda j: bar.started(j.task_id), on_end=ended, admit=budget.admit)
         try:
             runner.run(jobs)
         except KeyboardInterrupt:
             stopped = True
+    if budget.refused:
+        console.print(f"the batch's cost cap (--max-total-cost {s.max_total_cost:g}) is reached: ${budget.spent():.2f} "
+                      f"spent, {budget.refused} task(s) not started; run again with a higher cap to go on",
+                      highlight=False)
     summary = summary_of(s.out, rows, entries, s.mode, s.model, s.task_dir)
     write_summary(s.out, summary, [rows[i] for i in ids if i in rows])
     return summary, stopped
+
+
+class CostCap:
+    """`--max-total-cost`: dollars over the whole batch, earlier invocations' rows included. A task
+    starts only while money is left, and its own cost limit becomes at most what is left then, so
+    the batch spends at most the cap plus what the tasks already running spend up to their own
+    limits (they are not stopped). Rows without a price (None) count as $0."""
+
+    def __init__(self, cap: float | None, rows: dict[str, TaskRow], queued: int):
+        self.cap, self.rows, self.queued = cap, rows, queued
+        self.refused = 0  # tasks left unstarted because the cap was reached
+
+    def spent(self) -> float:
+        return sum(r.cost or 0.0 for r in self.rows.values())
+
+    def admit(self, job: TaskJob) -> bool:
+        if self.cap is None:
+            return True
+        left = round(self.cap - self.spent(), 9)  # $0.05 - $0.04 is 0.010000000000000002 in floats
+        if left <= 0:
+            self.refused = self.queued  # this job and every one after it
+            return False
+        self.queued -= 1
+        own = job.limits.get("max_cost")
+        job.limits = {**job.limits, "max_cost": left if own is None else min(own, left)}
+        return True
 
 
 def summary_of(out: Path, rows: dict[str, TaskRow], entries: list[TaskEntry] | None, mode: str, model: str | None,

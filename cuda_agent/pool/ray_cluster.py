@@ -44,19 +44,27 @@ def check_reachable(address: str) -> None:
                        "or check the address and that this machine can reach it") from None
 
 
+def check_address(address: str) -> None:
+    """What `connect` would first fail on, without joining: an ADDRESS (or RAY_ADDRESS under auto)
+    that does not answer."""
+    target = address if address != "auto" else os.environ.get("RAY_ADDRESS")
+    if target:
+        check_reachable(target)
+
+
 def connect(address: str) -> dict[str, float]:
     """Join the cluster (see the module doc); its total resources ({"CPU": 8.0, "GPU": 2.0, ...})."""
     ray = import_ray()
     target = None if address == "auto" else address
-    if target is not None:
-        check_reachable(target)
-    elif os.environ.get("RAY_ADDRESS"):
-        check_reachable(os.environ["RAY_ADDRESS"])
+    check_address(address)
     if not ray.is_initialized():
         try:
             ray.init(address=target, log_to_driver=False, include_dashboard=False, configure_logging=False)
         except (ConnectionError, RuntimeError) as e:
-            raise RayError(f"could not join the Ray cluster at {address}: {str(e).splitlines()[0]}") from None
+            auth = "" if os.environ.get("RAY_AUTH_MODE") else (
+                "; if the cluster uses token authentication (`ray start --head` turns it on since Ray 2.59), set "
+                "RAY_AUTH_MODE=token here too, with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token")
+            raise RayError(f"could not join the Ray cluster at {address}: {str(e).splitlines()[0]}{auth}") from None
     return ray.cluster_resources()
 
 

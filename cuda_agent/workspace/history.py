@@ -32,6 +32,11 @@ class History:
 
     def __init__(self, repo: git.Repo):
         self.repo = repo
+        # Every git command names this repository: were the workspace's .git gone (or its folder
+        # inside another work tree), git's upward search would otherwise commit to whatever
+        # repository encloses it. Seen once: a version commit landed in the project's own repo.
+        repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()),
+                                    GIT_WORK_TREE=str(Path(repo.working_tree_dir).resolve()))
 
     def commit(self, message: str, *, allow_empty: bool = False) -> str | None:
         """`git add -A` (honouring .gitignore) and commit; None when there was nothing to commit."""

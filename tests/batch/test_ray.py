@@ -3,6 +3,11 @@ runs): the same task processes as a local batch, placed by Ray; the same rows, a
 hung task recorded while the batch goes on, and a re-run that skips what is finished."""
 
 import json
+import os
+import re
+import socket
+import subprocess
+import sys
 import time
 
 import pytest
@@ -30,7 +35,7 @@ def ray_batch(tmp_path_factory):
 def test_a_ray_batch_writes_the_local_batchs_rows(ray_batch):
     tasks, scripts, out, proc = ray_batch
     assert proc.returncode == 0, proc.stderr
-    assert "on Ray cluster auto (cpu)" in proc.stderr
+    assert "on Ray cluster auto (cpu)" in proc.stderr and "joined Ray cluster auto" in proc.stderr
     lines = (out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 2 and all(set(json.loads(line)) == set(TaskRow.model_fields) for line in lines)
     rows = read_rows(out)
@@ -38,7 +43,8 @@ def test_a_ray_batch_writes_the_local_batchs_rows(ray_batch):
     assert (r.outcome, r.stop_reason, r.correct, r.level, r.device) == ("done", "finished", True, "level1", "cpu")
     assert r.reward >= 1 and r.speedup_eager > 0 and r.steps == 4 and r.tokens == 440 and abs(r.cost - 0.04) < 1e-9
     assert (out / "tasks" / "level1" / "scale_add" / "report.md").is_file()
-    assert "--ray] on " in (out / "logs" / "level1" / "scale_add.log").read_text()  # the node it ran on
+    log = (out / "logs" / "level1" / "scale_add.log").read_text()  # when and on which node it ran
+    assert re.search(r"--ray\] started [0-9.]+ on \S+, device cpu", log) and "--ray] ended " in log
     crashed = rows["level2/segfault"]
     assert crashed.outcome == "crashed" and crashed.reward == -1 and "exited without a result" in crashed.error
     s = Summary.model_validate_json((out / "summary.json").read_text())
@@ -51,6 +57,7 @@ def test_running_a_ray_batch_again_skips_finished_tasks(ray_batch, tmp_path_fact
     again = cli(*batch_args(tasks, scripts, out, "--ray", "auto"), cache=cache_dir(tmp_path_factory))
     assert again.returncode == 0, again.stderr
     assert "2 tasks: 2 done already, 0 to run" in again.stderr
+    assert "joined Ray cluster" not in again.stderr  # nothing to run: Ray is not started
     assert (out / "results.jsonl").read_text() == before
 
 
@@ -85,3 +92,72 @@ def test_each_task_asks_ray_for_its_share_of_a_gpu(tmp_path):
     assert capacity({"CPU": 2.0}, "cpu", 2) == 2
     with pytest.raises(RayError, match="no GPUs.*--num-gpus"):
         capacity({"CPU": 8.0}, "cuda:0", 2)
+
+
+@pytest.fixture
+def gpu_cluster(tmp_path):
+    """A one-node Ray cluster that declares 2 GPUs it does not have (`ray start --num-gpus 2`), so
+    Ray's GPU placement runs without a GPU; the address, and the environment a client needs (Ray
+    >= 2.59 turns token authentication on for `ray start --head`)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    ray_cli = [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
+    started = subprocess.run([*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=4", "--num-gpus=2",
+                              "--disable-usage-stats", "--include-dashboard=false"],
+                             capture_output=True, text=True, timeout=120)
+    assert started.returncode == 0, started.stderr[-2000:]
+    try:
+        yield f"127.0.0.1:{port}", {"RAY_AUTH_MODE": "token"}
+    finally:
+        subprocess.run([*ray_cli, "stop", "--force"], capture_output=True, timeout=120)
+
+
+def _placements(out, ids):
+    """(start, end, CUDA_VISIBLE_DEVICES) of each task, from the lines its Ray actor logged."""
+    spans = []
+    for task_id in ids:
+        log = (out / "logs" / f"{task_id}.log").read_text()
+        start = re.search(r"started ([0-9.]+) on .*CUDA_VISIBLE_DEVICES=(\S+)", log)
+        end = re.search(r"ended ([0-9.]+)", log)
+        assert start and end, log[-1000:]
+        spans.append((float(start.group(1)), float(end.group(1)), start.group(2)))
+    return spans
+
+
+def _overlapping(spans):
+    """For each moment a task starts: the tasks running then (it included)."""
+    return [[s for s in spans if s[0] <= t < s[1]] for t, _, _ in spans]
+
+
+def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_factory, gpu_cluster):
+    """No GPU here, so each task's evaluation fails; what is tested is where and when Ray ran it.
+    One task per GPU (--evals-per-gpu 1): 2 at once, on different GPUs; two per GPU: 4 at once,
+    each GPU shared by two."""
+    address, env = gpu_cluster
+    ids = ["t0", "t1", "t2", "t3"]
+    tasks, scripts = make_tasks(tmp_path, {i: TASK_SRC for i in ids})
+    args = ["batch", str(tasks), "--script", str(scripts), "--no-compile-baseline", "--eval-config",
+            str(tmp_path / "eval.json"), "--ray", address]
+    cache = cache_dir(tmp_path_factory)
+    for share, at_once in ((1, 2), (2, 4)):
+        out = tmp_path / f"run{share}"
+        os.environ.update(env)
+        try:
+            proc = cli(*args, "--out", str(out), "--evals-per-gpu", str(share), cache=cache)
+        finally:
+            for k in env:
+                os.environ.pop(k)
+        said = " ".join(proc.stderr.split())
+        assert proc.returncode == 0, proc.stderr
+        assert f"joined Ray cluster {address}: 4 CPUs, 2 GPUs; {at_once} tasks at once" in said
+        rows = read_rows(out)
+        assert set(rows) == set(ids) and all(r.device == "cuda:0" for r in rows.values())
+        spans = _placements(out, ids)
+        assert {gpu for _, _, gpu in spans} == {"0", "1"}
+        for running in _overlapping(spans):
+            assert len(running) <= at_once
+            per_gpu = [gpu for _, _, gpu in running]
+            assert all(per_gpu.count(g) <= share for g in per_gpu)  # a GPU holds at most `share` tasks
+        if share == 2:
+            assert max(len(r) for r in _overlapping(spans)) == 4  # all four ran together
