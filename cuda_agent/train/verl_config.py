@@ -1,0 +1,223 @@
+"""`cuda-agent train ppo --config FILE`: our small config file -> verl's PPO configuration, checked
+against verl's own, written to a folder, and the command that launches it (docs/training.md).
+
+What is written (OUT/):
+- verl_ppo.yaml: `defaults: [ppo_trainer, _self_]` (verl's config, found through hydra's search
+  path) and the values we set; `python -m verl.trainer.main_ppo --config-path OUT --config-name
+  verl_ppo` composes it exactly as verl's own examples compose theirs;
+- tools.yaml: our tools for rollout.multi_turn.tool_config_path (one CudaAgentTool each);
+- agent_loops.yaml: the `cuda_agent` agent loop and its episode settings, for
+  rollout.agent.agent_loop_config_path.
+
+The check: verl's ppo_trainer is composed with hydra and every value of ours is applied to it in
+struct mode, so a key verl does not have fails there, named, in one line (`+key` adds one on
+purpose, as on hydra's command line). Where the model is a folder on this machine, verl's own
+validate_config (batch sizes against GPUs, the model's config) runs too; elsewhere it runs at
+launch. verl and hydra are imported inside the functions that need them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shlex
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.tools.base import MAX_OBSERVATION
+from cuda_agent.train.episodes import EpisodeSettings
+from cuda_agent.train.export import AGENT_NAME
+from cuda_agent.train.ppo_config import PPOConfig, PPOConfigError, first_line
+
+CONFIG_NAME = "verl_ppo"
+
+
+def verl_values(cfg: PPOConfig, out: Path) -> dict[str, Any]:
+    """Our settings as verl keys (dotted), the user's overrides last."""
+    mt, agent = "actor_rollout_ref.rollout.multi_turn", "actor_rollout_ref.rollout.agent"
+    values: dict[str, Any] = {
+        "algorithm.adv_estimator": "gae",  # PPO with a critic
+        "data.train_files": cfg.train_files,
+        "data.val_files": cfg.val_files or cfg.train_files,  # verl always builds a validation set
+        "data.train_batch_size": cfg.batch_size,
+        "data.max_prompt_length": cfg.prompt_length,
+        "data.max_response_length": cfg.context_length - cfg.prompt_length,
+        "data.return_raw_chat": True,
+        "actor_rollout_ref.model.path": cfg.model,
+        "actor_rollout_ref.actor.optim.lr": cfg.actor_lr,
+        "actor_rollout_ref.actor.clip_ratio_low": cfg.clip_ratio_low,
+        "actor_rollout_ref.actor.clip_ratio_high": cfg.clip_ratio_high,
+        # a sequence may fill the whole context: micro-batches are made by tokens, not by count
+        "actor_rollout_ref.actor.use_dynamic_bsz": True,
+        "actor_rollout_ref.actor.ppo_max_token_len_per_gpu": cfg.context_length,
+        "critic.model.path": cfg.critic_model or cfg.model,
+        "critic.optim.lr": cfg.critic_lr,
+        "critic.ppo_max_token_len_per_gpu": cfg.context_length,
+        "actor_rollout_ref.rollout.name": cfg.rollout,
+        "actor_rollout_ref.rollout.n": 1,
+        "actor_rollout_ref.rollout.max_model_len": cfg.context_length,
+        f"{mt}.enable": True,
+        f"{mt}.max_assistant_turns": cfg.max_turns,
+        f"{mt}.format": cfg.tool_format,
+        f"{mt}.tool_config_path": str(out / "tools.yaml"),
+        f"{mt}.max_tool_response_length": MAX_OBSERVATION,  # our tools bound their observations already
+        f"{agent}.agent_loop_config_path": str(out / "agent_loops.yaml"),
+        f"{agent}.default_agent_loop": AGENT_NAME,
+        "trainer.total_training_steps": cfg.steps,
+        "trainer.nnodes": cfg.nnodes,
+        "trainer.n_gpus_per_node": cfg.gpus_per_node,
+        "trainer.project_name": "cuda-agent",
+        "trainer.experiment_name": cfg.experiment,
+        "trainer.logger": ["console"],
+        "trainer.val_before_train": bool(cfg.val_files),
+        "trainer.test_freq": 10 if cfg.val_files else -1,
+        "trainer.default_local_dir": str(out / "checkpoints"),
+    }
+    values.update(cfg.overrides)
+    return values
+
+
+def compose_verl(values: dict[str, Any]):
+    """verl's ppo_trainer (hydra) with our values applied in struct mode; PPOConfigError names a
+    key verl does not have."""
+    from hydra import compose, initialize_config_module
+    from omegaconf import OmegaConf
+    from omegaconf.errors import ConfigAttributeError, ConfigKeyError
+
+    with initialize_config_module("verl.trainer.config", version_base=None):
+        cfg = compose(config_name="ppo_trainer")
+    OmegaConf.set_struct(cfg, True)
+    for key, value in values.items():
+        add = key.startswith("+")
+        name = key.lstrip("+")
+        try:
+            OmegaConf.update(cfg, name, value, merge=True, force_add=add)
+        except (ConfigKeyError, ConfigAttributeError):
+            raise PPOConfigError(f"{name}: verl {_verl_version()} has no such setting (see its ppo_trainer config; "
+                                 f"write +{name} to add a key on purpose)") from None
+    return cfg
+
+
+def check_with_verl(cfg) -> str | None:
+    """verl's own validate_config where the model is a folder here; otherwise a note saying it runs at launch."""
+    from omegaconf import OmegaConf
+
+    model = Path(str(cfg.actor_rollout_ref.model.path)).expanduser()
+    if not (model / "config.json").is_file():
+        return f"verl's own checks (batch sizes, the model's config) run at launch: {model} is not a model folder here"
+    from verl.trainer.ppo.utils import need_critic, need_reference_policy
+    from verl.utils.config import validate_config
+
+    copy = OmegaConf.create(OmegaConf.to_container(cfg))  # validate_config may fill in fields
+    try:  # verl prints its verdict: keep stdout for the launch command
+        with contextlib.redirect_stdout(sys.stderr):
+            validate_config(config=copy, use_reference_policy=need_reference_policy(copy), use_critic=need_critic(copy))
+    except Exception as e:  # verl's own message: the innermost (hydra wraps the dataclass's error)
+        while e.__cause__ is not None:
+            e = e.__cause__
+        raise PPOConfigError(f"verl's checks: {first_line(e)}") from None
+    return None
+
+
+@dataclass
+class PPORun:
+    out: Path
+    files: list[Path]
+    command: list[str]
+    notes: list[str] = field(default_factory=list)
+
+    def command_line(self) -> str:
+        return shlex.join(self.command)
+
+
+def write_run(cfg: PPOConfig, out: Path) -> PPORun:
+    """Check our values against verl's config, write the three files, check the written config
+    composes, and return the launch command."""
+    out = Path(out).resolve()
+    values = verl_values(cfg, out)
+    composed = compose_verl(values)
+    note = check_with_verl(composed)
+    out.mkdir(parents=True, exist_ok=True)
+    tools, loops, main = out / "tools.yaml", out / "agent_loops.yaml", out / f"{CONFIG_NAME}.yaml"
+    tools.write_text(_yaml({"tools": tool_entries(cfg.episodes)}))
+    loops.write_text(_yaml([agent_loop_entry(cfg.episodes)]))
+    header = (f"# written by `cuda-agent train ppo` (verl {_verl_version()}); launch with:\n"
+              f"#   python -m verl.trainer.main_ppo --config-path {out} --config-name {CONFIG_NAME}\n")
+    body = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": ["ppo_trainer", "_self_"],
+            **nested(values)}
+    main.write_text(header + _yaml(body))
+    compose_written(out)
+    command = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(out), "--config-name", CONFIG_NAME]
+    return PPORun(out=out, files=[main, tools, loops], command=command, notes=[note] if note else [])
+
+
+def compose_written(out: Path):
+    """The written verl_ppo.yaml composed as main_ppo will compose it."""
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(config_dir=str(Path(out).resolve()), version_base=None):
+        return compose(config_name=CONFIG_NAME)
+
+
+def tool_entries(episodes: EpisodeSettings) -> list[dict]:
+    """verl's tool config: each tool of an episode as a CudaAgentTool with its schema in verl's form."""
+    from cuda_agent.tools.registry import default_tools, schemas
+
+    return [{"class_name": "cuda_agent.train.verl_glue.CudaAgentTool", "config": {"type": "native"},
+             "tool_schema": tool_schema_for_verl(s)}
+            for s in schemas(default_tools({"allow_shell": episodes.allow_shell}))]
+
+
+def agent_loop_entry(episodes: EpisodeSettings) -> dict:
+    settings = episodes.model_dump(mode="json")
+    settings["eval"] = episodes.eval.model_dump(mode="json", exclude_unset=True)  # what the user set
+    return {"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_glue.CudaAgentLoop", "episodes": settings}
+
+
+def tool_schema_for_verl(schema: dict) -> dict:
+    """Our tool schema (pydantic's JSON schema) in the narrower form verl's OpenAIFunctionToolSchema
+    takes: an optional argument (`anyOf: [{type: X}, {type: null}]`) becomes `type: [X, "null"]`;
+    titles, defaults and bounds are left out there. The model still sees our full schemas: the
+    agent loop renders the episode's own."""
+    fn = schema["function"]
+    params = fn.get("parameters", {})
+    props = {}
+    for name, p in params.get("properties", {}).items():
+        types = p.get("type") or [a["type"] for a in p.get("anyOf", []) if a.get("type")] or "string"
+        props[name] = {"type": types, **{k: p[k] for k in ("description", "enum") if k in p}}
+    return {"type": "function",
+            "function": {"name": fn["name"], "description": fn.get("description", ""),
+                         "parameters": {"type": "object", "properties": props, "required": params.get("required", [])}}}
+
+
+def nested(values: dict[str, Any]) -> dict[str, Any]:
+    """Dotted keys -> nested mappings (a leading + dropped: the written file adds keys as it merges)."""
+    root: dict[str, Any] = {}
+    for key, value in values.items():
+        *parents, leaf = key.lstrip("+").split(".")
+        node = root
+        for p in parents:
+            node = node.setdefault(p, {})
+        if isinstance(value, dict) and isinstance(node.get(leaf), dict):
+            node[leaf] = {**node[leaf], **value}
+        else:
+            node[leaf] = value
+    return root
+
+
+def _yaml(data: Any) -> str:
+    """YAML as a person would write it: no anchors for values that happen to be one object."""
+    import yaml
+
+    class Plain(yaml.SafeDumper):
+        def ignore_aliases(self, data):
+            return True
+
+    return yaml.dump(data, Dumper=Plain, sort_keys=False)
+
+
+def _verl_version() -> str:
+    from importlib.metadata import version
+
+    return version("verl")
