@@ -199,7 +199,7 @@ def test_profile_of_kernels_that_do_not_build(tmp_path, stub):
     ("memcheck", "oob_write", "invalid __global__ write of 4 bytes in relu_affine_kernel at relu_affine.cu:8"),
     ("racecheck", "shared_race", "shared-memory race: Write at relu_affine.cu:9 vs Read at relu_affine.cu:11"),
     ("initcheck", "uninit_global", "uninitialized __global__ read of 4 bytes in relu_affine_kernel at "
-                                   "relu_affine.cu:11"),
+                                   "relu_affine.cu:12"),
     ("memcheck", "illegal_address", "x20 reports"),
 ])
 def test_sanitize_reports_the_finding_and_what_to_do(tmp_path, stub, monkeypatch, tool, candidate, says):
