@@ -19,12 +19,11 @@ import socket
 import subprocess
 import time
 from dataclasses import dataclass
-from typing import Callable
 
 from cuda_agent.batch.job import TaskJob
 from cuda_agent.batch.proc import kill_group, start_child
 from cuda_agent.batch.rows import TaskRow
-from cuda_agent.batch.runner import read_result
+from cuda_agent.batch.runner import Runner, read_result
 from cuda_agent.pool.ray_cluster import import_ray
 
 POLL_S = 0.2
@@ -78,16 +77,12 @@ class _Running:
     ref: object
 
 
-class RayRunner:
-    """Runner's interface (run(jobs), on_start, on_end), on a Ray cluster the batch has joined."""
+class RayRunner(Runner):
+    """Runner's interface and admission (run(jobs), on_start, on_end, admit), on a Ray cluster the
+    batch has joined; its own start, end and stop."""
 
-    def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
-                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None,
-                 admit: Callable[[TaskJob], bool] | None = None):
-        self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
-        self.on_start, self.on_end = on_start, on_end
-        self.admit = admit  # asked before each start; False leaves it and every later job unstarted
-        self.running: list[_Running] = []
+    def __init__(self, pool, concurrency: int, task_timeout: float | None, **kw):
+        super().__init__(pool, concurrency, task_timeout, **kw)
         self.ray = import_ray()
         # two threads: `interrupt` must get through while `run` waits for the task's process
         self.host = self.ray.remote(max_concurrency=2, max_restarts=0)(TaskHost)
@@ -95,12 +90,7 @@ class RayRunner:
     def run(self, jobs) -> None:
         try:
             while jobs or self.running:
-                while jobs and len(self.running) < self.concurrency:
-                    job = jobs.popleft()
-                    if self.admit is not None and not self.admit(job):
-                        jobs.clear()  # the batch's cost cap is reached: nothing more starts
-                        break
-                    self._start(job)
+                self._fill(jobs)
                 ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
                 for r in [r for r in self.running if r.ref in ready]:
                     self._end(r)

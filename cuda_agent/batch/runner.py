@@ -45,12 +45,7 @@ class Runner:
         """Run `jobs` (TaskJobs whose device is filled in here) until none is left."""
         try:
             while jobs or self.running:
-                while jobs and len(self.running) < self.concurrency:
-                    job = jobs.popleft()
-                    if self.admit is not None and not self.admit(job):
-                        jobs.clear()  # the batch's cost cap is reached: nothing more starts
-                        break
-                    self._start(job)
+                self._fill(jobs)
                 for r in list(self.running):
                     if r.proc.poll() is not None:
                         self._end(r, None)
@@ -63,6 +58,15 @@ class Runner:
         except KeyboardInterrupt:
             self._stop_all()
             raise
+
+    def _fill(self, jobs: deque) -> None:
+        """Start jobs while there is room and `admit` lets them (RayRunner shares this)."""
+        while jobs and len(self.running) < self.concurrency:
+            job = jobs.popleft()
+            if self.admit is not None and not self.admit(job):
+                jobs.clear()  # the batch's cost cap is reached: nothing more starts
+                return
+            self._start(job)
 
     def _start(self, job: TaskJob) -> None:
         job.device = self.pool.place()
