@@ -20,6 +20,7 @@ def eval_command(
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (reward then uses eager only)."),
     arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one)."),
     timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed per worker step before it is killed."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run the candidate without the jail (when bubblewrap cannot run here); recorded in the verdict."),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
@@ -53,7 +54,8 @@ def eval_command(
         console.print(f"[red]error[/]: unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
         raise typer.Exit(2)
     cfg = EvalConfig(device=dev, n_sets=sets, tolerances=tol, allow_precision=allow_precision, arch=arch,
-                     timeout_s=timeout, baselines=["eager"] if no_compile else ["eager", "compile"])
+                     timeout_s=timeout, baselines=["eager"] if no_compile else ["eager", "compile"],
+                     sandbox=not no_sandbox)
     from cuda_agent.eval.evaluator import Evaluator
 
     with console.status("evaluating..."):

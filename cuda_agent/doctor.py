@@ -7,12 +7,9 @@ so importing this module (and so `cuda-agent --help`) stays fast.
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import os
 import re
 import subprocess
-import sys
 import warnings
 from dataclasses import dataclass
 from functools import cached_property
@@ -284,19 +281,15 @@ def check_model(f: Facts) -> Found:
                  None if is_set else f"export {env}=<your key>")
 
 
-def check_landlock(f: Facts) -> Found:
-    # The workers' own probe, so this reports what they will get.
-    from cuda_agent.eval.sandbox import landlock_abi
+def check_jail(f: Facts) -> Found:
+    """Whether a jailed evaluation process starts here: the same probe the evaluator uses."""
+    from cuda_agent.jail import find_bwrap, jail_problem
 
-    fix = ("run on Linux >= 5.13 with Landlock enabled (`landlock` in the lsm= boot list); "
-           "without it the harness workers are not write-protected")
-    if not sys.platform.startswith("linux"):
-        return Found(False, f"Landlock is Linux-only (this is {sys.platform})", fix)
-    if (abi := landlock_abi()) >= 1:
-        return Found(True, f"Landlock ABI {abi}")
-    err = ctypes.get_errno()  # left by landlock_abi's syscall (its libc uses use_errno)
-    why = {errno.ENOSYS: "the kernel has no Landlock", errno.EOPNOTSUPP: "Landlock is disabled at boot"}
-    return Found(False, f"no Landlock: {why.get(err, os.strerror(err) if err else 'unavailable')}", fix)
+    problem = jail_problem()
+    if problem:
+        return Found(False, problem, "apt-get install bubblewrap (and allow user namespaces), or evaluate with "
+                     "--no-sandbox, knowing that candidate code then runs unjailed")
+    return Found(True, f"bubblewrap jail works ({find_bwrap()}): no network, own PID namespace, writes only to scratch")
 
 
 CHECKS: list[tuple[str, Literal["required", "optional"], Callable[[Facts], Found]]] = [
@@ -307,7 +300,7 @@ CHECKS: list[tuple[str, Literal["required", "optional"], Callable[[Facts], Found
     ("torch", "required", check_torch),
     ("CUDA versions", "optional", check_cuda_versions),
     ("model", "optional", check_model),
-    ("Landlock", "optional", check_landlock),
+    ("jail", "required", check_jail),
 ]
 
 

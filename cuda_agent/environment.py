@@ -1,7 +1,8 @@
 """One Environment: a workspace, the tools, the evaluator and the reward. No litellm here.
 
 The agent loop drives it and so does the RL glue (reset -> first observation is the agent's
-business; `step(tool, args)` -> observation, reward, done). The reference is built from the
+business; `step(tool, args)` -> observation, reward, done). Observations come back with
+credentials redacted (cuda_agent/secrets.py). The reference is built from the
 workspace's first commit, never from its work tree, so nothing the model edits can change
 what it is judged against.
 """
@@ -14,7 +15,9 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.task import Task, TaskError, load_task
+from cuda_agent.eval.reference import write_private
+from cuda_agent.secrets import Redactor
+from cuda_agent.task import Task, TaskError, load_task, source_digest
 from cuda_agent.tools.base import ToolContext, ToolResult
 from cuda_agent.tools.registry import default_tools, dispatch, schemas
 from cuda_agent.workspace import Workspace
@@ -36,20 +39,28 @@ class Environment:
         self.settings.setdefault("cache_dir", self.eval_config.cache_dir)
         self.settings.setdefault("arch", self.eval_config.arch)
         self.tools = default_tools(self.settings)
-        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, settings=self.settings)
+        # every observation leaves without credentials (cuda_agent/secrets.py); the loop adds its model's keys
+        self.redactor = Redactor()
+        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, settings=self.settings,
+                               redact=self.redactor.text)
         self._reference_dir: tempfile.TemporaryDirectory | None = None
         # the profile and sanitize tools run the reference task from this private copy
         self.settings["reference_task_path"] = f"{self.reference_task().path}::{workspace.record.task.class_name}"
+        self.settings["reference_task_hash"] = workspace.record.task.source_hash  # to check that copy against
 
     @classmethod
     def create(cls, task: Task, runs_dir: Path = Path("runs"), **kw) -> Environment:
         return cls(Workspace.create(task, runs_dir=runs_dir), **kw)
 
+    def add_secrets(self, *values) -> None:
+        """More values to keep out of observations: plain strings or (name, value) pairs."""
+        self.redactor.add(*values)
+
     def tool_schemas(self) -> list[dict]:
         return schemas(self.tools)
 
     def step(self, name: str, args: Any) -> StepResult:
-        result = dispatch(self.tools, name, args, self.ctx)
+        result = dispatch(self.tools, name, args, self.ctx)  # observations redacted there, before bounding
         verdict = result.data.get("verdict")
         return StepResult(result=result, reward=verdict["reward"] if verdict else None,
                           done=bool(result.data.get("finished")))
@@ -66,16 +77,19 @@ class Environment:
             self._reference_dir = tempfile.TemporaryDirectory(prefix="cuda-agent-ref-")
         folder = Path(self._reference_dir.name)
         root = ws.history.root_commit()
-        (folder / "model.py").write_bytes(ws.history.show(root, "model.py"))
-        inputs = None
-        if ws.record.task.inputs_path:
-            inputs = folder / "model.inputs.py"
-            inputs.write_bytes(ws.history.show(root, "model.inputs.py"))
-        task = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
-                         module_name="cuda_agent_task_env")
-        if task.source_hash != ws.record.task.source_hash:
+        source = ws.history.show(root, "model.py")
+        sidecar = ws.history.show(root, "model.inputs.py") if ws.record.task.inputs_path else None
+        # checked before anything runs: the workspace's git objects are within the model's reach
+        if source_digest(ws.record.task.class_name, source, sidecar) != ws.record.task.source_hash:
             raise TaskError("the workspace's first commit does not hold the task it was made for; "
                             "make a new workspace from the task file")
+        write_private(folder / "model.py", source)
+        inputs = None
+        if sidecar is not None:
+            inputs = folder / "model.inputs.py"
+            write_private(inputs, sidecar)
+        task = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
+                         module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)
         return task
 
     def _make_evaluator(self):

@@ -2,9 +2,11 @@
 fsynced as it happens, so a crash loses at most the line being written. The TUI, batch and the
 exporters read these types without importing the agent loop.
 
-Secrets never reach the file: header config keys that name a credential (`is_secret`) are dropped
-with any value that looks like a key, and every string in every record has key-shaped text and
-the values of credential variables in the environment redacted.
+Secrets never reach the file (cuda_agent/secrets.py): config values under credential-named keys
+are dropped with any credential-shaped value, and every string of every record is redacted by
+value (the environment's credential variables, the configured model keys the loop registers
+with `add_secrets`, also URL-encoded or JSON-escaped) and by shape (provider tokens, URL
+passwords...).
 """
 
 from __future__ import annotations
@@ -20,12 +22,9 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
 
-from cuda_agent.eval.sandbox import is_secret
+from cuda_agent.secrets import REDACTED, Redactor, scrub_config
 
-REDACTED = "[redacted]"
-# provider key shapes: OpenAI/Anthropic/DeepSeek (sk-), AWS, GitHub, Hugging Face, Google, Slack
-KEY_PATTERN = re.compile(r"\b(?:sk-[A-Za-z0-9_\-]{16,}|AKIA[0-9A-Z]{16}|gh[pousr]_[A-Za-z0-9]{30,}"
-                         r"|hf_[A-Za-z0-9]{30,}|AIza[0-9A-Za-z_\-]{35}|xox[abpr]-[A-Za-z0-9\-]{10,})")
+__all__ = ["REDACTED", "Redactor", "scrub_config"]  # re-exported: redaction lives in cuda_agent/secrets.py
 
 
 class _Record(BaseModel):
@@ -193,51 +192,28 @@ def software_versions() -> dict[str, str]:
     return out
 
 
-def scrub_config(config: Any) -> Any:
-    """A config with credentials removed: string values under secret-named keys, key-shaped values."""
-    if isinstance(config, dict):
-        # numbers under such names (max_tokens) are limits, not credentials
-        return {k: scrub_config(v) for k, v in config.items()
-                if not (is_secret(str(k)) and isinstance(v, str) and v) and not _looks_like_key(v)}
-    if isinstance(config, (list, tuple)):
-        return [scrub_config(v) for v in config if not _looks_like_key(v)]
-    return config
-
-
-def _looks_like_key(v: Any) -> bool:
-    return isinstance(v, str) and bool(KEY_PATTERN.search(v))
-
-
-class Redactor:
-    """Replaces key-shaped text and the values of credential variables present now, in every
-    string of a JSON-like object (trajectories on the way in, exports on the way out)."""
-
-    def __init__(self):
-        self._secrets = sorted({v for k, v in os.environ.items() if is_secret(k) and len(v) >= 12
-                                and not v.startswith("/") and "://" not in v}, key=len, reverse=True)
-
-    def __call__(self, obj: Any) -> Any:
-        if isinstance(obj, str):
-            for secret in self._secrets:
-                obj = obj.replace(secret, REDACTED)
-            return KEY_PATTERN.sub(REDACTED, obj)
-        if isinstance(obj, dict):
-            return {k: self(v) for k, v in obj.items()}
-        if isinstance(obj, list):
-            return [self(v) for v in obj]
-        return obj
-
-
 class TrajectoryWriter:
-    def __init__(self, path: Path | str):
+    """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
+    `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
+
+    def __init__(self, path: Path | str, secrets: tuple = ()):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         _drop_torn_tail(self.path)  # a resumed run must not glue its first record onto a torn line
         self._file = open(self.path, "a", encoding="utf-8")
-        self._scrub = Redactor()
+        self._scrub = Redactor(extra=secrets)
+
+    def add_secrets(self, *values) -> None:
+        """More values never to write: plain strings or (name, value) pairs (the model's key)."""
+        self._scrub.add(*values)
 
     def write(self, record: _Record) -> None:
-        line = json.dumps(self._scrub(record.model_dump(mode="json")), ensure_ascii=False)
+        obj = self._scrub(record.model_dump(mode="json"))
+        line = json.dumps(obj, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written escaped
+            line = json.dumps(_encodable(obj), ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -251,6 +227,18 @@ class TrajectoryWriter:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _encodable(obj: Any) -> Any:
+    """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
+    so the file reads back as plain UTF-8)."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_encodable(k): _encodable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_encodable(v) for v in obj]
+    return obj
 
 
 def read_new_lines(path: Path, offset: int) -> tuple[list[str], int]:

@@ -39,7 +39,9 @@ def sidecar_path(path: Path) -> Path:
     return path.with_name(path.stem + ".inputs.py")
 
 
-def _exec_module(path: Path, name: str) -> ModuleType:
+def _exec_module(path: Path, name: str, source: bytes) -> ModuleType:
+    """Run `source` (the bytes read from `path`, and hashed) as module `name`: exactly those bytes,
+    never a cached .pyc nor a second read of the file."""
     spec = importlib.util.spec_from_file_location(name, path)
     if spec is None or spec.loader is None:
         raise TaskError(f"cannot import {path}")
@@ -47,7 +49,8 @@ def _exec_module(path: Path, name: str) -> ModuleType:
     # registered so pickling classes and dataclasses inside the task work
     sys.modules[name] = module
     try:
-        spec.loader.exec_module(module)
+        code = compile(source, str(path), "exec", dont_inherit=True)
+        exec(code, module.__dict__)
     except Exception as e:  # the task's own error, reported as such
         sys.modules.pop(name, None)
         raise TaskError(f"importing {path} failed: {type(e).__name__}: {e}") from e
@@ -115,25 +118,49 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
-def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task") -> Task:
-    """Load `file.py[::Class]`; inputs from the file, else `inputs`, else the `<file>.inputs.py` sidecar."""
+def source_digest(class_name: str, source: bytes, sidecar: bytes | None = None) -> str:
+    """A task's content hash (Task.source_hash): the class name, the file, and the sidecar when
+    it supplied get_inputs/get_init_inputs."""
+    digest = hashlib.sha256(class_name.encode())
+    digest.update(source)
+    if sidecar is not None:
+        digest.update(sidecar)
+    return digest.hexdigest()[:16]
+
+
+def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task",
+              expected_hash: str | None = None) -> Task:
+    """Load `file.py[::Class]`; inputs from the file, else `inputs`, else the `<file>.inputs.py` sidecar.
+
+    Each file is read once: the bytes that run are the bytes hashed. With `expected_hash` (a copy
+    the harness made and must not trust blindly) files that cannot give that hash are refused
+    before any of their code runs, and the loaded task must have exactly that hash."""
     path, cls = parse_task_ref(ref)
-    module = _exec_module(path.resolve(), module_name)
     class_name = cls or DEFAULT_CLASS
+    source = _read(path)
+    inputs_path = inputs if inputs is not None else sidecar_path(path)
+    side_source = _read(inputs_path) if inputs_path.is_file() else None
+    if expected_hash is not None:
+        possible = {source_digest(class_name, source)}
+        if side_source is not None:
+            possible.add(source_digest(class_name, source, side_source))
+        if expected_hash not in possible:
+            raise TaskError(f"{path} is not the task the harness copied (expected hash {expected_hash}); "
+                            "nothing was run from it")
+    module = _exec_module(path.resolve(), module_name, source)
     if not isinstance(getattr(module, class_name, None), type):
         classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and _is_module_cls(v))
         hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
         raise TaskError(f"{path} has no class {class_name}{hint}")
 
     fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
-    inputs_path = inputs if inputs is not None else sidecar_path(path)
     used_sidecar = None
-    if any(f is None for f in fns.values()) and inputs_path.is_file():
-        side = _exec_module(inputs_path.resolve(), module_name + "_inputs")
+    if any(f is None for f in fns.values()) and side_source is not None:
+        side = _exec_module(inputs_path.resolve(), module_name + "_inputs", side_source)
         for n in fns:
             fns[n] = fns[n] or getattr(side, n, None)
         used_sidecar = inputs_path
-    elif inputs is not None and not inputs.is_file():
+    elif inputs is not None and side_source is None:
         raise TaskError(f"inputs file not found: {inputs}")
     missing = [n for n, f in fns.items() if f is None]
     if missing:
@@ -142,19 +169,25 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
             f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
             "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`"
         )
-    digest = hashlib.sha256(class_name.encode())
-    digest.update(path.read_bytes())
-    if used_sidecar is not None:
-        digest.update(used_sidecar.read_bytes())
+    source_hash = source_digest(class_name, source, side_source if used_sidecar is not None else None)
+    if expected_hash is not None and source_hash != expected_hash:
+        raise TaskError(f"{path} is not the task the harness copied (hash {source_hash}, expected {expected_hash})")
     return Task(
         path=path.resolve(),
         class_name=class_name,
         module=module,
         inputs_path=used_sidecar.resolve() if used_sidecar else None,
-        source_hash=digest.hexdigest()[:16],
+        source_hash=source_hash,
         get_inputs=fns["get_inputs"],
         get_init_inputs=fns["get_init_inputs"],
     )
+
+
+def _read(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise TaskError(f"cannot read {path}: {e.strerror}") from None
 
 
 def _is_module_cls(v: type) -> bool:

@@ -240,11 +240,18 @@ def test_only_required_failures_set_the_exit_code():
     assert doctor.exit_code([ok, warn, fail]) == 1
 
 
-@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="Landlock is Linux-only")
-def test_landlock_reports_an_abi_or_why_not():
-    found = doctor.check_landlock(Facts(None, None))
-    assert re.fullmatch(r"Landlock ABI [1-9]\d*|no Landlock: .+", found.detail)
-    assert found.ok == found.detail.startswith("Landlock ABI")
+def test_jail_check_says_whether_the_jail_starts(monkeypatch):
+    from cuda_agent import jail
+
+    found = doctor.check_jail(Facts(None, None))
+    assert found.ok == (jail.jail_problem() is None)
+    jail.jail_problem.cache_clear()
+    monkeypatch.setenv("CUDA_AGENT_BWRAP", "/nonexistent/bwrap")
+    try:
+        found = doctor.check_jail(Facts(None, None))
+        assert not found.ok and "--no-sandbox" in found.detail
+    finally:
+        jail.jail_problem.cache_clear()
 
 
 @pytest.mark.gpu

@@ -25,8 +25,8 @@ TEMPLATE = ROOT / "cuda_agent" / "workspace_template"
 GUARDS_DOC = ROOT / "docs" / "guards.md"
 
 # The model's tools (issue 3): the only tool names SKILL.md may mention.
-TOOLS = frozenset({"view_file", "edit_file", "list_files", "compile", "verify", "benchmark", "profile",
-                   "sanitize", "shell", "finish"})
+TOOLS = frozenset({"view_file", "edit_file", "list_files", "delete_file", "rename_file", "compile", "verify",
+                   "benchmark", "profile", "sanitize", "shell", "finish"})
 STATUSES = frozenset(typing.get_args(Status))
 # Other snake_case words SKILL.md puts in backticks (outside code blocks). A new one must be added
 # here on purpose, so an invented tool or guard name can't slip in unnoticed.

@@ -15,6 +15,12 @@ The approval hook is asked about every well-formed call of a turn before the fir
 model wrote them all without seeing a result either), so the turn is recorded once, with the
 person's edits in it. Limits are checked before each query, not inside a turn.
 
+Credentials (cuda_agent/secrets.py) never reach the model or the trajectory: every text the loop
+puts into the history for the model (observations, error and rejection texts, a person's messages)
+goes through a Redactor holding the environment's credentials and the model's configured keys
+(`configured_secrets`), which the loop also hands to the environment (its tools redact before
+bounding) and the writer (which redacts every record).
+
 Before each query the history is trimmed to the model's window (context.py) when the model
 reports one; the loop keeps the trimmed list and writes a `trim` record per pass, while the
 trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt
@@ -39,6 +45,7 @@ from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
                                 ToolResultRecord, TrajectoryWriter, Trim, UserMessage, evaluation_from, make_header,
                                 scrub_config)
+from cuda_agent.secrets import Redactor, configured_secrets
 from cuda_agent.workspace import VersionInfo
 
 if TYPE_CHECKING:
@@ -98,6 +105,12 @@ class Agent:
                  checkpoint: Callable[[], None] | None = None):
         self.model, self.env, self.config, self.writer = model, env, config, writer
         self.approval, self.inbox, self.checkpoint = approval, inbox, checkpoint
+        keys = configured_secrets(model)  # the model's api key(s): redacted like the environment's
+        self.redact = Redactor(extra=keys)
+        for holder in (env, writer):
+            add = getattr(holder, "add_secrets", None)
+            if keys and callable(add):
+                add(*keys)
         self.native = getattr(model, "native_tools", True)
         self.tools = env.tool_schemas()
         # argument models to tell a malformed call from a failing one (an env without them: names only)
@@ -114,8 +127,9 @@ class Agent:
         reason, error = "error", None
         try:
             if resume is None:
-                self.messages = [{"role": "system", "content": system_message(native_tools=self.native)},
-                                 {"role": "user", "content": self._task_message()}]
+                system = system_message(native_tools=self.native)
+                self.messages = [{"role": "system", "content": self.redact.text(system)},
+                                 {"role": "user", "content": self.redact.text(self._task_message())}]
                 self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
             else:
                 self._resume(resume)
@@ -148,13 +162,14 @@ class Agent:
             self.checkpoint()
         self._check_limits()
         for text in self.inbox() if self.inbox else []:
+            text = self.redact.text(text)
             self.writer.write(UserMessage(step=self.steps, content=text))
             self.messages.append({"role": "user", "content": text})
         self._trim()
         try:
             response, problem = self.model.query(self.messages, self.tools), None
         except FormatError as e:  # the client could not read an action; the answer still cost tokens
-            response, problem = e.response or ModelResponse(), str(e)
+            response, problem = e.response or ModelResponse(), self.redact.text(str(e))
         self.steps += 1
         self._account(response)
         calls = [c if c.id else c.model_copy(update={"id": f"call-{self.steps}-{i}"})
@@ -217,6 +232,7 @@ class Agent:
             r = out.result
             observation = f"Format error: {r.observation}" if malformed else r.observation
             status, seconds, data, done, reward = r.status, r.seconds, r.data, out.done, out.reward
+        observation = self.redact.text(observation)  # the environment redacted already; this covers the rest
         self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
                                            status=status, seconds=seconds, data=data, format_error=malformed))
         evaluation = evaluation_from(self.steps, data)

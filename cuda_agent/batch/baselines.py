@@ -40,6 +40,7 @@ def one_device_per_type(devices: list[str]) -> dict[str, str]:
 
 
 def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
+    from cuda_agent.eval.baselines import REJECTED_NOTE
     from cuda_agent.eval.evaluator import Evaluator
     from cuda_agent.task import load_task
 
@@ -56,8 +57,9 @@ def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
             out.cached = cached == len(cfg.baselines)
             out.eager_ms = verdict.eager.median_ms if verdict.eager else None
             out.compile_ms = verdict.compiled.median_ms if verdict.compiled else None
-            if verdict.notes:
-                out.error = "; ".join(verdict.notes)
+            errors = [n for n in verdict.notes if n != REJECTED_NOTE]  # a rejected entry was timed again
+            if errors:
+                out.error = "; ".join(errors)
     except Exception as e:  # one task's failure is reported; the others go on
         out.error = f"{type(e).__name__}: {e}".splitlines()[0]
     return out

@@ -2,48 +2,193 @@
 
 The cache key is (task hash, device name, torch version, dtypes, mode): the same task on the
 same GPU type is timed once, not once per candidate. Only the parent writes the cache file
-(workers run under a write sandbox), atomically, so concurrent evaluators never read half a file.
+(workers run under a write sandbox), atomically (a temp file, then os.replace), under a lock
+file, so concurrent evaluators never read half a file nor lose each other's entries.
+
+The cache is not trusted on its word: every entry carries an HMAC-SHA256 tag over the canonical
+JSON of its key, its key fields and its content, made with a secret key the harness keeps in
+`<cache dir>/.keys/baselines.key` (mode 0600, folder 0700, 32 random bytes made on first use).
+An entry with no tag, a wrong tag, or key fields that are not the lookup's is ignored (`get`
+returns None and says so), so the caller times the baseline again and overwrites it.
 """
 
 from __future__ import annotations
 
+import fcntl
+import hashlib
+import hmac
 import json
 import os
+import stat
 import tempfile
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 from cuda_agent.eval.verdict import Timing
+
+KEY_DIR = ".keys"
+KEY_FILE = "baselines.key"
+KEY_BYTES = 32
+REJECTED_NOTE = "baseline cache entry failed its check; timed again"
+FIELDS = ("task_hash", "device_name", "torch_version", "dtypes", "mode")
+_RESERVED = ("fields", "tag")  # what the cache adds to an entry on disk
 
 
 def default_cache_dir() -> Path:
     return Path(os.environ.get("CUDA_AGENT_CACHE", Path.home() / ".cache" / "cuda-agent"))
 
 
+def _canonical(obj) -> bytes:
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
 class BaselineCache:
     def __init__(self, path: Path):
-        self.path = path
+        self.path = Path(path)
+        self.key_path = self.path.parent / KEY_DIR / KEY_FILE
+        self.lock_path = self.path.parent / "locks" / (self.path.name + ".lock")
+        self.rejected: list[str] = []  # keys whose entries failed their check, in this object's life
 
+    # -- keys ------------------------------------------------------------------------------
     @staticmethod
     def key(task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str) -> str:
         return "|".join([task_hash, device_name, torch_version, ",".join(dtypes), mode])
 
+    @staticmethod
+    def fields(key: str) -> dict[str, str]:
+        """The lookup's fields back from a key (a GPU name may hold '|', the others do not)."""
+        task_hash, _, rest = key.partition("|")
+        parts = rest.rsplit("|", 3)
+        if len(parts) != 4:
+            raise ValueError(f"not a baseline cache key: {key!r}")
+        return dict(zip(FIELDS, [task_hash, *parts]))
+
+    # -- reading ---------------------------------------------------------------------------
+    def get(self, key: str, rejected: list[str] | None = None) -> dict | None:
+        """The entry stored under `key` if its tag and key fields check out, else None. An entry
+        that is there but fails its check is reported: its key goes to `self.rejected` and, when
+        `rejected` is given (a verdict's notes), REJECTED_NOTE is appended to it (once)."""
+        record = self._load().get(key)
+        if record is None:
+            return None
+        entry = self._checked(key, record)
+        if entry is None:
+            self.rejected.append(key)
+            if rejected is not None and REJECTED_NOTE not in rejected:
+                rejected.append(REJECTED_NOTE)
+        return entry
+
+    def _checked(self, key: str, record) -> dict | None:
+        if not isinstance(record, dict) or not isinstance(record.get("tag"), str):
+            return None
+        try:
+            want = self.fields(key)
+        except ValueError:
+            return None
+        if record.get("fields") != want:
+            return None
+        secret = self._read_secret()
+        if secret is None:
+            return None
+        entry = {k: v for k, v in record.items() if k not in _RESERVED}
+        if not hmac.compare_digest(record["tag"], self._tag(secret, key, want, entry)):
+            return None
+        return entry
+
     def _load(self) -> dict:
         try:
-            return json.loads(self.path.read_text())
+            data = json.loads(self.path.read_text())
         except (OSError, ValueError):
             return {}
+        return data if isinstance(data, dict) else {}
 
-    def get(self, key: str) -> dict | None:
-        return self._load().get(key)
-
+    # -- writing ---------------------------------------------------------------------------
     def put(self, key: str, entry: dict) -> None:
-        data = self._load()
-        data[key] = entry
+        """Store `entry` under `key` with its tag: read, change and replace the file under the
+        lock, so writers in other processes keep their entries."""
+        entry = json.loads(json.dumps(entry))  # what the file will give back (tuples -> lists)
+        if not isinstance(entry, dict) or any(k in entry for k in _RESERVED):
+            raise ValueError(f"a baseline cache entry is a dict without the keys {_RESERVED}")
+        want = self.fields(key)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".baselines-")
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, self.path)
+        with self._locked():
+            secret = self._secret()
+            data = self._load()
+            data[key] = {**entry, "fields": want, "tag": self._tag(secret, key, want, entry)}
+            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".baselines-")
+            try:
+                with os.fdopen(fd, "w") as f:
+                    json.dump(data, f, indent=1, sort_keys=True)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, self.path)
+            except BaseException:
+                Path(tmp).unlink(missing_ok=True)
+                raise
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        """One writer at a time across processes (fcntl, as eval/device_lock.py does for GPUs)."""
+        self.lock_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.lock_path, "a") as f:
+            fcntl.flock(f, fcntl.LOCK_EX)
+            try:
+                yield
+            finally:
+                fcntl.flock(f, fcntl.LOCK_UN)
+
+    # -- the secret ------------------------------------------------------------------------
+    @staticmethod
+    def _tag(secret: bytes, key: str, fields: dict, entry: dict) -> str:
+        msg = _canonical({"key": key, "fields": fields, "entry": entry})
+        return hmac.new(secret, msg, hashlib.sha256).hexdigest()
+
+    def _read_secret(self) -> bytes | None:
+        """The key if its file is ours, private (0600 or less, in a 0700 folder of ours), a
+        plain file and the right length; None otherwise (then no entry checks out)."""
+        folder = self.key_path.parent
+        try:
+            st = os.lstat(folder)
+            if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                return None
+            fd = os.open(self.key_path, os.O_RDONLY | os.O_NOFOLLOW)
+        except OSError:
+            return None
+        with os.fdopen(fd, "rb") as f:
+            st = os.fstat(f.fileno())
+            if not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+                return None
+            secret = f.read(KEY_BYTES + 1)
+        return secret if len(secret) == KEY_BYTES else None
+
+    def _secret(self) -> bytes:
+        """The key, made now if there is none or the one there cannot be trusted (a new key
+        makes every older entry fail its check, so they are timed again). Called under the lock."""
+        secret = self._read_secret()
+        if secret is not None:
+            return secret
+        folder = self.key_path.parent
+        if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+            folder.unlink()
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        st = os.lstat(folder)
+        if st.st_uid != os.getuid():
+            raise PermissionError(f"{folder} belongs to another user: the baseline cache cannot keep its key there "
+                                  "(set CUDA_AGENT_CACHE to a folder of your own)")
+        os.chmod(folder, 0o700)
+        secret = os.urandom(KEY_BYTES)
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".key-")  # mkstemp makes it 0600
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(secret)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, self.key_path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+        return secret
 
 
 def timing_from(entry: dict | None) -> Timing | None:

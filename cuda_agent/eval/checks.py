@@ -10,7 +10,6 @@ from typing import Any
 
 from cuda_agent.eval.compare import compare_output, precision_finding
 from cuda_agent.eval.compare import zero_trap as _zero_trap
-from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
 
@@ -29,7 +28,8 @@ def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, 
     return result, (None if result.ok else (result.errors or "the build failed"))
 
 
-def _spec(build: Any) -> dict:
+def spec(build: Any) -> dict:
+    """The launchers.json the build wrote (the harness parsed it from the sources)."""
     import json
 
     if build is None or not build.spec_path:
@@ -38,7 +38,58 @@ def _spec(build: Any) -> dict:
 
 
 def own_kernels(build: Any) -> list[str]:
-    return list(_spec(build).get("kernels", []))
+    return list(spec(build).get("kernels", []))
+
+
+def audit_native(build: Any) -> list[Finding]:
+    """What the built library may do natively: symbols, load-time code, static state."""
+    from cuda_agent.eval.guards.native import audit_library
+
+    return audit_library(build)
+
+
+def output_files(scratch: Path, stem: str, n: int) -> list[Path]:
+    """Where the judge writes each output of one run (raw bytes, in its scratch folder)."""
+    return [scratch / f"{stem}-out{j}.bin" for j in range(n)]
+
+
+def read_outputs(files: list[Path], meta: list[dict] | None, refs: list) -> list:
+    """The judge's outputs as tensors shaped like the references, on their device; an output
+    whose bytes do not fit its reference comes back as poison (it fails the comparison)."""
+    import torch
+
+    out = []
+    for j, (path, ref) in enumerate(zip(files, refs)):
+        want = ref.numel() * ref.element_size()
+        ok_meta = meta is None or (j < len(meta) and meta[j].get("dtype") == str(ref.dtype).removeprefix("torch."))
+        try:
+            size = path.stat().st_size
+        except OSError:
+            size = -1
+        if ok_meta and size == want and want:
+            host = torch.from_file(str(path), shared=False, size=ref.numel(), dtype=ref.dtype)
+            out.append(host.view(ref.shape).to(ref.device))
+        elif ok_meta and size == want:
+            out.append(torch.empty_like(ref))
+        else:
+            out.append(poisoned_like(ref))
+        path.unlink(missing_ok=True)
+    return out
+
+
+def new_threads(before: int, after: int, when: str) -> list[Finding]:
+    """Threads the judge's process tree gained, counted from outside the jail (/proc)."""
+    if after > before:
+        return [Finding(guard="side_stream", message=(
+            f"the judge's process had {after - before} more thread(s) after {when}: your native code started "
+            "threads; do all work in the caller's thread, on the stream passed to your launcher"))]
+    return []
+
+
+def side_work(timing: Timing) -> list[Finding]:
+    from cuda_agent.eval.dynamic_guards import judge_side_work
+
+    return judge_side_work(timing.median_ms, timing.host_median_ms, 0)
 
 
 def libraries(build: Any) -> set[str]:
@@ -150,15 +201,17 @@ def timed_outputs(bufs: list[list], kept: list[dict], out_tols: dict[int, Tolera
     return []
 
 
-def wall_clock_bound(timing: Timing, wall_ms: float, cfg: TimingConfig, overhead_ms: float) -> list[Finding]:
-    """The parent's own clock bounds what the worker reported: reps that claim far less time than
-    the parent watched pass are a finding. Generous on purpose (request transfer, output copies
-    and a loaded host all stretch the wall time): it catches gross under-reporting only."""
-    n = min(timing.reps + timing.warmup, cfg.max_reps + 1000)
-    slack_ms = 500.0 + 0.25 * wall_ms
-    implied = (wall_ms - slack_ms) / max(n, 1) - overhead_ms - cfg.hold_ms
+def wall_clock_bound(timing: Timing, wall_ms: float, reps: int, overhead_ms: float | None) -> list[Finding]:
+    """Our own clock bounds what the judge reported. The measured loop is a request of its own,
+    of exactly `reps` reps that we chose; `overhead_ms` is the judge's cost of one rep around
+    nothing, timed by us before any candidate code was loaded. What the loop took beyond that
+    overhead was the forward's: a claim far below it is a finding. Generous on purpose (pipe
+    latency and a loaded host stretch the wall time): it catches gross under-reporting."""
+    if overhead_ms is None or reps <= 0:
+        return []
+    implied = (wall_ms - 5.0 - 0.05 * wall_ms) / reps - overhead_ms
     if implied > 0 and timing.mean_ms < 0.25 * implied:
         return [Finding(guard="timing_mismatch", message=(
-            f"the worker reported {timing.mean_ms:.4f} ms per call but the parent's clock implies at least "
+            f"the judge reported {timing.mean_ms:.4f} ms per call but our clock implies at least "
             f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"))]
     return []

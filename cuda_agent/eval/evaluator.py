@@ -1,29 +1,43 @@
 """The Evaluator: one task, many candidates. Builds, checks, times and scores each candidate.
 
-Order of one evaluation: static guards -> build -> a fresh worker loads the candidate ->
-n input sets (fresh seeds; reference in the parent; outputs poisoned, compared here; inputs
-checked for mutation) -> timing (outputs of the timed reps checked too; wall clock bound) ->
-baselines (cached) -> milestone reward. See docs/harness.md.
+Three kinds of process, and no process that ever ran candidate Python holds judge code or state
+(docs/harness.md, "The trust boundary"):
+
+- this one, the parent: static guards, the build and the audit of the built library, the
+  reference outputs (from a private copy of the task), every comparison, the wall clock bound,
+  the baselines cache and the reward. No candidate code ever runs here.
+- the recorder (recorder.py, jailed, no GPU): imports model_new.py and writes down what forward
+  does, per input set, as a plan (plan.py), which the parent checks.
+- the judge (judge.py, jailed): never imports model_new.py; loads the built library and replays
+  the plans on inputs it draws from the parent's seeds; outputs come back as raw bytes.
+
+Order of one evaluation: static guards -> build -> native audit -> record plans -> n input sets
+(fresh seeds; reference here; outputs poisoned and compared here; inputs checked for mutation)
+-> timing on fresh sets (a loop the parent's clock brackets; the timed outputs checked too)
+-> baselines (cached) -> milestone reward.
 """
 
 from __future__ import annotations
 
 import secrets
 import shutil
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import checks
 from cuda_agent.eval.baselines import BaselineCache, default_cache_dir, timing_from
+from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.device_lock import device_lock, nvml_index
-from cuda_agent.eval.dynamic_guards import judge_aten, judge_kernels, judge_side_work
+from cuda_agent.eval.dynamic_guards import judge_aten, judge_kernels
 from cuda_agent.eval.guards.static import check_candidate_static
+from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
 from cuda_agent.eval.reference import Reference, snapshot_task, tensors_bytes
 from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Finding, SetResult, Timing, Verdict
-from cuda_agent.eval.worker_client import Worker, WorkerError
+from cuda_agent.jail import Jail, JailUnavailable, jail_problem
 from cuda_agent.task import Task
 
 
@@ -35,16 +49,44 @@ class Evaluator:
     def __init__(self, task: Task, cfg: EvalConfig | None = None, *, warm: bool = True):
         self.cfg = cfg or EvalConfig()
         self.device = self.cfg.device
+        self.cuda = self.device.startswith("cuda")
         self.cache_dir = Path(self.cfg.cache_dir or default_cache_dir())
+        (self.cache_dir / "build").mkdir(parents=True, exist_ok=True)
         self.task = snapshot_task(task)  # the reference never reads the workspace again
         self.warm = warm
-        self._spare: Worker | None = Worker(self.device, isolate=self.cfg.sandbox) if warm else None
+        self.refusal = jail_problem() if self.cfg.sandbox else None
+        self._spares: dict[str, JailedChild | None] = {"judge": None, "recorder": None}
+        if warm and not self.refusal:
+            self._spares = {"judge": self._start("judge"), "recorder": self._start("recorder")}
         self.ref = Reference(self.task, self.device, self.cfg.init_seed)
         self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
-        # generous per-rep harness overhead (L2 flush, synchronizes, events) for the wall-clock
-        # bound; measured ~0.15 ms on an H200, so the bound only catches gross under-reporting
-        self._overhead_ms = 0.5
+        self._overhead_ms: float | None = None  # the judge's cost per timed rep, by our clock
+
+    # -- processes -------------------------------------------------------------------------
+    def _start(self, kind: str) -> JailedChild:
+        scratch = Path(tempfile.mkdtemp(prefix=f"cuda-agent-{kind}-"))
+        if kind == "recorder":
+            jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox)
+            return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)
+        task_dir = self.task.path.parent
+        jail = Jail(writable=[scratch], readable=[task_dir, self.cache_dir / "build"], gpu=self.cuda, cwd=scratch,
+                    enabled=self.cfg.sandbox)
+        args = ["--device", self.device, "--task", f"{self.task.path}::{self.task.class_name}",
+                "--init-seed", str(self.cfg.init_seed)]
+        if self.task.inputs_path:
+            args += ["--inputs", str(self.task.inputs_path)]
+        return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
+
+    def _take(self, kind: str) -> JailedChild:
+        """The waiting process; the next one starts now, so it is ready by the next evaluation."""
+        child = self._spares.get(kind)
+        self._spares[kind] = self._start(kind) if self.warm else None
+        if child is None or not child.alive():
+            if child is not None:
+                child.kill()
+            child = self._start(kind)
+        return child
 
     # -- public --------------------------------------------------------------------------
     def evaluate(self, candidate_dir: Path, *, timing: bool = True) -> Verdict:
@@ -53,6 +95,8 @@ class Evaluator:
         t_start = time.perf_counter()
         candidate_dir = Path(candidate_dir).resolve()
         seconds: dict[str, float] = {}
+        if self.refusal:
+            return Verdict(status="error", error=self.refusal)
         if self.unscorable:
             return Verdict(status="unscorable", error=self.unscorable)
         if not (candidate_dir / "model_new.py").is_file():
@@ -64,33 +108,46 @@ class Evaluator:
         seconds["build"] = build.seconds if build else 0.0
         if err:
             return self._finish(Verdict(status="compile_error", error=err, findings=findings), seconds, t_start)
+        if build is None:
+            findings.append(Finding(guard="no_kernel", message=(
+                "the candidate has no kernels/*.cu: forward must call launchers of your own kernels")))
+            verdict = Verdict(status="correct", findings=findings)
+            self._record_only(candidate_dir, verdict)  # names the torch compute forward did instead
+            return self._scored(verdict, seconds, t_start)
+        t = time.perf_counter()
+        findings += checks.audit_native(build)
+        seconds["audit"] = time.perf_counter() - t
 
-        worker = self._take_worker()
         verdict = Verdict(status="correct", findings=findings, notes=list(self.ref.notes))
+        if not self.cfg.sandbox:
+            verdict.notes.append("evaluated without the jail (--no-sandbox)")
+        recorder, judge = self._take("recorder"), self._take("judge")
         try:
-            self._run(worker, candidate_dir, build, verdict, seconds, timing)
-        except WorkerError as e:
+            self._run(recorder, judge, candidate_dir, build, verdict, seconds, timing)
+        except ChildError as e:
             verdict.status = "timeout" if e.kind == "timeout" else "runtime_error"
             verdict.error = str(e)
         finally:
             t = time.perf_counter()
-            worker.kill()
-            seconds["worker_kill"] = time.perf_counter() - t
-        self._score(verdict, seconds)
-        return self._finish(verdict, seconds, t_start)
+            recorder.kill()
+            judge.kill()
+            seconds["kill"] = time.perf_counter() - t
+        return self._scored(verdict, seconds, t_start)
 
     def time_baselines(self) -> tuple[Verdict, int]:
         """Eager and torch.compile alone (`cuda-agent baselines`), on fresh input sets, through the
         same cache an evaluation uses: (a verdict holding `eager`/`compiled`, modes found cached)."""
-        kept = [{"inputs": self.task.draw_inputs(secrets.randbits(31), self.device)}
-                for _ in range(self.cfg.timing_sets)]
         verdict = Verdict(status="correct")
-        return verdict, self._baselines(kept, verdict)
+        if self.refusal:
+            return Verdict(status="error", error=self.refusal), 0
+        seeds = [secrets.randbits(31) for _ in range(self.cfg.timing_sets)]
+        return verdict, self._baselines(seeds, verdict)
 
     def close(self) -> None:
-        if self._spare is not None:
-            self._spare.close()
-            self._spare = None
+        for kind, child in self._spares.items():
+            if child is not None:
+                child.close()
+            self._spares[kind] = None
         shutil.rmtree(self.task.path.parent, ignore_errors=True)  # the private snapshot of the task
 
     def __enter__(self) -> Evaluator:
@@ -100,184 +157,242 @@ class Evaluator:
         self.close()
 
     # -- steps ---------------------------------------------------------------------------
-    def _take_worker(self) -> Worker:
-        """The waiting worker; the next one starts now, so it is ready by the next evaluation."""
-        w, self._spare = self._spare, None
-        if self.warm:
-            self._spare = Worker(self.device, isolate=self.cfg.sandbox)
-        return w or Worker(self.device, isolate=self.cfg.sandbox)
-
-    def _run(self, worker: Worker, candidate_dir: Path, build: Any, verdict: Verdict, seconds: dict,
-             timing: bool) -> None:
+    def _run(self, recorder: JailedChild, judge: JailedChild, candidate_dir: Path, build: Any, verdict: Verdict,
+             seconds: dict, timing: bool) -> None:
         t = time.perf_counter()
-        worker.wait_ready()
-        seconds["worker_start_wait"] = time.perf_counter() - t
+        recorder.wait_ready()
+        judge.wait_ready()
+        seconds["start_wait"] = time.perf_counter() - t
         t = time.perf_counter()
-        resp = worker.request(
-            {
-                "op": "load_candidate",
-                "candidate_dir": str(candidate_dir),
-                "build_dir": str(build.out_dir) if build else "",
-                "own_kernels": checks.own_kernels(build),
-                "init_inputs": self.ref.init_inputs,
-                "state_dict": self.ref.state_dict,
-                "init_seed": self.cfg.init_seed,
-                "sandbox": self.cfg.sandbox,
-            },
-            self.cfg.timeout_s,
-        )
+        if self.cuda:
+            self._calibrate(judge)
+        spec = checks.spec(build)
+        if not self._load_recorder(recorder, candidate_dir, spec, verdict):
+            return
+        threads = judge.threads()
+        resp = judge.request({"op": "load_library", "build_dir": str(build.out_dir)}, self.cfg.timeout_s)
         seconds["load"] = time.perf_counter() - t
         if not resp.get("ok"):
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
             return
-        verdict.notes += resp.get("notes", [])
-        verdict.findings += [Finding(**f) for f in resp.get("findings", [])]
-
         t = time.perf_counter()
-        kept, out_tols = self._correctness(worker, build, verdict)
+        out_tols = self._correctness(recorder, judge, build, spec, verdict, threads)
         seconds["correctness"] = time.perf_counter() - t
         if verdict.status != "correct" or verdict.failing_findings or not timing:
             return
         t = time.perf_counter()
-        self._time_candidate(worker, kept, out_tols, verdict)
+        seeds = self._time_candidate(recorder, judge, spec, out_tols, verdict, threads)
         seconds["timing"] = time.perf_counter() - t
         if verdict.status == "correct" and not verdict.failing_findings:
             t = time.perf_counter()
-            self._baselines(kept, verdict)
+            self._baselines(seeds, verdict)
             seconds["baselines"] = time.perf_counter() - t
 
-    def _correctness(self, worker: Worker, build: Any, verdict: Verdict) -> tuple[list[dict], dict]:
-        """Run every input set; return the sets kept for timing (inputs, references) and the
-        per-output tolerances (tightened by the zero trap)."""
-        import torch
+    def _load_recorder(self, recorder: JailedChild, candidate_dir: Path, spec: dict, verdict: Verdict) -> bool:
+        resp = recorder.request({
+            "op": "load", "source": (candidate_dir / "model_new.py").read_text(errors="replace"), "spec": spec,
+            "init_inputs": [describe(x) for x in self.ref.init_inputs], "init_seed": self.cfg.init_seed,
+            "state": sorted(self.ref.state_dict)}, self.cfg.timeout_s)
+        if not resp.get("ok"):
+            verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        return bool(resp.get("ok"))
 
-        kept: list[dict] = []
-        budget = checks.memory_budget(self.device, self.cfg.memory_fraction)
+    def _record_only(self, candidate_dir: Path, verdict: Verdict) -> None:
+        recorder = self._take("recorder")
+        try:
+            if self._load_recorder(recorder, candidate_dir, {}, verdict):
+                self._plan(recorder, self.task.draw_inputs(secrets.randbits(31), self.device), {}, verdict)
+        except ChildError as e:
+            verdict.notes.append(f"forward could not be recorded: {e}")
+        finally:
+            recorder.kill()
+
+    def _plan(self, recorder: JailedChild, inputs: list, spec: dict, verdict: Verdict) -> dict | None:
+        """Record forward on this input set's layout; the plan once checked, or None (verdict says why)."""
+        described = [describe(x) for x in inputs]
+        resp = recorder.request({"op": "record", "inputs": described}, self.cfg.timeout_s)
+        if resp.get("plan") is None:
+            verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+            return None
+        verdict.findings += judge_aten(resp.get("compute", []))
+        foreign = [d for d in resp.get("devices", []) if d != self.device.split(":")[0]]
+        if foreign:
+            verdict.findings.append(Finding(guard="plan", message=(
+                f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
+                "x.new_empty, device=x.device)")))
+        if not resp.get("ok"):
+            verdict.status, verdict.error = "runtime_error", resp.get("error") or "forward failed while recorded"
+            return None
+        try:
+            plan = Plan(**resp["plan"])
+        except Exception as e:
+            verdict.findings.append(Finding(guard="plan", message=f"forward could not be written down as a plan: {e}"))
+            return None
+        problems = [tuple(p) for p in resp.get("problems", [])]
+        problems += [("plan", p) for p in check_plan(plan, spec, [tensor_nbytes(d) for d in described],
+                               {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()},
+                               checks.memory_budget(self.device, self.cfg.memory_fraction))]
+        if not any(s.op == "call" for s in plan.steps):
+            problems.append(("no_kernel", "forward called none of your launchers: all work must be done by your "
+                             "own kernels"))
+        for guard, message in dict.fromkeys(problems):
+            verdict.findings.append(Finding(guard=guard, message=message))
+        return plan.model_dump() if not problems else None
+
+    def _correctness(self, recorder: JailedChild, judge: JailedChild, build: Any, spec: dict, verdict: Verdict,
+                     threads: int) -> dict:
+        """Run every input set; return the per-output tolerances (tightened by the zero trap)."""
         tol = self.cfg.tolerances
         out_tols: dict[int, Any] = {}
+        plans: dict[str, dict] = {}
         for i in range(self.cfg.n_sets):
             seed = secrets.randbits(31)
-            ref32, ref64 = self.ref.outputs(self.task.draw_inputs(seed, self.device))
+            inputs = self.task.draw_inputs(seed, self.device)
+            plan = self._plan(recorder, inputs, spec, verdict)
+            if plan is None:
+                verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
+                return out_tols
+            layout = repr([describe(x) for x in inputs])
+            if plans.setdefault(layout, plan) != plan:
+                verdict.findings.append(Finding(guard="plan", message=(
+                    "forward launched different work for inputs of the same shapes: forward must be a function of "
+                    "its inputs (no state kept between calls)")))
+            ref32, ref64 = self.ref.outputs(inputs)
+            del inputs
             if i == 0:
                 for j, (r, r64) in enumerate(zip(ref32, ref64 or ref32)):
                     out_tols[j], note = checks.zero_trap(r, r64, tol)
                     if note:
                         verdict.notes.append(f"output {j}: {note}")
-            inputs = self.task.draw_inputs(seed, self.device)
-            bufs = [checks.poisoned_like(r) for r in ref32]
-            resp = worker.request(
-                {"op": "run", "inputs": inputs, "outputs": bufs, "record": i == 0 and self.cfg.record_guards,
-                 "poison_bytes": 2 * tensors_bytes(ref32)},
-                self.cfg.timeout_s,
-            )
+            files = checks.output_files(judge.scratch, f"set{i}", len(ref32))
+            resp = judge.request({"op": "run", "plan": plan, "seed": seed, "files": [str(f) for f in files],
+                                  "trace": i == 0 and self.cuda and self.cfg.record_guards}, self.cfg.timeout_s)
             if not resp.get("ok"):
                 verdict.sets.append(SetResult(seed=seed, ok=False, error=checks.error_text(resp)))
                 verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
-                return kept, out_tols
-            if self.device.startswith("cuda"):
-                torch.cuda.synchronize(self.device)
-            verdict.findings += [Finding(**f) for f in resp.get("findings", [])]
-            if i == 0 and self.cfg.record_guards:
-                verdict.findings += judge_aten(resp.get("aten", []))
-                if self.device.startswith("cuda"):
-                    verdict.findings += judge_kernels(
-                        resp.get("kernels", []), checks.own_kernels(build), checks.libraries(build),
-                        allowed_torch=True,
-                    )
-            verdict.findings += judge_side_work(0.0, None, resp.get("threads_delta", 0))
+                return out_tols
+            if resp.get("kernels"):
+                verdict.findings += judge_kernels(resp["kernels"], checks.own_kernels(build), checks.libraries(build),
+                                                  allowed_torch=True)
+            verdict.findings += checks.new_threads(threads, judge.threads(), "an input set")
+            bufs = checks.read_outputs(files, resp.get("outputs", []), ref32)
             result = checks.judge_set(seed, resp, bufs, ref32, ref64, out_tols, tol, self.ref.fp32,
                                       self.cfg.allow_precision, verdict)
-            mutated = checks.mutated_inputs(inputs, self.task.draw_inputs(seed, self.device))
-            if mutated:
+            if resp.get("mutated"):
                 verdict.findings.append(Finding(guard="input_mutation", message=(
-                    f"forward changed its input(s) {mutated}: inputs are read-only; write results to new outputs")))
+                    f"forward changed its input(s) {resp['mutated']}: inputs are read-only; write results to new outputs")))
                 result.ok = False
             verdict.sets.append(result)
             if not result.ok:
                 verdict.status = "incorrect"
-            per_set = tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
-            if len(kept) < self.cfg.timing_sets and (not kept or per_set * (len(kept) + 1) <= budget):
-                kept.append({"inputs": inputs, "ref32": ref32, "ref64": ref64})
-            del bufs
-        return kept, out_tols
+            del bufs, ref32, ref64
+        return out_tols
 
-    def _time_candidate(self, worker: Worker, kept: list[dict], out_tols: dict, verdict: Verdict) -> None:
-        bufs = [[checks.poisoned_like(r) for r in k["ref32"]] for k in kept]
+    def _calibrate(self, judge: JailedChild) -> None:
+        """The judge's cost per timed rep around nothing, by our clock, before any candidate code is
+        loaded there (once per evaluator: the machine does not change)."""
+        if self._overhead_ms is not None:
+            return
+        reps = 50
+        t0 = time.perf_counter()
+        resp = judge.request({"op": "calibrate", "config": self.cfg.timing.model_dump(), "reps": reps}, 60)
+        if resp.get("ok"):
+            self._overhead_ms = (time.perf_counter() - t0) * 1e3 / reps
+
+    def _time_candidate(self, recorder: JailedChild, judge: JailedChild, spec: dict, out_tols: dict,
+                        verdict: Verdict, threads: int) -> list[int]:
+        """Time on input sets the correctness phase never showed; returns their seeds."""
+        budget = checks.memory_budget(self.device, self.cfg.memory_fraction)
+        kept: list[dict] = []
+        for _ in range(self.cfg.timing_sets):
+            seed = secrets.randbits(31)
+            inputs = self.task.draw_inputs(seed, self.device)
+            plan = self._plan(recorder, inputs, spec, verdict)
+            if plan is None:
+                verdict.status = "guard_violation"
+                return []
+            ref32, ref64 = self.ref.outputs(inputs)
+            per_set = tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
+            del inputs
+            if kept and per_set * (len(kept) + 1) > budget:
+                break
+            kept.append({"seed": seed, "plan": plan, "ref32": ref32, "ref64": ref64})
+        cfg = self.cfg.timing
+        resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
+                              "config": cfg.model_dump()}, self.cfg.timeout_s + cfg.warmup_ms / 1e3 * 4)
+        if not resp.get("ok"):
+            verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+            return []
+        per_call = max(float(resp.get("per_call_ms") or 1e-3), 1e-3)
+        reps = int(min(cfg.max_reps, max(cfg.min_reps, cfg.budget_ms / per_call)))
         with device_lock(self.cache_dir / "locks", self.device):
             t0 = time.perf_counter()
-            resp = worker.request(
-                {"op": "time", "input_sets": [k["inputs"] for k in kept], "outputs": bufs,
-                 "config": self.cfg.timing.model_dump(), "nvml_index": nvml_index(self.device)},
-                self.cfg.timeout_s + self.cfg.timing.budget_ms / 1e3 * 4,
-            )
+            resp = judge.request({"op": "time_loop", "reps": reps, "nvml_index": nvml_index(self.device)},
+                                 self.cfg.timeout_s + cfg.budget_ms / 1e3 * 4)
             wall_ms = (time.perf_counter() - t0) * 1e3
         if not resp.get("ok"):
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
-            return
-        verdict.findings += [Finding(**f) for f in resp.get("findings", [])]
+            return []
         timing = Timing(**resp["timing"])
         verdict.timing = timing
-        verdict.findings += judge_side_work(timing.median_ms, timing.host_median_ms, resp.get("threads_delta", 0))
-        if self.device.startswith("cuda"):  # CPU timing (tests) is host-clock only: nothing to bound
-            verdict.findings += checks.wall_clock_bound(timing, wall_ms, self.cfg.timing, self._overhead_ms)
-            import torch
-
-            torch.cuda.synchronize(self.device)
+        verdict.findings += checks.side_work(timing)
+        verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, self._overhead_ms)
+        files = [checks.output_files(judge.scratch, f"timed{k}", len(s["ref32"])) for k, s in enumerate(kept)]
+        resp = judge.request({"op": "time_collect", "files": [[str(f) for f in fs] for fs in files]}, self.cfg.timeout_s)
+        if not resp.get("ok"):
+            verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+            return []
+        verdict.findings += checks.new_threads(threads, judge.threads(), "timing")
+        if resp.get("mutated_sets"):
+            verdict.findings.append(Finding(guard="input_mutation", message=(
+                "forward changed its inputs during timing: inputs are read-only; write results to new outputs")))
+        bufs = [checks.read_outputs(fs, None, s["ref32"]) for fs, s in zip(files, kept)]
         verdict.findings += checks.timed_outputs(bufs, kept, out_tols, self.cfg.tolerances)
+        return [k["seed"] for k in kept]
 
-    def _baselines(self, kept: list[dict], verdict: Verdict) -> int:
-        """Fill verdict.eager / verdict.compiled, timing what the cache lacks; returns how many
-        modes were found in the cache."""
+    def _baselines(self, seeds: list[int], verdict: Verdict) -> int:
+        """Fill verdict.eager / verdict.compiled, timing what the cache lacks (in a judge that never
+        loads a candidate's library); returns how many modes were found in the cache."""
         import torch
 
-        device_name = torch.cuda.get_device_name(self.device) if self.device.startswith("cuda") else "cpu"
-        worker: Worker | None = None
+        device_name = torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
+        judge: JailedChild | None = None
         cached = 0
         try:
             for mode in self.cfg.baselines:
                 key = BaselineCache.key(self.task.source_hash, device_name, torch.__version__, self.ref.dtypes,
                                         mode if mode == "eager" else f"compile:{self.cfg.compile_mode}")
-                entry = self.baseline_cache.get(key)
+                entry = self.baseline_cache.get(key, verdict.notes)
                 cached += entry is not None
                 if entry is None:
-                    worker = worker or Worker(self.device, isolate=False)  # our own reference code only
-                    entry = self._time_reference(worker, kept, mode)
+                    judge = judge or self._start("judge")
+                    entry = self._time_reference(judge, seeds, mode)
                     if entry is None:
-                        verdict.notes.append(f"{mode} baseline failed: see the worker log; reward uses what was timed")
+                        verdict.notes.append(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
                         continue
                     self.baseline_cache.put(key, entry)
                 if mode == "eager":
                     verdict.eager = timing_from(entry)
                 else:
                     verdict.compiled = timing_from(entry)
-        except WorkerError as e:
-            verdict.notes.append(f"baseline worker failed: {e}")
+        except ChildError as e:
+            verdict.notes.append(f"baseline process failed: {e}")
         finally:
-            if worker is not None:
-                worker.kill()
+            if judge is not None:
+                judge.kill()
         return cached
 
-    def _time_reference(self, worker: Worker, kept: list[dict], mode: str) -> dict | None:
-        resp = worker.request(
-            {"op": "load_reference", "task_ref": f"{self.task.path}::{self.task.class_name}",
-             "inputs_path": str(self.task.inputs_path) if self.task.inputs_path else None,
-             "init_inputs": self.ref.init_inputs, "state_dict": self.ref.state_dict,
-             "init_seed": self.cfg.init_seed, "compile_mode": None if mode == "eager" else self.cfg.compile_mode},
-            self.cfg.baseline_timeout_s,
-        )
-        if not resp.get("ok"):
-            return None
+    def _time_reference(self, judge: JailedChild, seeds: list[int], mode: str) -> dict | None:
         with device_lock(self.cache_dir / "locks", self.device):
-            resp = worker.request(
-                {"op": "time", "input_sets": [k["inputs"] for k in kept], "outputs": None,
-                 "config": self.cfg.timing.model_dump(), "nvml_index": nvml_index(self.device)},
-                self.cfg.baseline_timeout_s,
-            )
+            resp = judge.request(
+                {"op": "time_reference", "seeds": seeds, "config": self.cfg.timing.model_dump(),
+                 "compile_mode": None if mode == "eager" else self.cfg.compile_mode,
+                 "nvml_index": nvml_index(self.device)}, self.cfg.baseline_timeout_s)
         if not resp.get("ok"):
             return None
         return {"timing": resp["timing"], "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
 
-    def _score(self, verdict: Verdict, seconds: dict) -> None:
+    def _scored(self, verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
         guard_failed = bool(verdict.failing_findings)
         if verdict.status == "correct" and guard_failed:
             verdict.status = "guard_violation"
@@ -289,9 +404,13 @@ class Evaluator:
             verdict.speedup_vs_eager = speedup(te, t) if te else None
             verdict.speedup_vs_compile = speedup(tc, t) if tc else None
         verdict.reward = milestone_reward(verdict.correct, guard_failed, t, te, tc)
+        return self._finish(verdict, seconds, t_start)
 
     @staticmethod
     def _finish(verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
         seconds["total"] = time.perf_counter() - t_start
         verdict.seconds = {k: round(v, 4) for k, v in seconds.items()}
         return verdict
+
+
+__all__ = ["CandidateError", "Evaluator", "JailUnavailable"]

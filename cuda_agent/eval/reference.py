@@ -9,24 +9,73 @@ same set again to hand to the candidate and once more to check it was not mutate
 from __future__ import annotations
 
 import copy
+import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.task import Task, TaskError, describe_value, load_task
+from cuda_agent.task import Task, TaskError, describe_value, load_task, source_digest
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """A fresh read-only (0400) file: whatever was at `path` (a file, a link) is replaced, never
+    followed."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o400)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
 
 
 def snapshot_task(task: Task, dest: Path | None = None) -> Task:
-    """Copy the task's files to a private folder and load the reference from there."""
-    dest = Path(dest or tempfile.mkdtemp(prefix="cuda-agent-task-"))
-    dest.mkdir(parents=True, exist_ok=True)
-    for name, data in task.sources().items():
-        (dest / name).write_bytes(data)
+    """Copy the task's files to a private folder (mkdtemp, 0700, read-only files) and load the
+    reference from there. The bytes are checked against task.source_hash before anything runs."""
+    sources = task.sources()  # read once: these bytes are checked, written and loaded
+    sidecar = sources.get(task.inputs_path.name) if task.inputs_path is not None else None
+    if source_digest(task.class_name, sources[task.path.name], sidecar) != task.source_hash:
+        raise TaskError("the task changed after it was loaded; run again")
+    if dest is None:
+        dest = Path(tempfile.mkdtemp(prefix="cuda-agent-task-"))
+    else:
+        dest = Path(dest)
+        dest.mkdir(mode=0o700, parents=True, exist_ok=True)
+        os.chmod(dest, 0o700)
+    for name, data in sources.items():
+        write_private(dest / name, data)
     inputs = dest / task.inputs_path.name if task.inputs_path else None
-    snap = load_task(f"{dest / task.path.name}::{task.class_name}", inputs=inputs, module_name="cuda_agent_task_ref")
-    if snap.source_hash != task.source_hash:
-        raise TaskError("the task changed while it was being copied; run again")
-    return snap
+    return load_task(f"{dest / task.path.name}::{task.class_name}", inputs=inputs, module_name="cuda_agent_task_ref",
+                     expected_hash=task.source_hash)
+
+
+def _files(task: Task) -> list[Path]:
+    return [task.path] + ([task.inputs_path] if task.inputs_path is not None else [])
+
+
+def verify_snapshot(task: Task) -> None:
+    """Before anything re-reads the judge's copy of the task from disk (a judge or baseline
+    process loads it by path): its files must still hash to task.source_hash and be plain files
+    in a folder of ours that no one else can write. Raises TaskError with a one-line message
+    otherwise. (The process that loads the copy should also pass expected_hash to load_task: that
+    check covers the bytes it runs, this one only the moment it is made.)"""
+    folder = task.path.parent
+    blobs: list[bytes] = []
+    try:
+        st = os.lstat(folder)
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
+            raise TaskError(f"the judge's copy of the task ({folder}) is no longer a private folder; "
+                            "nothing timed from it is trusted")
+        for f in _files(task):
+            fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW)
+            with os.fdopen(fd, "rb") as fh:
+                if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+                    raise TaskError(f"the judge's copy of the task: {f.name} is not a plain file any more")
+                blobs.append(fh.read())
+    except OSError as e:
+        raise TaskError(f"the judge's copy of the task cannot be read ({e.filename}: {e.strerror})") from None
+    got = source_digest(task.class_name, blobs[0], blobs[1] if len(blobs) > 1 else None)
+    if got != task.source_hash:
+        raise TaskError(f"the judge's copy of the task was changed (hash {got}, expected {task.source_hash}); "
+                        "nothing timed from it is trusted")
 
 
 def tensors_bytes(xs: list) -> int:

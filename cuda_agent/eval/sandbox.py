@@ -110,16 +110,20 @@ def isolate_network() -> str | None:
 
 
 # Variables code we don't trust (candidate workers, the model's shell) must never read: names
-# with these words are credentials by convention; these providers' variables all go (base URLs
-# and org ids say who pays).
+# that look like a credential's (cuda_agent.secrets.looks_secret_name: KEY, TOKEN, SECRET,
+# PASSWORD/PASSWD, CREDENTIAL, AUTH, COOKIE, SESSION, DSN, PAT, DATABASE_URL...), names with
+# these words anywhere (wider than that test: TOKENIZERS_PARALLELISM goes too, harmlessly), and
+# these providers' variables, all of them (base URLs and org ids say who pays).
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "CREDENTIAL")
 _SECRET_PREFIXES = ("AWS_", "AZURE_", "GOOGLE_", "OPENAI", "ANTHROPIC", "GEMINI", "OPENROUTER", "HF_",
                     "HUGGING", "LITELLM", "DEEPSEEK", "MISTRAL", "GROQ", "TOGETHER", "COHERE")
 
 
 def is_secret(name: str) -> bool:
+    from cuda_agent.secrets import looks_secret_name
+
     upper = name.upper()  # case-insensitive: `openai_api_key` is as secret as `OPENAI_API_KEY`
-    return any(w in upper for w in _SECRET_WORDS) or upper.startswith(_SECRET_PREFIXES)
+    return looks_secret_name(name) or any(w in upper for w in _SECRET_WORDS) or upper.startswith(_SECRET_PREFIXES)
 
 
 def scrubbed_env(env: dict[str, str]) -> dict[str, str]:

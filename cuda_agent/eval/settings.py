@@ -8,6 +8,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field
 
 from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.jail import sandbox_enabled
 from cuda_agent.eval.tolerance import Tolerances
 
 
@@ -23,8 +24,12 @@ class EvalConfig(BaseModel):
     timing: TimingConfig = TimingConfig()
     tolerances: Tolerances = Tolerances()
     allow_precision: bool = False  # fp16/bf16/TF32 in an fp32 task becomes a warning, not a failure
+    # more imports the built library may have (exact names or globs, e.g. "cusparse*"): docs/guards.md
+    native_symbols: list[str] = []
     record_guards: bool = True  # ATen dispatch + kernel trace on the first input set
-    sandbox: bool = True  # candidate workers: Landlock write protection and no network
+    # the jail for the recorder and the judge (cuda_agent/jail.py); off only by --no-sandbox or
+    # CUDA_AGENT_NO_SANDBOX=1, and every verdict then says so
+    sandbox: bool = Field(default_factory=sandbox_enabled)
     arch: str | None = None  # nvcc arch, default from the device
     cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
     init_seed: int = 0

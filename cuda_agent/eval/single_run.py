@@ -16,6 +16,8 @@ import sys
 from pathlib import Path
 
 NVTX_RANGE = "candidate_forward"
+RUNTIME_MODULE = "kernel_runtime"  # the name model_new.py imports
+RUNTIME_PATH = Path(__file__).resolve().parent.parent / "kernels" / "runtime.py"
 
 
 def load_candidate_model(task, candidate: Path, device: str, module_name: str = "model_new"):
@@ -24,7 +26,6 @@ def load_candidate_model(task, candidate: Path, device: str, module_name: str = 
     trusted runs only (profiling, benchmarks): nothing here guards against the candidate."""
     import torch
 
-    from cuda_agent.eval.worker import RUNTIME_MODULE, RUNTIME_PATH
     from cuda_agent.task import seed_everything
 
     spec = importlib.util.spec_from_file_location(RUNTIME_MODULE, RUNTIME_PATH)

@@ -69,75 +69,92 @@ def _stream_holder(spin: Callable[[int], None] | None, event_cls: Any, synchroni
     return lambda: spin(cycles)
 
 
-def time_callable(
-    fn: Callable[..., Any],
-    input_sets: Sequence[Sequence[Any]],
-    device: str,
-    cfg: TimingConfig,
-    *,
-    synchronize: Callable[[], None] | None = None,
-    event_cls: Any = None,
-    perf_counter: Callable[[], float] = time.perf_counter,
-    spin: Callable[[int], None] | None = None,
-) -> tuple[dict, list[Any]]:
-    """Returns (timing summary, the last output of each input set).
+class RepTimer:
+    """The timed rep of one callable over rotating input sets, in two phases: `warm_up()` (clocks
+    ramp up; returns an estimate per call) and `measure(reps)` (exactly `reps` reps), so the parent
+    can time the measured loop alone with its own clock and dictate how many reps it holds.
 
-    `synchronize`, `event_cls`, `perf_counter` and `spin` are the worker's own references, taken
-    before the candidate was imported, so a candidate that patches torch's cannot fool them.
+    `synchronize`, `event_cls`, `perf_counter` and `spin` are the judge's own references.
     The host time of a rep leaves out the hold, so it still shows work that outlasts the events.
+    `before_rep(k)` runs before each rep on input set k, outside the measured region (the judge
+    allocates and poisons the rep's outputs there).
     """
-    import torch
 
-    on_cuda = device.startswith("cuda")
-    if on_cuda:
-        synchronize = synchronize or torch.cuda.synchronize
-        event_cls = event_cls or torch.cuda.Event
-        l2 = torch.cuda.get_device_properties(device).L2_cache_size or (64 << 20)
-        flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device) if cfg.flush_l2 else None
-        hold = _stream_holder(spin or getattr(torch.cuda, "_sleep", None), event_cls, synchronize, cfg.hold_ms)
-    else:
-        synchronize = synchronize or (lambda: None)
-        flush_buf, hold = None, None
-    hold_ms = cfg.hold_ms if hold is not None else 0.0
-    last: list[Any] = [None] * len(input_sets)
+    def __init__(self, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, cfg: TimingConfig,
+                 *, synchronize: Callable[[], None] | None = None, event_cls: Any = None,
+                 perf_counter: Callable[[], float] = time.perf_counter, spin: Callable[[int], None] | None = None,
+                 before_rep: Callable[[int], None] | None = None):
+        import torch
 
-    def one_rep(i: int) -> tuple[float, float]:
-        k = i % len(input_sets)
-        synchronize()
-        if flush_buf is not None:
-            flush_buf.zero_()
-        if hold is not None:  # the device is still busy with the flush and the hold while we queue
-            hold()
-        h0 = perf_counter()
-        if on_cuda:
-            start, end = event_cls(enable_timing=True), event_cls(enable_timing=True)
+        self.fn, self.input_sets, self.cfg, self.before_rep = fn, input_sets, cfg, before_rep
+        self.on_cuda = device.startswith("cuda")
+        self.perf_counter = perf_counter
+        if self.on_cuda:
+            self.synchronize = synchronize or torch.cuda.synchronize
+            self.event_cls = event_cls or torch.cuda.Event
+            l2 = torch.cuda.get_device_properties(device).L2_cache_size or (64 << 20)
+            self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device) if cfg.flush_l2 else None
+            self.hold = _stream_holder(spin or getattr(torch.cuda, "_sleep", None), self.event_cls,
+                                       self.synchronize, cfg.hold_ms)
+        else:
+            self.synchronize = synchronize or (lambda: None)
+            self.event_cls, self.flush_buf, self.hold = None, None, None
+        self.hold_ms = cfg.hold_ms if self.hold is not None else 0.0
+        self.last: list[Any] = [None] * len(input_sets)
+        self.warmup = 0
+
+    def one_rep(self, i: int) -> tuple[float, float]:
+        k = i % len(self.input_sets)
+        if self.before_rep is not None:
+            self.before_rep(k)
+        self.synchronize()
+        if self.flush_buf is not None:
+            self.flush_buf.zero_()
+        if self.hold is not None:  # the device is still busy with the flush and the hold while we queue
+            self.hold()
+        h0 = self.perf_counter()
+        if self.on_cuda:
+            start, end = self.event_cls(enable_timing=True), self.event_cls(enable_timing=True)
             start.record()
-            last[k] = fn(*input_sets[k])
+            self.last[k] = self.fn(*self.input_sets[k])
             end.record()
-            synchronize()
-            h1 = perf_counter()
-            return start.elapsed_time(end), max((h1 - h0) * 1e3 - hold_ms, 0.0)
-        last[k] = fn(*input_sets[k])
-        h1 = perf_counter()
+            self.synchronize()
+            h1 = self.perf_counter()
+            return start.elapsed_time(end), max((h1 - h0) * 1e3 - self.hold_ms, 0.0)
+        self.last[k] = self.fn(*self.input_sets[k])
+        h1 = self.perf_counter()
         return (h1 - h0) * 1e3, (h1 - h0) * 1e3
 
-    warm, t0 = 0, perf_counter()
-    est: list[float] = []
-    while warm < 3 or (perf_counter() - t0) * 1e3 < cfg.warmup_ms:
-        est.append(one_rep(warm)[0])
-        warm += 1
-        if warm >= 1000:
-            break
-    per_call = max(statistics.median(est), 1e-3)
-    reps = int(min(cfg.max_reps, max(cfg.min_reps, cfg.budget_ms / per_call)))
-    times, host = [], []
-    for i in range(reps):
-        t, h = one_rep(i)
-        times.append(t)
-        host.append(h)
-    summary = summarize(times, host, warm, len(input_sets))
-    summary["hold_ms"] = hold_ms
-    return summary, last
+    def warm_up(self) -> float:
+        """At least `warmup_ms` and 3 calls; returns the median event time of a call (ms)."""
+        t0, est = self.perf_counter(), []
+        while self.warmup < 3 or (self.perf_counter() - t0) * 1e3 < self.cfg.warmup_ms:
+            est.append(self.one_rep(self.warmup)[0])
+            self.warmup += 1
+            if self.warmup >= 1000:
+                break
+        return max(statistics.median(est), 1e-3)
+
+    def reps_for(self, per_call_ms: float) -> int:
+        return int(min(self.cfg.max_reps, max(self.cfg.min_reps, self.cfg.budget_ms / per_call_ms)))
+
+    def measure(self, reps: int) -> dict:
+        times, host = [], []
+        for i in range(reps):
+            t, h = self.one_rep(i)
+            times.append(t)
+            host.append(h)
+        summary = summarize(times, host, self.warmup, len(self.input_sets))
+        summary["hold_ms"] = self.hold_ms
+        return summary
+
+
+def time_callable(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, cfg: TimingConfig,
+                  **kwargs) -> tuple[dict, list[Any]]:
+    """Warm up, then time about `budget_ms` of reps: (timing summary, the last output of each set)."""
+    timer = RepTimer(fn, input_sets, device, cfg, **kwargs)
+    summary = timer.measure(timer.reps_for(timer.warm_up()))
+    return summary, timer.last
 
 
 def read_clocks(device_index: int) -> dict[str, float]:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from cuda_agent.filenames import bad_sources
 from cuda_agent.kernels.errors import format_diagnostics, parse_diagnostics
 from cuda_agent.kernels.launchers import SPEC_NAME, LauncherSpec, parse_sources, write_spec
 from cuda_agent.kernels.objects import COMPILE_TIMEOUT_S, CompileJob, compile_job, load_cached, make_job
@@ -74,10 +75,15 @@ def build_kernels(
     sources = sorted(kernel_dir.glob("*.cu")) if kernel_dir.is_dir() else []
     if not sources:
         return failed(f'no .cu files in {kernel_dir}: write kernels/<name>.cu with extern "C" launchers')
+    if bad := bad_sources(sources, root):  # a ',' broke fatbinary; no nvcc or cache for such names
+        return failed("\n".join(bad))
     try:
         nvcc = find_nvcc()
         identity = {"nvcc": nvcc_version(nvcc), "arch": arch or detect_arch()}
-        base = ["-O3", "-std=c++17", *gencode_flags(identity["arch"]), "-Xcompiler", "-fPIC", "-I."]
+        # CCCL_DISABLE_NVTX: CUB's device-wide algorithms otherwise carry NVTX's injection loader
+        # (getenv + dlopen of a profiler library), which the native audit rejects (docs/guards.md).
+        base = ["-O3", "-std=c++17", *gencode_flags(identity["arch"]), "-Xcompiler", "-fPIC", "-I.",
+                "-DCCCL_DISABLE_NVTX"]
     except ToolkitError as exc:
         return failed(str(exc))
     flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]

@@ -11,298 +11,314 @@ Each callable checks its arguments against launchers.json (dtype, contiguity, on
 ranges), passes the current CUDA stream as the last argument, and raises if the launch failed.
 Without CUDA (CPU-only CI) it runs in host-only mode: CPU tensors, a NULL stream, which suits
 launchers whose body is a plain host loop.
+
+The module's namespace holds `load_kernels` and nothing else public: everything it uses (ctypes,
+os, torch, the binding helpers) lives inside `_runtime()`'s closure, so `kernel_runtime.ctypes`
+or `kernel_runtime.os` do not exist for model_new.py to reach. `_bind_library` is the harness's
+entry (cuda_agent.kernels.binding): the launchers of a library bound from a spec already read.
+`_DTYPES` and `_SCALARS` are the C type names it binds, as frozensets of strings.
 """
 
-from __future__ import annotations
 
-import ctypes
-import json
-import os
-from pathlib import Path
+def _runtime():
+    import ctypes
+    import json
+    import os
+    from pathlib import Path
 
-import torch
+    import torch
 
-SPEC_NAME = "launchers.json"
-SPEC_VERSION = 1
+    SPEC_NAME = "launchers.json"
+    SPEC_VERSION = 1
 
-_DTYPES = {
-    "float": torch.float32, "double": torch.float64, "__half": torch.float16,
-    "__nv_bfloat16": torch.bfloat16, "bool": torch.bool,
-    "__nv_fp8_e4m3": torch.float8_e4m3fn, "__nv_fp8_e5m2": torch.float8_e5m2,
-    "int8_t": torch.int8, "uint8_t": torch.uint8, "int16_t": torch.int16, "uint16_t": torch.uint16,
-    "int32_t": torch.int32, "uint32_t": torch.uint32, "int64_t": torch.int64, "uint64_t": torch.uint64,
-    "void": None,  # any dtype
-}  # fmt: skip
-_SCALARS = {
-    "float": ctypes.c_float, "double": ctypes.c_double, "bool": ctypes.c_bool,
-    "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16,
-    "uint16_t": ctypes.c_uint16, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
-    "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
-}  # fmt: skip
-_INT_RANGES = {
-    name: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1)
-           if name.startswith("int") else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
-    for name, c in _SCALARS.items() if name.endswith("_t")
-}  # fmt: skip
-_ERROR_BUF = 512
+    _DTYPES = {
+        "float": torch.float32, "double": torch.float64, "__half": torch.float16,
+        "__nv_bfloat16": torch.bfloat16, "bool": torch.bool,
+        "__nv_fp8_e4m3": torch.float8_e4m3fn, "__nv_fp8_e5m2": torch.float8_e5m2,
+        "int8_t": torch.int8, "uint8_t": torch.uint8, "int16_t": torch.int16, "uint16_t": torch.uint16,
+        "int32_t": torch.int32, "uint32_t": torch.uint32, "int64_t": torch.int64, "uint64_t": torch.uint64,
+        "void": None,  # any dtype
+    }  # fmt: skip
+    _SCALARS = {
+        "float": ctypes.c_float, "double": ctypes.c_double, "bool": ctypes.c_bool,
+        "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16,
+        "uint16_t": ctypes.c_uint16, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
+        "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
+    }  # fmt: skip
+    _INT_RANGES = {
+        name: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1)
+               if name.startswith("int") else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
+        for name, c in _SCALARS.items() if name.endswith("_t")
+    }  # fmt: skip
+    _ERROR_BUF = 512
 
+    def make_kernels(library_name: str, launchers: dict):
+        """The launchers of one library, as attributes (`kernels.relu_forward(...)`).
 
-class Kernels:
-    """The launchers of one library, as attributes (`kernels.relu_forward(...)`)."""
+        The class is made per library so that its methods read the library's name and launcher
+        list from their closure: an instance holds its launchers as attributes and nothing else
+        (no path, no spec, no ctypes handle).
+        """
+        names = list(launchers)
 
-    def __init__(self, library: Path, spec: dict) -> None:
-        self._library = library
-        self._spec = spec
-        self._names = [launcher["name"] for launcher in spec["launchers"]]
-        lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
+        class Kernels:
+            def __getattr__(self, name: str):  # only reached when no launcher has that name
+                if name.startswith("__"):
+                    raise AttributeError(name)
+                raise AttributeError(
+                    f"no launcher named {name!r} in {library_name} (launchers: {', '.join(names) or 'none'}); "
+                    'define it as extern "C" in kernels/*.cu and compile again'
+                )
+
+            def __getitem__(self, name: str):
+                return getattr(self, name)
+
+            def __contains__(self, name: str) -> bool:
+                return name in names
+
+            def __iter__(self):
+                return iter(names)
+
+            def __len__(self) -> int:
+                return len(names)
+
+            def __dir__(self):
+                return sorted(set(object.__dir__(self)) | set(names))
+
+            def __repr__(self) -> str:
+                return f"Kernels({library_name}: {', '.join(names)})"
+
+        kernels = Kernels()
+        for name, call in launchers.items():
+            setattr(kernels, name, call)
+        return kernels
+
+    def load_kernels(build_dir=None):
+        """Bind the library described by build_dir/launchers.json (build_dir may also be that file)."""
+        if build_dir is None:
+            build_dir = os.environ.get("CUDA_AGENT_KERNELS") or Path(__file__).resolve().parent / "build"
+        path = Path(build_dir)
+        spec_path = path if path.is_file() else path / SPEC_NAME
+        if not spec_path.is_file():
+            raise FileNotFoundError(f"no {SPEC_NAME} in {path}: compile the kernels first (kernels/*.cu -> build)")
+        spec = json.loads(spec_path.read_text())
+        if spec.get("version") != SPEC_VERSION:
+            raise RuntimeError(
+                f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: compile again"
+            )
+        library = spec_path.parent / spec["library"]
+        if not library.is_file():
+            raise FileNotFoundError(f"{library} is missing (named by {spec_path}): compile the kernels again")
         # CUDA_AGENT_HOST_ONLY=1 (set by the harness's CPU mode) forces host-only mode on a GPU machine too
         cuda = torch.cuda.is_available() and os.environ.get("CUDA_AGENT_HOST_ONLY") != "1"
-        for launcher in spec["launchers"]:
-            setattr(self, launcher["name"], _bind(lib, launcher, cuda))
+        return make_kernels(library.name, bind_library(library, spec, cuda))
 
-    def __getattr__(self, name: str):  # only reached when no launcher has that name
-        if name.startswith("__"):
-            raise AttributeError(name)
-        raise AttributeError(
-            f"no launcher named {name!r} in {self._library.name} (launchers: {', '.join(self._names) or 'none'}); "
-            'define it as extern "C" in kernels/*.cu and compile again'
-        )
+    def bind_library(library_path, spec: dict, cuda: bool) -> dict:
+        """{launcher name: callable} for the library at library_path, as spec (launchers.json) describes it.
 
-    def __getitem__(self, name: str):
-        return getattr(self, name)
+        Reads no files: the spec is given. cuda=False binds in host-only mode (CPU tensors, NULL stream).
+        """
+        lib = ctypes.CDLL(str(library_path), mode=os.RTLD_LOCAL)
+        return {launcher["name"]: _bind(lib, launcher, bool(cuda)) for launcher in spec["launchers"]}
 
-    def __contains__(self, name: str) -> bool:
-        return name in self._names
+    def _bind(lib, launcher: dict, cuda: bool):
+        """One launcher -> a Python callable; everything that does not depend on the args is done here."""
+        name = launcher["name"]
+        params = launcher["params"][:-1]  # the last one is the stream, passed by us
+        fn = getattr(lib, name)
+        fn.argtypes = [ctypes.c_void_p if p["kind"] == "pointer" else _SCALARS[p["type"]] for p in params]
+        fn.argtypes += [ctypes.c_void_p]
+        returns = launcher["returns"]
+        fn.restype = None if returns == "void" else ctypes.c_int
+        signature = f"{name}({', '.join(p['name'] for p in params)})"
+        checks = [_check(name, p, cuda) for p in params]
+        count = len(params)
+        error_string = _error_string(lib) if returns == "cudaError_t" else str
+        stream_of = _stream_getter() if cuda else None
+        last_error = _error_reader(lib, name) if cuda else None
 
-    def __iter__(self):
-        return iter(self._names)
+        def failed(rc: int) -> None:
+            raise RuntimeError(f"{name} returned {rc} ({error_string(rc)})")
 
-    def __len__(self) -> int:
-        return len(self._names)
-
-    def __dir__(self):
-        return sorted(set(super().__dir__()) | set(self._names))
-
-    def __repr__(self) -> str:
-        return f"Kernels({self._library.name}: {', '.join(self._names)})"
-
-
-def load_kernels(build_dir: str | os.PathLike | None = None) -> Kernels:
-    """Bind the library described by build_dir/launchers.json (build_dir may also be that file)."""
-    if build_dir is None:
-        build_dir = os.environ.get("CUDA_AGENT_KERNELS") or Path(__file__).resolve().parent / "build"
-    path = Path(build_dir)
-    spec_path = path if path.is_file() else path / SPEC_NAME
-    if not spec_path.is_file():
-        raise FileNotFoundError(f"no {SPEC_NAME} in {path}: compile the kernels first (kernels/*.cu -> build)")
-    spec = json.loads(spec_path.read_text())
-    if spec.get("version") != SPEC_VERSION:
-        raise RuntimeError(
-            f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: compile again"
-        )
-    library = spec_path.parent / spec["library"]
-    if not library.is_file():
-        raise FileNotFoundError(f"{library} is missing (named by {spec_path}): compile the kernels again")
-    return Kernels(library, spec)
-
-
-def _bind(lib: ctypes.CDLL, launcher: dict, cuda: bool):
-    """One launcher -> a Python callable; everything that does not depend on the args is done here."""
-    name = launcher["name"]
-    params = launcher["params"][:-1]  # the last one is the stream, passed by us
-    fn = getattr(lib, name)
-    fn.argtypes = [ctypes.c_void_p if p["kind"] == "pointer" else _SCALARS[p["type"]] for p in params]
-    fn.argtypes += [ctypes.c_void_p]
-    returns = launcher["returns"]
-    fn.restype = None if returns == "void" else ctypes.c_int
-    signature = f"{name}({', '.join(p['name'] for p in params)})"
-    checks = [_check(name, p, cuda) for p in params]
-    count = len(params)
-    error_string = _error_string(lib) if returns == "cudaError_t" else str
-    stream_of = _stream_getter() if cuda else None
-    last_error = _error_reader(lib, name) if cuda else None
-
-    def failed(rc: int) -> None:
-        raise RuntimeError(f"{name} returned {rc} ({error_string(rc)})")
-
-    def checked_call(args: tuple) -> None:
-        """The slow path: validates every argument with a precise message, then calls."""
-        if len(args) != count:
-            raise TypeError(
-                f"{signature} takes {count} argument{'s' if count != 1 else ''} "
-                f"(the stream is passed for you), got {len(args)}"
-            )
-        devices: set[int] = set()
-        values = [check(arg, devices) for check, arg in zip(checks, args)]
-        stream = None
-        if cuda:
-            if len(devices) > 1:
-                raise ValueError(f"{name}: tensors are on several GPUs {sorted(devices)}; put them on one")
-            stream = stream_of(devices.pop() if devices else torch.cuda.current_device())
-        rc = fn(*values, stream)
-        if rc:
-            failed(rc)
-        if last_error is not None:
-            last_error()
-
-    call = _fast_path(name, params, fn, checked_call, failed, stream_of, last_error, cuda)
-    call.__doc__ = f"{signature}: {launcher['file']}:{launcher['line']}"
-    return call
-
-
-def _fast_path(name, params, fn, checked_call, failed, stream_of, last_error, cuda):
-    """A function specialised to one signature: plain checks inline, a few microseconds a call.
-
-    Whatever the inline checks do not accept (wrong dtype, numpy scalars, None pointers...) goes
-    to checked_call, which accepts it or raises the precise error.
-    """
-    env = {"T": torch.Tensor, "fn": fn, "slow": checked_call, "failed": failed, "stream_of": stream_of,
-           "last_error": last_error, "current_device": torch.cuda.current_device}  # fmt: skip
-    lines, values, first_tensor = [], [], None
-    for i, p in enumerate(params):
-        a = f"a{i}"
-        if p["kind"] == "pointer":
-            dtype = _DTYPES[p["type"]]
-            env[f"d{i}"] = dtype
-            cond = [f"not isinstance({a}, T)", f"{a}.dtype is not d{i}" if dtype is not None else None,
-                    f"not {a}.is_contiguous()", f"not {a}.is_cuda" if cuda else f"not {a}.is_cpu"]  # fmt: skip
-            if cuda and first_tensor is not None:
-                cond.append(f"{a}.get_device() != device")
-            lines.append(f"if {' or '.join(c for c in cond if c)}: return slow(args)")
-            if cuda and first_tensor is None:
-                first_tensor = a
-                lines.append(f"device = {a}.get_device()")
-            values.append(f"{a}.data_ptr()")
-        elif p["type"] in ("float", "double"):
-            lines.append(f"if type({a}) is not float and type({a}) is not int: return slow(args)")
-            values.append(a)
-        elif p["type"] == "bool":
-            lines.append(f"if type({a}) is not bool: return slow(args)")
-            values.append(a)
-        else:
-            lo, hi = _INT_RANGES[p["type"]]
-            lines.append(f"if type({a}) is not int or not {lo} <= {a} <= {hi}: return slow(args)")
-            values.append(a)
-    if cuda:
-        stream = f"stream_of({'device' if first_tensor else 'current_device()'})"
-    else:
-        stream = "None"
-    body = [
-        f"if len(args) != {len(params)}: return slow(args)",
-        *([f"{', '.join(f'a{i}' for i in range(len(params)))}, = args"] if params else []),
-        *lines,
-        f"rc = fn({', '.join([*values, stream])})",
-        "if rc: failed(rc)",
-        *(["last_error()"] if cuda else []),
-    ]
-    source = "def call(*args):\n" + "".join(f"    {line}\n" for line in body)
-    exec(compile(source, f"<launcher {name}>", "exec"), env)
-    call = env["call"]
-    call.__name__ = call.__qualname__ = name
-    return call
-
-
-def _check(launcher: str, param: dict, cuda: bool):
-    """A function that validates one argument and returns what ctypes gets for it."""
-    name, kind, ctype = param["name"], param["kind"], param["type"]
-    c_decl = f"{'const ' if param.get('const') else ''}{ctype}{'*' if kind == 'pointer' else ''}"
-    where = f"{launcher}: parameter {name!r} ({c_decl})"
-    if kind == "pointer":
-        dtype = _DTYPES[ctype]
-        want = f"a contiguous {'CUDA' if cuda else 'CPU'} tensor" + (f" of {dtype}" if dtype is not None else "")
-        Tensor = torch.Tensor
-
-        def pointer(arg, devices):
-            if not isinstance(arg, Tensor):
-                if arg is None:
-                    return None  # NULL, for optional buffers
-                raise TypeError(f"{where} expects {want}, got {type(arg).__name__}")
-            if dtype is not None and arg.dtype != dtype:
-                raise TypeError(f"{where} expects {want}, got {arg.dtype}")
-            if not arg.is_contiguous():
-                raise ValueError(f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)")
+        def checked_call(args: tuple) -> None:
+            """The slow path: validates every argument with a precise message, then calls."""
+            if len(args) != count:
+                raise TypeError(
+                    f"{signature} takes {count} argument{'s' if count != 1 else ''} "
+                    f"(the stream is passed for you), got {len(args)}"
+                )
+            devices: set = set()
+            values = [check(arg, devices) for check, arg in zip(checks, args)]
+            stream = None
             if cuda:
-                if not arg.is_cuda:
-                    raise ValueError(f"{where} expects {want}, got a tensor on {arg.device}")
-                devices.add(arg.get_device())
-            elif not arg.is_cpu:
-                raise ValueError(f"{where} expects {want} (no CUDA here: host-only mode), got {arg.device}")
-            return arg.data_ptr()
+                if len(devices) > 1:
+                    raise ValueError(f"{name}: tensors are on several GPUs {sorted(devices)}; put them on one")
+                stream = stream_of(devices.pop() if devices else torch.cuda.current_device())
+            rc = fn(*values, stream)
+            if rc:
+                failed(rc)
+            if last_error is not None:
+                last_error()
 
-        return pointer
-    if ctype in ("float", "double"):
+        call = _fast_path(name, params, fn, checked_call, failed, stream_of, last_error, cuda)
+        call.__doc__ = f"{signature}: {launcher['file']}:{launcher['line']}"
+        return call
 
-        def real(arg, devices):
-            if type(arg) is float or type(arg) is int:
-                return arg
-            if isinstance(arg, (bool, str, torch.Tensor)) or not hasattr(arg, "__float__"):
-                raise TypeError(f"{where} expects a Python float, got {_describe(arg)}")
-            return float(arg)  # numpy floats and the like
+    def _fast_path(name, params, fn, checked_call, failed, stream_of, last_error, cuda):
+        """A function specialised to one signature: plain checks inline, a few microseconds a call.
 
-        return real
-    if ctype == "bool":
+        Whatever the inline checks do not accept (wrong dtype, numpy scalars, None pointers...) goes
+        to checked_call, which accepts it or raises the precise error.
+        """
+        env = {"T": torch.Tensor, "fn": fn, "slow": checked_call, "failed": failed, "stream_of": stream_of,
+               "last_error": last_error, "current_device": torch.cuda.current_device}  # fmt: skip
+        lines, values, first_tensor = [], [], None
+        for i, p in enumerate(params):
+            a = f"a{i}"
+            if p["kind"] == "pointer":
+                dtype = _DTYPES[p["type"]]
+                env[f"d{i}"] = dtype
+                cond = [f"not isinstance({a}, T)", f"{a}.dtype is not d{i}" if dtype is not None else None,
+                        f"not {a}.is_contiguous()", f"not {a}.is_cuda" if cuda else f"not {a}.is_cpu"]  # fmt: skip
+                if cuda and first_tensor is not None:
+                    cond.append(f"{a}.get_device() != device")
+                lines.append(f"if {' or '.join(c for c in cond if c)}: return slow(args)")
+                if cuda and first_tensor is None:
+                    first_tensor = a
+                    lines.append(f"device = {a}.get_device()")
+                values.append(f"{a}.data_ptr()")
+            elif p["type"] in ("float", "double"):
+                lines.append(f"if type({a}) is not float and type({a}) is not int: return slow(args)")
+                values.append(a)
+            elif p["type"] == "bool":
+                lines.append(f"if type({a}) is not bool: return slow(args)")
+                values.append(a)
+            else:
+                lo, hi = _INT_RANGES[p["type"]]
+                lines.append(f"if type({a}) is not int or not {lo} <= {a} <= {hi}: return slow(args)")
+                values.append(a)
+        if cuda:
+            stream = f"stream_of({'device' if first_tensor else 'current_device()'})"
+        else:
+            stream = "None"
+        body = [
+            f"if len(args) != {len(params)}: return slow(args)",
+            *([f"{', '.join(f'a{i}' for i in range(len(params)))}, = args"] if params else []),
+            *lines,
+            f"rc = fn({', '.join([*values, stream])})",
+            "if rc: failed(rc)",
+            *(["last_error()"] if cuda else []),
+        ]
+        source = "def call(*args):\n" + "".join(f"    {line}\n" for line in body)
+        exec(compile(source, f"<launcher {name}>", "exec"), env)
+        call = env["call"]
+        call.__name__ = call.__qualname__ = name
+        return call
 
-        def boolean(arg, devices):
-            if type(arg) is bool or (type(arg) is int and arg in (0, 1)):
-                return arg
-            raise TypeError(f"{where} expects a bool, got {_describe(arg)}")
+    def _check(launcher: str, param: dict, cuda: bool):
+        """A function that validates one argument and returns what ctypes gets for it."""
+        name, kind, ctype = param["name"], param["kind"], param["type"]
+        c_decl = f"{'const ' if param.get('const') else ''}{ctype}{'*' if kind == 'pointer' else ''}"
+        where = f"{launcher}: parameter {name!r} ({c_decl})"
+        if kind == "pointer":
+            dtype = _DTYPES[ctype]
+            want = f"a contiguous {'CUDA' if cuda else 'CPU'} tensor" + (f" of {dtype}" if dtype is not None else "")
+            Tensor = torch.Tensor
 
-        return boolean
-    lo, hi = _INT_RANGES[ctype]
+            def pointer(arg, devices):
+                if not isinstance(arg, Tensor):
+                    if arg is None:
+                        return None  # NULL, for optional buffers
+                    raise TypeError(f"{where} expects {want}, got {type(arg).__name__}")
+                if dtype is not None and arg.dtype != dtype:
+                    raise TypeError(f"{where} expects {want}, got {arg.dtype}")
+                if not arg.is_contiguous():
+                    raise ValueError(f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)")
+                if cuda:
+                    if not arg.is_cuda:
+                        raise ValueError(f"{where} expects {want}, got a tensor on {arg.device}")
+                    devices.add(arg.get_device())
+                elif not arg.is_cpu:
+                    raise ValueError(f"{where} expects {want} (no CUDA here: host-only mode), got {arg.device}")
+                return arg.data_ptr()
 
-    def integer(arg, devices):
-        if type(arg) is not int:
-            if isinstance(arg, (bool, float, torch.Tensor)) or not hasattr(arg, "__index__"):
-                raise TypeError(f"{where} expects a Python int, got {_describe(arg)}")
-            arg = arg.__index__()  # numpy integers and the like
-        if not lo <= arg <= hi:
-            raise OverflowError(f"{where} expects an integer in [{lo}, {hi}], got {arg}")
-        return arg
+            return pointer
+        if ctype in ("float", "double"):
 
-    return integer
+            def real(arg, devices):
+                if type(arg) is float or type(arg) is int:
+                    return arg
+                if isinstance(arg, (bool, str, torch.Tensor)) or not hasattr(arg, "__float__"):
+                    raise TypeError(f"{where} expects a Python float, got {_describe(arg)}")
+                return float(arg)  # numpy floats and the like
+
+            return real
+        if ctype == "bool":
+
+            def boolean(arg, devices):
+                if type(arg) is bool or (type(arg) is int and arg in (0, 1)):
+                    return arg
+                raise TypeError(f"{where} expects a bool, got {_describe(arg)}")
+
+            return boolean
+        lo, hi = _INT_RANGES[ctype]
+
+        def integer(arg, devices):
+            if type(arg) is not int:
+                if isinstance(arg, (bool, float, torch.Tensor)) or not hasattr(arg, "__index__"):
+                    raise TypeError(f"{where} expects a Python int, got {_describe(arg)}")
+                arg = arg.__index__()  # numpy integers and the like
+            if not lo <= arg <= hi:
+                raise OverflowError(f"{where} expects an integer in [{lo}, {hi}], got {arg}")
+            return arg
+
+        return integer
+
+    def _describe(arg) -> str:
+        if isinstance(arg, torch.Tensor):
+            return "a tensor (pass a Python number, e.g. t.item())"
+        return f"{type(arg).__name__} {arg!r}"[:80]
+
+    def _stream_getter():
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        if raw is not None:
+            return raw
+        return lambda device: torch.cuda.current_stream(device).cuda_stream
+
+    def _error_reader(lib, launcher: str):
+        """Raises if the CUDA runtime inside the library recorded an error (e.g. a bad launch config)."""
+        try:
+            read = lib.cuda_agent_last_error
+        except AttributeError:
+            raise RuntimeError(
+                f"{lib._name} lacks cuda_agent_last_error: build it with cuda-agent's build_kernels"
+            ) from None
+        read.argtypes = [ctypes.c_char_p, ctypes.c_int]
+        read.restype = ctypes.c_int
+        buf = ctypes.create_string_buffer(_ERROR_BUF)
+
+        def check() -> None:
+            if read(buf, _ERROR_BUF):
+                raise RuntimeError(f"{launcher}: CUDA error at launch: {buf.value.decode(errors='replace')}")
+
+        return check
+
+    def _error_string(lib):
+        fn = getattr(lib, "cuda_agent_error_string", None)
+        if fn is None:
+            return lambda code: f"cudaError {code}"
+        fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
+        buf = ctypes.create_string_buffer(_ERROR_BUF)
+
+        def describe(code: int) -> str:
+            fn(code, buf, _ERROR_BUF)
+            return buf.value.decode(errors="replace")
+
+        return describe
+
+    return load_kernels, bind_library, frozenset(_DTYPES), frozenset(_SCALARS)
 
 
-def _describe(arg) -> str:
-    if isinstance(arg, torch.Tensor):
-        return "a tensor (pass a Python number, e.g. t.item())"
-    return f"{type(arg).__name__} {arg!r}"[:80]
-
-
-def _stream_getter():
-    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    if raw is not None:
-        return raw
-    return lambda device: torch.cuda.current_stream(device).cuda_stream
-
-
-def _error_reader(lib: ctypes.CDLL, launcher: str):
-    """Raises if the CUDA runtime inside the library recorded an error (e.g. a bad launch config)."""
-    try:
-        read = lib.cuda_agent_last_error
-    except AttributeError:
-        raise RuntimeError(
-            f"{lib._name} lacks cuda_agent_last_error: build it with cuda-agent's build_kernels"
-        ) from None
-    read.argtypes = [ctypes.c_char_p, ctypes.c_int]
-    read.restype = ctypes.c_int
-    buf = ctypes.create_string_buffer(_ERROR_BUF)
-
-    def check() -> None:
-        if read(buf, _ERROR_BUF):
-            raise RuntimeError(f"{launcher}: CUDA error at launch: {buf.value.decode(errors='replace')}")
-
-    return check
-
-
-def _error_string(lib: ctypes.CDLL):
-    fn = getattr(lib, "cuda_agent_error_string", None)
-    if fn is None:
-        return lambda code: f"cudaError {code}"
-    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int]
-    buf = ctypes.create_string_buffer(_ERROR_BUF)
-
-    def describe(code: int) -> str:
-        fn(code, buf, _ERROR_BUF)
-        return buf.value.decode(errors="replace")
-
-    return describe
+# The C type names the runtime binds (strings only, for the parser's tests), then nothing else.
+load_kernels, _bind_library, _DTYPES, _SCALARS = _runtime()
+del _runtime

@@ -16,8 +16,9 @@ from pathlib import Path
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.workspace import VersionInfo, Workspace
+from cuda_agent.workspace.history import VERSION_PATHS
 
-CANDIDATE_PATHS = ("model_new.py", "kernels")  # what a version is; the rest of the tree is the task's
+CANDIDATE_PATHS = VERSION_PATHS  # what a version is (model_new.py, kernels/); the rest of the tree is the task's
 
 
 @dataclass
@@ -122,7 +123,7 @@ def ranked_correct(ws: Workspace) -> list[VersionInfo]:
         ranked = [best] + [v for v in ranked if v.sha != best.sha]
     seen, out = set(), []
     for v in ranked:
-        content = ws.repo.git.ls_tree("-r", v.sha, "--", *CANDIDATE_PATHS)
+        content = ws.history.git("ls-tree", "-r", v.sha, "--", *CANDIDATE_PATHS)
         if content not in seen:
             seen.add(content)
             out.append(v)
@@ -132,7 +133,7 @@ def ranked_correct(ws: Workspace) -> list[VersionInfo]:
 def export_version(ws: Workspace, sha: str, dest: Path) -> Path:
     """The candidate files (model_new.py, kernels/) of one commit, written to dest; the work tree is not touched."""
     dest.mkdir(parents=True, exist_ok=True)
-    listing = ws.repo.git.ls_tree("-r", "-z", sha, "--", *CANDIDATE_PATHS)
+    listing = ws.history.git("ls-tree", "-r", "-z", sha, "--", *CANDIDATE_PATHS)
     for entry in filter(None, listing.split("\0")):
         meta, path = entry.split("\t", 1)
         mode, kind, _ = meta.split()

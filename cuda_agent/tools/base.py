@@ -1,13 +1,14 @@
 """What every tool is: a name, a description, pydantic arguments (their JSON schema is what the
-model sees) and `run`, which returns the observation text for the model and structured data for
-the records. Tools never raise for the model's mistakes: a bad path or a failed build is an
-observation the model can act on (`ToolError` is how a tool says so)."""
+model sees) and `run`, which returns the observation text for the model (credentials redacted
+when the context has a redactor) and structured data for the records. Tools never raise for the
+model's mistakes: a bad path or a failed build is an observation the model can act on
+(`ToolError` is how a tool says so)."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
 
@@ -33,6 +34,8 @@ class ToolContext:
     workspace: Any
     evaluator_factory: Any = None
     settings: dict[str, Any] = field(default_factory=dict)
+    # credentials out of every observation (cuda_agent.secrets.Redactor), before it is bounded
+    redact: Callable[[str], str] | None = None
     _evaluator: Any = None
 
     @property
@@ -79,13 +82,21 @@ class Tool:
             result = ToolResult(observation=f"{self.name}: bad arguments: {problems}", status="error")
         except ToolError as e:
             result = ToolResult(observation=f"{self.name}: {e}", status="error")
+        redact = getattr(ctx, "redact", None)
+        if redact is not None:  # whole secrets first: bounding could cut one in half
+            result.observation = redact(result.observation)
         result.observation = bound(result.observation)
         result.seconds = time.perf_counter() - t0
         return result
 
 
 def bound(text: str, limit: int = MAX_OBSERVATION) -> str:
-    """Cut the middle of a long text, saying how much was cut (the head and the tail matter most)."""
+    """Cut the middle of a long text, saying how much was cut (the head and the tail matter most).
+    Characters UTF-8 cannot carry (lone surrogates: a file name that is not UTF-8) come out escaped."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= limit:
         return text
     head, tail = text[: limit * 2 // 3], text[-(limit // 3) + 80:]

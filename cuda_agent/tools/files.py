@@ -1,10 +1,14 @@
-"""The file tools: view_file, edit_file, list_files. Every path goes through the workspace's
-`resolve`, which refuses escapes (`..`, absolute paths, symlinks out, .git) and writes to
-protected files; its refusals come back to the model as observations."""
+"""The file tools: view_file, edit_file, list_files, delete_file, rename_file. Every path a tool
+takes must be a plain name (cuda_agent.filenames: letters, digits, `_ - . /`) and goes through the
+workspace's `resolve`, which refuses escapes (`..`, absolute paths, symlinks out, .git) and writes
+to protected files; the refusals come back to the model as observations. Names made some other way
+(the shell) are listed escaped and flagged, and delete_file / rename_file take them exactly as
+list_files shows them, so a bad name can always be undone."""
 
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from difflib import SequenceMatcher
 from pathlib import Path
@@ -12,6 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ..filenames import name_problem, path_error
+from ..filenames import shown as display
 from .base import MAX_OBSERVATION, Tool, ToolContext, ToolError, ToolResult
 
 MAX_FILE_BYTES = 8 * 1024 * 1024  # bigger than any kernel source; reading it all would waste memory
@@ -20,12 +26,24 @@ LIST_LIMIT = 300  # entries list_files shows before cutting
 # .cuda-agent is the workspace's own record, not the model's work
 HIDDEN_DIRS = {".git", ".cuda-agent", "__pycache__", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 HIDDEN_SUFFIXES = (".o", ".so", ".a", ".pyc", ".cubin", ".fatbin")
+BAD_NAME = "  [name not allowed: rename_file or delete_file it]"
 
 
 # ---- shared helpers -------------------------------------------------------------------------
 
 def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
-    """The workspace's answer for `path`; its refusals become ToolErrors (the model's mistake)."""
+    """`path` checked against the file-name rule, then the workspace's answer for it; refusals
+    become ToolErrors (the model's mistake)."""
+    refused = path_error(path)
+    if refused is not None:
+        parts = path.split("/")
+        if ".." not in parts and not path.startswith("/") and os.path.lexists(Path(ctx.workspace.root) / path):
+            refused += "; this one exists: rename it with rename_file or delete it with delete_file"
+        raise ToolError(refused)
+    return _workspace_resolve(ctx, path, for_write=for_write)
+
+
+def _workspace_resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
     try:
         return ctx.workspace.resolve(path, for_write=for_write)
     except Exception as e:
@@ -292,44 +310,150 @@ class ListFiles(Tool):
         path: str = Field("", description="a folder relative to the workspace root; empty = the whole workspace")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
-        shown = a.path.strip().rstrip("/") or "."
-        top = Path(ctx.workspace.root) if shown == "." else resolve(ctx, shown)
+        where = a.path.strip().rstrip("/") or "."
+        top = Path(ctx.workspace.root) if where == "." else resolve(ctx, where)
         if not top.is_dir():
-            raise ToolError(f"{shown} is a file; view_file shows it" if top.exists()
-                            else f"{shown} does not exist; list_files with no path shows the workspace")
+            raise ToolError(f"{where} is a file; view_file shows it" if top.exists()
+                            else f"{where} does not exist; list_files with no path shows the workspace")
         rows: list[str] = []
         try:
-            files, size, hidden = _walk(top, 1, rows)
+            files, size, hidden = _walk(top, 1, rows, "" if where == "." else f"{where}/")
         except OSError as e:
-            raise ToolError(f"cannot list {shown}: {e.strerror or e}") from None
-        obs = [f"{shown}/ ({files} files, {human(size)})", *rows[:LIST_LIMIT]]
+            raise ToolError(f"cannot list {where}: {e.strerror or e}") from None
+        obs = [f"{where}/ ({files} files, {human(size)})", *rows[:LIST_LIMIT]]
+        if any(BAD_NAME in row for row in rows):
+            obs.append("Names marked 'not allowed' break builds and tools (only letters, digits, _ - . are "
+                       "used): rename_file or delete_file them, giving the name as shown here.")
         if len(rows) > LIST_LIMIT:
             obs.append(f"[{len(rows) - LIST_LIMIT} more entries not shown; "
                        "list_files with path=<folder> lists one folder]")
         if hidden:
             obs.append(f"({hidden} entries hidden: .git, caches and build outputs)")
-        return ToolResult(observation="\n".join(obs), data={"path": shown, "files": files, "bytes": size})
+        return ToolResult(observation="\n".join(obs), data={"path": where, "files": files, "bytes": size})
 
 
-def _walk(folder: Path, depth: int, rows: list[str]) -> tuple[int, int, int]:
-    """Append the tree under `folder` to rows (folders first); return (files, bytes, hidden)."""
+def _walk(folder: Path, depth: int, rows: list[str], prefix: str = "") -> tuple[int, int, int]:
+    """Append the tree under `folder` to rows (folders first); return (files, bytes, hidden). Names
+    are shown escaped (cuda_agent.filenames.shown), and those the tools refuse are flagged."""
     files = size = hidden = 0
     entries = sorted(os.scandir(folder), key=lambda e: (not e.is_dir(follow_symlinks=False), e.name.lower()))
     pad = "  " * depth
     for e in entries:
         is_dir = e.is_dir(follow_symlinks=False)
+        name, rel = display(e.name), f"{prefix}{e.name}"
+        flag = BAD_NAME if name_problem(rel) is not None else ""
         if (is_dir and e.name in HIDDEN_DIRS) or (not is_dir and e.name.endswith(HIDDEN_SUFFIXES)):
             hidden += 1
         elif e.is_symlink():  # shown, never followed: it may point out of the workspace
-            rows.append(f"{pad}{e.name} -> {os.readlink(e.path)}")
+            rows.append(f"{pad}{name} -> {display(os.readlink(e.path))}{flag}")
         elif is_dir:
             at = len(rows)
             rows.append("")
-            f, s, h = _walk(Path(e.path), depth + 1, rows)
-            rows[at] = f"{pad}{e.name}/ ({f} files, {human(s)})"
+            f, s, h = _walk(Path(e.path), depth + 1, rows, f"{rel}/")
+            rows[at] = f"{pad}{name}/ ({f} files, {human(s)}){flag}"
             files, size, hidden = files + f, size + s, hidden + h
         else:
             n = e.stat(follow_symlinks=False).st_size
-            rows.append(f"{pad}{e.name}  {human(n)}")
+            rows.append(f"{pad}{name}  {human(n)}{flag}")
             files, size = files + 1, size + n
     return files, size, hidden
+
+
+# ---- delete_file, rename_file -----------------------------------------------------------------
+
+def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
+    """The entry `given` names and its real relative path. Each part matches an entry's real name or
+    its name as list_files shows it (escaped), so a name the rule refuses can still be reached. A
+    symlink at the end is the entry itself, never followed; folders on the way must be real ones."""
+    text = given.strip().rstrip("/")
+    if not text or text == ".":
+        raise ToolError("give the path of a file or folder, as list_files shows it (e.g. kernels/old.cu)")
+    if text.startswith("/"):
+        raise ToolError(f"absolute path {display(text)} is not allowed: give it as list_files shows it (kernels/a.cu)")
+    parts = text.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise ToolError(f"path {display(text)} has an empty, '.' or '..' part: give it as list_files shows it")
+    folder = Path(ctx.workspace.root).resolve()
+    real: list[str] = []
+    for i, part in enumerate(parts):
+        try:
+            names = [e.name for e in os.scandir(folder)]
+        except OSError as e:
+            raise ToolError(f"cannot list {display('/'.join(real)) or '.'}: {e.strerror or e}") from None
+        name = part if part in names else next((n for n in names if display(n) == part), None)
+        if name is None:
+            raise ToolError(f"{display(text)} does not exist; list_files shows the workspace's files")
+        real.append(name)
+        if i < len(parts) - 1:
+            folder = folder / name
+            if folder.is_symlink() or not folder.is_dir():
+                raise ToolError(f"{display('/'.join(real))} is not a folder (a file or a symlink); "
+                                "give the path as list_files shows it")
+    return folder / real[-1], "/".join(real)
+
+
+def check_removable(ctx: ToolContext, entry: Path, rel: str) -> None:
+    """Refuse .git, protected files and the workspace's record, as writes to them are refused."""
+    from cuda_agent.workspace.paths import META_DIR, PROTECTED
+
+    first = rel.split("/", 1)[0]
+    if first == ".git":
+        raise ToolError(f"{display(rel)} is inside .git: the history is kept by the harness")
+    if rel in PROTECTED or first == META_DIR:
+        raise ToolError(f"{rel} is protected (read-only): it cannot be deleted or renamed")
+    if name_problem(rel) is None and not entry.is_symlink():
+        _workspace_resolve(ctx, rel, for_write=True)  # the workspace's own rules, where it can judge the name
+
+
+class DeleteFile(Tool):
+    name = "delete_file"
+    description = ("Delete a file, symlink or folder (with everything in it) of the workspace. Give the path "
+                   "exactly as list_files shows it: this also removes files whose names the tools refuse. "
+                   "Protected files cannot be deleted.")
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        path: str = Field(description="the file or folder, relative to the workspace root, as list_files shows it")
+
+    def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
+        entry, rel = locate(ctx, a.path)
+        check_removable(ctx, entry, rel)
+        folder = entry.is_dir() and not entry.is_symlink()
+        try:
+            if folder:
+                count = sum(len(f) for _, _, f in os.walk(entry))
+                shutil.rmtree(entry)
+            else:
+                entry.unlink()
+        except OSError as e:
+            raise ToolError(f"cannot delete {display(rel)}: {e.strerror or e}") from None
+        what = f"folder {display(rel)}/ ({count} files)" if folder else display(rel)
+        return ToolResult(observation=f"deleted {what}", data={"path": display(rel), "folder": folder})
+
+
+class RenameFile(Tool):
+    name = "rename_file"
+    description = ("Rename or move a file, symlink or folder of the workspace. path: as list_files shows it "
+                   "(a name the tools refuse works too); new_path: a new name made of letters, digits, _ - . "
+                   "and / (e.g. kernels/matmul.cu), which must not exist yet. Protected files cannot be renamed.")
+
+    class Args(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        path: str = Field(description="the file or folder to rename, as list_files shows it")
+        new_path: str = Field(description="its new path relative to the workspace root, e.g. kernels/add.cu")
+
+    def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
+        entry, rel = locate(ctx, a.path)
+        check_removable(ctx, entry, rel)
+        target = resolve(ctx, a.new_path, for_write=True)
+        if os.path.lexists(target) or os.path.lexists(Path(ctx.workspace.root) / a.new_path):
+            raise ToolError(f"{a.new_path} already exists; pick another name, or delete_file it first")
+        if entry.is_dir() and not entry.is_symlink() and target.is_relative_to(entry.resolve()):
+            raise ToolError(f"{a.new_path} is inside {display(rel)}: a folder cannot move into itself")
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.rename(entry, target)
+        except OSError as e:
+            raise ToolError(f"cannot rename {display(rel)} to {a.new_path}: {e.strerror or e}") from None
+        return ToolResult(observation=f"renamed {display(rel)} to {a.new_path}",
+                          data={"path": display(rel), "new_path": a.new_path})

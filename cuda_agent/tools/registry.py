@@ -50,21 +50,23 @@ def dispatch(tools: list[Tool], name: str, raw_args: Any, ctx: ToolContext) -> T
     """Call the tool `name` with the model's arguments (a dict or its JSON text). Never raises:
     an unknown tool, unreadable arguments or a crash inside a tool are error observations."""
     by_name = {t.name: t for t in tools}
+    redact = getattr(ctx, "redact", None)
     if name not in by_name:
-        return _error(f"there is no tool named {name!r}; the tools are: {', '.join(by_name)}")
+        return _error(f"there is no tool named {name!r}; the tools are: {', '.join(by_name)}", redact)
     if isinstance(raw_args, str):
         try:
             raw_args = json.loads(raw_args) if raw_args.strip() else {}
         except json.JSONDecodeError as e:
             return _error(f"{name}: arguments are not valid JSON ({e.msg} at character {e.pos}); "
-                          "send a JSON object")
+                          "send a JSON object", redact)
     if raw_args is not None and not isinstance(raw_args, dict):
-        return _error(f"{name}: arguments must be a JSON object, got {type(raw_args).__name__}")
+        return _error(f"{name}: arguments must be a JSON object, got {type(raw_args).__name__}", redact)
     try:
         return by_name[name].run(raw_args, ctx)
     except Exception as e:  # a bug in a tool must not end the run; the record keeps the cause
-        return _error(f"{name} failed inside the tool: {type(e).__name__}: {e}", internal=True)
+        return _error(f"{name} failed inside the tool: {type(e).__name__}: {e}", redact, internal=True)
 
 
-def _error(text: str, internal: bool = False) -> ToolResult:
+def _error(text: str, redact=None, internal: bool = False) -> ToolResult:
+    text = redact(text) if redact is not None else text
     return ToolResult(observation=bound(text), status="error", data={"internal_error": True} if internal else {})

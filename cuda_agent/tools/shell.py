@@ -1,6 +1,8 @@
-"""The shell tool: `bash -c` in the workspace, off unless the run allows it. The command gets its
-own process group (killed on timeout, and its leftovers killed when it ends), no credentials in
-its environment, and output kept to a head and a tail however much it prints."""
+"""The shell tool: `bash -c` in the workspace, off unless the run allows it. The command runs in
+the jail (cuda_agent/jail.py): it can write the workspace and nothing else (not the judge's task
+copy, not the caches), sees the GPU but no network and no other process, gets an environment
+from the allowlist (no credentials), and dies with everything it started when it ends or times
+out. Output is kept to a head and a tail however much it prints."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Tool, ToolContext, ToolError, ToolResult
-from cuda_agent.eval.sandbox import scrubbed_env
+from cuda_agent.jail import Jail, JailUnavailable, sandbox_enabled
 
 DEFAULT_TIMEOUT = 60  # seconds; settings["shell_timeout"] is both the default and the most allowed
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
@@ -35,7 +37,10 @@ class Shell(Tool):
                             "edit_file and list_files for files, and compile, verify, benchmark, profile")
         cap = int(ctx.settings.get("shell_timeout") or DEFAULT_TIMEOUT)
         limit = min(a.timeout or cap, cap)
-        rc, out, timed_out = run_command(a.command, Path(ctx.workspace.root), limit)
+        try:
+            rc, out, timed_out = run_command(a.command, Path(ctx.workspace.root), limit)
+        except JailUnavailable as e:
+            raise ToolError(f"the shell runs only in the jail: {e}") from None
         capped = f" (capped at the run's limit of {cap} s)" if a.timeout > cap else ""
         head = (f"timed out after {limit} s{capped}: killed" if timed_out else f"exit code {rc}")
         return ToolResult(observation=f"{head}\n{out}" if out else f"{head} (no output)",
@@ -45,9 +50,10 @@ class Shell(Tool):
 
 def run_command(command: str, cwd: Path, timeout: float) -> tuple[int, str, bool]:
     """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
-    proc = subprocess.Popen(["bash", "-c", command], cwd=cwd, env=scrubbed_env(os.environ),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    cwd = Path(cwd).resolve()
+    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, enabled=sandbox_enabled())
+    proc = jail.popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                      stderr=subprocess.STDOUT)
     out = _Collector(proc.stdout)
     try:
         rc, timed_out = proc.wait(timeout=timeout), False

@@ -147,10 +147,14 @@ class RunView:
         h = self._history()
         if h is None:
             return {}
-        names = h.repo.git.ls_tree("-r", "--name-only", sha).splitlines()
+        from cuda_agent.filenames import shown
+
+        names = h.git("ls-tree", "-r", "-z", "--name-only", sha, "--", "model_new.py", "kernels").split("\0")
         wanted = [n for n in names if (n.startswith("kernels/") and n.endswith((".cu", ".cuh", ".h")))
                   or n == "model_new.py"]
-        return {n: h.show(sha, n).decode("utf-8", "replace") for n in sorted(wanted, key=lambda n: (n == "model_new.py", n))}
+        # a name that is not UTF-8 is read by its real bytes, shown escaped
+        return {shown(n): h.show(sha, n).decode("utf-8", "replace")
+                for n in sorted(wanted, key=lambda n: (n == "model_new.py", n))}
 
     def diff(self, old_sha: str | None, new_sha: str) -> str:
         """A unified diff of kernels/ and model_new.py between two versions (old None: from empty)."""

@@ -1,8 +1,18 @@
 """The workspace's git history: every evaluation is a commit with its metrics as trailers, and the
-branch `best` points at the best correct version so far. `git log` is the optimisation history."""
+branch `best` points at the best correct version so far. `git log` is the optimisation history.
+
+Git runs here as the harness's tool, never as the workspace's: the model can write into its
+workspace (the shell reaches .git), so nothing the repository says may run code with the agent's
+environment. Every git call gets a minimal environment (no API keys, no user or system config),
+hooks pointed at /dev/null, fsmonitor off, and the filter drivers the repository's config defines
+emptied. What a version holds (model_new.py and kernels/) is added by explicit pathspecs with
+--force, so a .gitignore (a model-written `*`) cannot keep the kernels out of it.
+"""
 
 from __future__ import annotations
 
+import os
+import subprocess
 from pathlib import Path
 
 import git
@@ -13,18 +23,69 @@ from .trailers import LOG_FORMAT, VersionInfo, parse_log, version_message
 IDENTITY = "cuda-agent"
 MAIN = "main"
 BEST_REF = "refs/heads/best"
+# what a version is: the candidate; the rest of the tree is the task's (results/final.py exports these)
+VERSION_PATHS = ("model_new.py", "kernels")
+# build outputs inside them stay out (the template's .gitignore, which the version add ignores)
+BUILD_OUTPUTS = ("build", ".cache", "__pycache__", "*.so", "*.o", "*.a", "*.cubin", "*.fatbin", "*.ptx",
+                 "*.ncu-rep", "*.pyc")
+GIT_TIMEOUT_S = 300
+# config every git call runs with, over whatever the repository's own config says
+HARNESS_CONFIG = {
+    "core.hooksPath": os.devnull,  # no hook runs: pre-commit, post-commit, reference-transaction...
+    "core.fsmonitor": "false",
+    "core.sshCommand": "false",
+    "core.attributesFile": os.devnull,
+    "core.excludesFile": os.devnull,
+    "core.autocrlf": "false",
+    "core.bare": "false",
+    "commit.gpgSign": "false",
+    "tag.gpgSign": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "user.name": IDENTITY,
+    "user.email": f"{IDENTITY}@localhost",
+}
+_EXCLUDES = tuple(f":(exclude,glob)**/{p}" + ("/**" if "*" not in p else "") for p in BUILD_OUTPUTS)
+
+
+def git_env(config: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
+    """The whole environment of a harness git call: PATH and the time zone from ours, nothing else
+    (no keys); no system or global config; `config` (HARNESS_CONFIG, then more) on top of the repo's."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "LANG": "C",
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
+           "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
+    if "TZ" in os.environ:
+        env["TZ"] = os.environ["TZ"]
+    items = list({**HARNESS_CONFIG, **(config or {})}.items())
+    env["GIT_CONFIG_COUNT"] = str(len(items))
+    for i, (key, value) in enumerate(items):
+        env[f"GIT_CONFIG_KEY_{i}"], env[f"GIT_CONFIG_VALUE_{i}"] = key, value
+    env.update(extra)
+    return env
+
+
+def run_git(args: list[str], env: dict[str, str], cwd: Path | None = None, *, stdin: bytes | None = None,
+            ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+    """git with exactly `env`; a status outside `ok` raises git.GitCommandError (as GitPython would)."""
+    argv = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
+    try:
+        proc = subprocess.run(argv, env=env, cwd=cwd, input=stdin, capture_output=True, timeout=GIT_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise git.GitCommandError(argv, -1, f"git took over {GIT_TIMEOUT_S} s".encode()) from None
+    if proc.returncode not in ok:
+        raise git.GitCommandError(argv, proc.returncode, proc.stderr, proc.stdout)
+    return proc
 
 
 def init_repo(root: Path) -> git.Repo:
-    """`git init` with settings that make commits work anywhere: a local identity, no signing, no hooks."""
-    repo = git.Repo.init(root, initial_branch=MAIN)
-    with repo.config_writer() as cfg:
-        cfg.set_value("user", "name", IDENTITY)
-        cfg.set_value("user", "email", f"{IDENTITY}@localhost")
-        cfg.set_value("commit", "gpgsign", "false")
-        # a global core.hooksPath would otherwise run the user's hooks on our commits
-        cfg.set_value("core", "hooksPath", str(Path(repo.git_dir) / "hooks"))
-    return repo
+    """`git init` (no template: no sample hooks) with settings that make commits work anywhere: a
+    local identity, no signing, no hooks (the harness passes these on every call anyway)."""
+    root = Path(root)
+    run_git(["init", "-q", f"--initial-branch={MAIN}", "--template=", str(root)], git_env())
+    env = git_env(GIT_DIR=str((root / ".git").resolve()), GIT_WORK_TREE=str(root.resolve()))
+    for key in ("user.name", "user.email", "commit.gpgSign", "core.hooksPath"):
+        run_git(["config", "--local", key, HARNESS_CONFIG[key]], env, root)
+    return git.Repo(root)
 
 
 class History:
@@ -32,25 +93,67 @@ class History:
 
     def __init__(self, repo: git.Repo):
         self.repo = repo
+        self.git_dir = Path(repo.git_dir).resolve()
+        # the folder holding .git, whatever core.worktree the (writable) config claims
+        self.work_tree = self.git_dir.parent if self.git_dir.name == ".git" else Path(repo.working_tree_dir).resolve()
         # Every git command names this repository: were the workspace's .git gone (or its folder
         # inside another work tree), git's upward search would otherwise commit to whatever
         # repository encloses it. Seen once: a version commit landed in the project's own repo.
-        repo.git.update_environment(GIT_DIR=str(Path(repo.git_dir).resolve()),
-                                    GIT_WORK_TREE=str(Path(repo.working_tree_dir).resolve()))
+        self._env = git_env(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.work_tree))
+        # GitPython's own calls on this repo (tests, older callers) get the same repository and config
+        # (GitPython always passes its process environment on, so keys can't be dropped there: prefer `git`)
+        repo.git.update_environment(**{k: v for k, v in self._env.items()
+                                       if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
+
+    # -- running git ------------------------------------------------------------------------------
+
+    def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
+        """A read-only git command on this repository (`ls-tree`, `log`...): its output, paths that
+        are not UTF-8 kept as surrogate escapes (so they round-trip to the file system)."""
+        return self._run(list(args), stdin=stdin, ok=ok).stdout.decode("utf-8", "surrogateescape")
+
+    def _run(self, args: list[str], *, stdin: bytes | None = None, ok: tuple[int, ...] = (0,),
+             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+        return run_git(args, env or self._env, self.work_tree, stdin=stdin, ok=ok)
+
+    def _tree_env(self) -> dict[str, str]:
+        """The environment for commands that read or write the work tree (add, commit, checkout):
+        the repository's filter drivers do nothing there."""
+        return git_env(self._driver_overrides(), GIT_DIR=self._env["GIT_DIR"], GIT_WORK_TREE=self._env["GIT_WORK_TREE"])
+
+    def _driver_overrides(self) -> dict[str, str]:
+        """Empty clean/smudge/process commands for every filter driver the config (includes too)
+        defines, so a .gitattributes `filter=` runs nothing."""
+        out = run_git(["config", "-z", "--name-only", "--get-regexp", r"^filter\."], self._env, self.work_tree,
+                      ok=(0, 1)).stdout.decode("utf-8", "surrogateescape")
+        drivers = {name.split(".", 1)[1].rsplit(".", 1)[0] for name in out.split("\0") if name.count(".") >= 2}
+        return {f"filter.{d}.{k}": v for d in sorted(drivers)
+                for k, v in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))}
+
+    # -- versions ---------------------------------------------------------------------------------
+
+    def stage(self, env: dict[str, str] | None = None) -> None:
+        """Stage the work tree: everything as .gitignore says (deletions included), then what a
+        version holds (model_new.py, kernels/ but their build outputs) whatever .gitignore says.
+        A file git cannot read is skipped (--ignore-errors), not a failed commit."""
+        env = env or self._tree_env()
+        self._run(["add", "-A", "--ignore-errors"], ok=(0, 1), env=env)
+        present = [p for p in VERSION_PATHS if os.path.lexists(self.work_tree / p)]
+        if present:
+            self._run(["add", "-A", "--force", "--ignore-errors", "--", *present, *_EXCLUDES], ok=(0, 1), env=env)
 
     def commit(self, message: str, *, allow_empty: bool = False) -> str | None:
-        """`git add -A` (honouring .gitignore) and commit; None when there was nothing to commit."""
-        self.repo.git.add("-A")
+        """Stage (see `stage`) and commit; None when there was nothing to commit."""
+        env = self._tree_env()
+        self.stage(env)
         if not allow_empty and not self._staged():
             return None
-        args = ["-q", "--no-verify", "--cleanup=whitespace", "-m", message]
-        self.repo.git.commit(*args, *(["--allow-empty"] if allow_empty else []))
-        return self.repo.head.commit.hexsha
+        args = ["commit", "-q", "--no-verify", "--cleanup=whitespace", "-F", "-"]
+        self._run([*args, *(["--allow-empty"] if allow_empty else [])], stdin=message.encode(), env=env)
+        return self.head()
 
     def snapshot(self, message: str) -> str | None:
         """Commit uncommitted work (new, changed or deleted files) so nothing is lost; None if clean."""
-        if not self.repo.is_dirty(untracked_files=True):
-            return None
         return self.commit(message)
 
     def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
@@ -61,40 +164,41 @@ class History:
         new = self.info(sha)
         assert new is not None  # its trailers were just written
         if new.better_than(self.best()):
-            self.repo.git.update_ref("-m", f"best: v{number}", BEST_REF, sha)
+            self._run(["update-ref", "-m", f"best: v{number}", BEST_REF, sha])
         return new
+
+    def head(self) -> str:
+        return self.git("rev-parse", "--verify", "HEAD").strip()
 
     def versions(self) -> list[VersionInfo]:
         """Every version on the current branch, oldest first."""
-        return parse_log(self.repo.git.log("--reverse", f"--format={LOG_FORMAT}", "HEAD"))
+        return parse_log(self._log("--reverse", "HEAD"))
 
     def info(self, rev: str) -> VersionInfo | None:
         """The version recorded by one commit, or None when it is not a version (task, snapshot)."""
-        found = parse_log(self.repo.git.log("-1", f"--format={LOG_FORMAT}", rev))
+        found = parse_log(self._log("-1", rev))
         return found[0] if found else None
 
     def best(self) -> VersionInfo | None:
-        try:
-            sha = self.repo.git.rev_parse("--verify", "-q", BEST_REF)
-        except git.GitCommandError:
-            return None
-        return self.info(sha)
+        sha = self.git("rev-parse", "--verify", "-q", BEST_REF, ok=(0, 1)).strip()
+        return self.info(sha) if sha else None
 
     def root_commit(self) -> str:
         """The first commit ("task: <name>"): the reference copy of every protected file."""
-        roots = self.repo.git.rev_list("--max-parents=0", "HEAD").split()
+        roots = self.git("rev-list", "--max-parents=0", "HEAD").split()
         return roots[-1]
 
     def show(self, rev: str, path: str) -> bytes:
         """A file's bytes at a commit (not the work tree's copy, which the model may have changed)."""
-        return self.repo.git.show(f"{rev}:{path}", stdout_as_string=False, strip_newline_in_stdout=False)
+        return self._run(["cat-file", "blob", f"{rev}:{path}"]).stdout
 
     def checkout_files(self, rev: str, paths: list[str]) -> None:
-        self.repo.git.checkout(rev, "--", *paths)
+        self._run(["checkout", rev, "--", *paths], env=self._tree_env())
+
+    def _log(self, *args: str) -> str:
+        out = self._run(["log", "--no-show-signature", f"--format={LOG_FORMAT}", *args]).stdout
+        return out.decode("utf-8", "replace")
 
     def _staged(self) -> bool:
-        try:
-            self.repo.git.diff("--cached", "--quiet")
-        except git.GitCommandError:
-            return True  # --quiet exits 1 when something is staged (also before the first commit)
-        return False
+        # plumbing: no external diff or textconv; exit 1 when something is staged, 128 before the first commit
+        return self._run(["diff-index", "--cached", "--quiet", "HEAD", "--"], ok=(0, 1, 128)).returncode != 0

@@ -12,8 +12,9 @@ import os
 import time
 from pathlib import Path, PurePosixPath
 
-# files the model reads but never writes; their hashes at creation are kept in workspace.json
-PROTECTED = ("model.py", "model.inputs.py", "SKILL.md", "kernel_runtime.py")
+# files the model reads but never writes; their hashes at creation are kept in workspace.json.
+# .gitignore too: a model-written `*` in it once kept every kernel out of the history
+PROTECTED = ("model.py", "model.inputs.py", "SKILL.md", "kernel_runtime.py", ".gitignore")
 META_DIR = ".cuda-agent"  # the workspace's own record; read-only to the model as well
 RECORD = f"{META_DIR}/workspace.json"
 

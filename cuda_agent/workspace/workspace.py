@@ -198,5 +198,5 @@ class Workspace:
 
     @property
     def head(self) -> str:
-        return self.repo.head.commit.hexsha
+        return self.history.head()
 

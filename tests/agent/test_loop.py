@@ -237,5 +237,44 @@ def test_no_record_holds_an_api_key(env, tmp_path, monkeypatch):
     _, result, records = run(env, tmp_path, [], model=model)
     text = (tmp_path / "t0.jsonl").read_text()
     assert result.stop_reason == "finished" and key not in text and other not in text
-    assert "[redacted]" in of(records, "tool_result")[1].observation  # view_file echoed the key
+    assert "[redacted:OPENAI_API_KEY]" in of(records, "tool_result")[1].observation  # view_file echoed the key
     assert records[0].config["model"] == {"model": "gpt-x", "api_base": "http://localhost:8000/v1", "max_tokens": 512}
+
+
+GH_PAT = "ghp_" + "Lo0pTe5t" * 4 + "abcd"
+LEAKS = {"OPENAI_API_KEY": "sk-test-123", "GH_PAT": GH_PAT, "DATABASE_URL": "postgres://admin:pw@db/x"}
+
+
+def test_environment_secrets_in_observations_reach_neither_the_model_nor_the_trajectory(env, tmp_path, monkeypatch):
+    """Tool output that printed the environment (a file the tools read, a failing candidate's error in
+    verify's observation): every credential is redacted by value before the model or the file sees it,
+    the short key and the configured one included."""
+    for name, value in LEAKS.items():
+        monkeypatch.setenv(name, value)
+    configured = "cfg-only-key-77"  # known only to the model's settings, in no variable
+    printed = "".join(f"{k}={v}\n" for k, v in LEAKS.items()) + f"api_key: {configured}\n"
+    (env.workspace.root / "env.txt").write_text(printed + "PATH=/usr/bin\n")
+    # a candidate whose import fails with the environment in its message: verify shows the error
+    (env.workspace.root / "model_new.py").write_text(f"raise RuntimeError({printed!r})\n")
+
+    class Settings(BaseModel):
+        model: str = "gpt-x"
+        api_key: str = configured
+
+    model = ScriptedModel([turn(call("view_file", path="env.txt")), turn(call("verify")), FINISH])
+    model.config = Settings()
+    _, result, records = run(env, tmp_path, [], model=model)
+    assert result.stop_reason == "finished"
+    seen = json.dumps([c["messages"] for c in model.calls])
+    written = (tmp_path / "t0.jsonl").read_text()
+    for secret in [*LEAKS.values(), configured, "admin:pw@"]:
+        assert secret not in seen and secret not in written, secret
+    view, verify = of(records, "tool_result")[:2]
+    assert "OPENAI_API_KEY=[redacted:OPENAI_API_KEY]" in view.observation
+    assert "GH_PAT=[redacted:GH_PAT]" in view.observation and "DATABASE_URL=[redacted:DATABASE_URL]" in view.observation
+    assert "api_key: [redacted:api_key]" in view.observation and "PATH=/usr/bin" in view.observation
+    assert verify.name == "verify" and "RuntimeError" in verify.observation
+    assert "[redacted:GH_PAT]" in verify.observation
+    # what the model was shown is what was recorded
+    shown = [m["content"] for m in model.calls[1]["messages"] if m["role"] == "tool"]
+    assert shown == [view.observation]

@@ -89,8 +89,27 @@ def test_key_shaped_text_and_environment_secrets_are_redacted(tmp_path, monkeypa
     text = path.read_text()
     assert KEY not in text and env_secret not in text and "/root/.cache/huggingface" in text
     turn, result = read_trajectory(path)
-    assert turn.content == f"export OPENAI_API_KEY={REDACTED}; token {REDACTED}"
+    assert turn.content == f"export OPENAI_API_KEY={REDACTED}; token [redacted:MY_SERVICE_TOKEN]"
     assert result.data == {"stdout": REDACTED}
+
+
+def test_writer_redacts_by_value_short_keys_urls_and_added_secrets(tmp_path, monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-123")
+    monkeypatch.setenv("DATABASE_URL", "postgres://admin:pw@db/x")
+    path = tmp_path / "t.jsonl"
+    with TrajectoryWriter(path, secrets=[("api_key", "from-config-1")]) as w:
+        w.add_secrets(("litellm.api_key", "set-later-2"))
+        w.write(ToolResultRecord(step=1, call_id="c", name="verify", status="error",
+                                 observation="OPENAI_API_KEY=sk-test-123\nDATABASE_URL=postgres://admin:pw@db/x",
+                                 data={"env": ["sk-test-123", {"k": "from-config-1 set-later-2"}], "n": 3}))
+    text = path.read_text()
+    for secret in ("sk-test-123", "admin:pw@", "from-config-1", "set-later-2"):
+        assert secret not in text
+    (result,) = read_trajectory(path)
+    assert result.observation == ("OPENAI_API_KEY=[redacted:OPENAI_API_KEY]\n"
+                                  "DATABASE_URL=[redacted:DATABASE_URL]")
+    assert result.data == {"env": ["[redacted:OPENAI_API_KEY]", {"k": "[redacted:api_key] [redacted:litellm.api_key]"}],
+                           "n": 3}
 
 
 def test_evaluation_from_a_verdict():

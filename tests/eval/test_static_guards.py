@@ -21,7 +21,8 @@ CATALOG = ROOT / "tests" / "adversarial"
 ENTRIES = sorted(p.parent for p in CATALOG.rglob("expect.json"))
 EXAMPLES = sorted((ROOT / "examples").glob("*/candidate"))
 GUARD_IDS = {"import_not_allowed", "reference_access", "fallback", "memoization", "side_stream",
-             "timer_patch", "precision", "forbidden_call", "tensor_subclass",
+             "timer_patch", "precision", "forbidden_call", "tensor_subclass", "module_escape",
+             "interpreter_internals", "tensor_crossing",
              # dynamic ones, implemented by the worker
              "aten_in_forward", "foreign_kernel", "input_mutation", "timed_output_mismatch",
              "timing_mismatch"}
@@ -191,10 +192,10 @@ def test_syntax_error_is_reported_not_raised():
     ("from torch.utils.cpp_extension import load_inline", "forbidden_call"),
     ("import torch\nfrom torch import _C", "forbidden_call"),
     ("import torch\ngetattr(torch, '_C')._set_dispatch_mode(None)", "forbidden_call"),
-    ("import torch\nname = 're' + 'lu'\ngetattr(torch, name)(x)", "forbidden_call"),
+    ("import torch\nname = 're' + 'lu'\ngetattr(torch, name)(x)", "interpreter_internals"),
     ("import torch\ntorch.backends.cudnn.benchmark = True", "forbidden_call"),
     ("import torch\ntorch._dynamo.reset()", "forbidden_call"),
-    ("f = g.__globals__", "forbidden_call"),
+    ("f = g.__globals__", "interpreter_internals"),
     ("T = type('T', (object,), {})", "forbidden_call"),
     ("import kernel_runtime\nkernels = kernel_runtime.load_kernels('/tmp/prebuilt')", "forbidden_call"),
     ("import torch\nclass T(torch.Tensor):\n    pass", "tensor_subclass"),

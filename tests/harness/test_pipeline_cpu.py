@@ -55,9 +55,10 @@ def test_seeds_are_fresh_each_evaluation(evaluator):
         ("wrong", "incorrect", None),
         ("partial", "incorrect", None),
         ("torch_compute", "guard_violation", "aten_in_forward"),
-        ("mutate", "incorrect", "input_mutation"),
-        ("subclass", "incorrect", "tensor_subclass"),
-        ("lazy_after_checks", "guard_violation", "timed_output_mismatch"),
+        ("mutate", "guard_violation", "plan"),  # returns its input: an output must be a new tensor
+        ("clobber", "incorrect", "input_mutation"),
+        ("subclass", "guard_violation", "tensor_subclass"),
+        ("lazy_after_checks", "guard_violation", "static_state"),  # its call counter is static C state
         ("tamper", "guard_violation", "timer_patch"),
         ("crash", "runtime_error", None),
     ],
@@ -86,19 +87,31 @@ def test_hang_is_killed_at_the_time_limit(tmp_path):
     assert "8 s" in v.error
 
 
-def test_candidate_cannot_write_outside_its_scratch_folder(tmp_path, monkeypatch):
-    from cuda_agent.eval.sandbox import landlock_abi
+def _with_prelude(tmp_path: Path, prelude: str) -> Path:
+    """The honest candidate with `prelude` run at import (an attack), in a folder of its own."""
+    import shutil
 
-    if landlock_abi() < 1:
-        pytest.skip("Landlock unavailable on this kernel")
+    cand = tmp_path / "cand"
+    shutil.copytree(HERE / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
+    src = (cand / "model_new.py").read_text()
+    (cand / "model_new.py").write_text(src.replace("kernels = kernel_runtime.load_kernels()",
+                                                   "kernels = kernel_runtime.load_kernels()\n" + prelude))
+    return cand
+
+
+def test_candidate_cannot_write_outside_the_jail(tmp_path):
+    from cuda_agent.jail import jail_problem
+
+    if jail_problem():
+        pytest.skip(jail_problem())
     target = tmp_path / "records" / "trajectory.jsonl"
     target.parent.mkdir()
-    monkeypatch.setenv("CUDA_AGENT_TEST_TARGET", str(target))
+    cand = _with_prelude(tmp_path, f"import os\nopen({str(target)!r}, 'w').write('written by the candidate')\n")
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
-        v = ev.evaluate(HERE / "escape")
+        v = ev.evaluate(cand)
     assert not target.exists()
-    assert v.status == "runtime_error" and "Permission denied" in v.error
+    assert v.status == "runtime_error" and ("No such file" in v.error or "Read-only" in v.error), v.error
     assert "forbidden_call" in guards(v) or "import_not_allowed" in guards(v)
 
 
@@ -119,32 +132,32 @@ def test_compile_error_is_trimmed_and_located(evaluator, tmp_path):
 
 
 def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
-    from cuda_agent.eval.sandbox import scrubbed_env
-
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-candidates")
-    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path)
+    cand = _with_prelude(tmp_path, "import os\nif any('KEY' in k for k in os.environ) or '/root' in os.environ.get('HOME', ''):\n"
+                                   "    raise RuntimeError('leaked: ' + ','.join(os.environ))\n")
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
     with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
-        v = ev.evaluate(HERE / "keyleak")  # raises in its import if any *KEY* variable is visible
+        v = ev.evaluate(cand)  # raises in its import if any *KEY* variable is visible
     assert "leaked" not in (v.error or ""), v.error
     assert v.sets and v.sets[0].ok
 
-    env = {"OPENAI_API_KEY": "sk-x", "ANTHROPIC_API_KEY": "a", "AWS_SECRET_ACCESS_KEY": "b", "HF_TOKEN": "c",
-           "PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root", "MY_DB_PASSWORD": "d"}
-    assert scrubbed_env(env) == {"PATH": "/bin", "CUDA_VISIBLE_DEVICES": "0", "HOME": "/root"}
 
-
-def test_candidate_cannot_reach_the_network(monkeypatch, tmp_path):
+def test_candidate_cannot_reach_the_network(tmp_path):
     import socket
 
+    from cuda_agent.jail import jail_problem
+
+    if jail_problem():
+        pytest.skip(jail_problem())
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
-    monkeypatch.setenv("CUDA_AGENT_TEST_PORT", str(server.getsockname()[1]))
-    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path)
+    port = server.getsockname()[1]
+    cand = _with_prelude(tmp_path, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+                                   "    raise RuntimeError('reached the network')\nexcept OSError:\n    pass\n")
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
     with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
-        v = ev.evaluate(HERE / "netprobe")  # raises in its import if it can connect to the server
+        v = ev.evaluate(cand)  # raises in its import if it can connect to the server
     server.close()
-    if any("no network isolation" in n for n in v.notes):
-        pytest.skip("this machine cannot make network namespaces")
     assert "reached the network" not in (v.error or ""), v.error
     assert v.sets and v.sets[0].ok

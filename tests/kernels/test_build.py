@@ -254,3 +254,23 @@ def test_build_does_not_import_torch():
     code = "import sys, cuda_agent.kernels.build; print('torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("raw", [b"a,b.cu", b"a b.cu", b"new\nline.cu", b"byte\xff.cu", b".hidden.cu", b"-x.cu"])
+def test_a_source_name_the_tools_refuse_is_a_one_line_error_and_later_builds_work(candidate, build, monkeypatch, raw):
+    import os
+
+    candidate.write("b.cu", KERNEL_B)
+    bad = os.path.join(os.fsencode(candidate.kernels), raw)
+    with open(bad, "wb") as f:  # as the shell would make it
+        f.write(KERNEL_B.replace("fill", "fill2").encode())
+    with monkeypatch.context() as m:
+        _no_nvcc(m)  # refused before nvcc or the cache ever see it
+        result = build()
+    assert not result.ok and len(result.errors.splitlines()) == 1, result.errors
+    assert result.errors.startswith("kernels/") and "delete_file" in result.errors and "rename_file" in result.errors
+    result.errors.encode("utf-8")  # the name is escaped: no lone surrogate
+    os.remove(bad)
+    again = build(arch="sm_90a")
+    assert again.ok, again.errors
+    assert again.launchers == ["fill"]

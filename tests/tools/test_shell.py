@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import time
 
 import pytest
@@ -35,20 +36,19 @@ def test_runs_in_workspace_with_exit_code(sh, ws):
 
 def test_timeout_kills_the_process_group(sh, ws):
     t0 = time.monotonic()
-    r = shell.run({"command": "sleep 100 & echo $! > bg.pid; echo started; sleep 100", "timeout": 1}, sh)
+    r = shell.run({"command": "sleep 100.101 & echo started; sleep 100", "timeout": 1}, sh)
     assert time.monotonic() - t0 < 5
     assert r.status == "error" and r.data["timed_out"] and "timed out after 1 s" in r.observation
     assert "started" in r.observation  # output printed before the kill is kept
-    background = int((ws.root / "bg.pid").read_text())
-    time.sleep(0.2)
-    assert not _alive(background)
+    time.sleep(0.3)
+    assert not _running("100.101")
 
 
 def test_background_leftovers_are_killed_when_command_ends(sh, ws):
-    r = shell.run({"command": "sleep 100 & echo $! > bg.pid", "timeout": 10}, sh)
+    r = shell.run({"command": "(setsid sleep 100.102 &) ; sleep 100.103 & echo ok", "timeout": 10}, sh)
     assert r.status == "ok"
-    time.sleep(0.2)
-    assert not _alive(int((ws.root / "bg.pid").read_text()))
+    time.sleep(0.3)
+    assert not _running("100.102") and not _running("100.103")  # even the one that left the session
 
 
 def test_timeout_is_capped_by_settings(ws):
@@ -62,10 +62,22 @@ def test_timeout_is_capped_by_settings(ws):
 def test_environment_has_no_credentials(sh, monkeypatch):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-should-not-leak")
     monkeypatch.setenv("GITHUB_TOKEN", "ghp-should-not-leak")
-    monkeypatch.setenv("CUDA_AGENT_PLAIN", "kept")
+    monkeypatch.setenv("CUDA_AGENT_PLAIN", "not-on-the-allowlist")
     r = shell.run({"command": "env"}, sh)
     assert "should-not-leak" not in r.observation and "OPENAI_API_KEY" not in r.observation
-    assert "CUDA_AGENT_PLAIN=kept" in r.observation
+    assert "not-on-the-allowlist" not in r.observation  # an allowlist, not a scrubber
+    assert "PATH=" in r.observation and "HOME=/tmp" in r.observation
+
+
+def test_shell_cannot_write_outside_the_workspace(sh, ws, tmp_path):
+    outside = tmp_path / "judge-copy.py"
+    outside.write_text("original")
+    rc = Path.home() / ".bashrc"
+    before = rc.read_bytes() if rc.exists() else None
+    shell.run({"command": f"echo x > {outside}; echo y >> {rc}; echo z > note.txt"}, sh)
+    assert outside.read_text() == "original"
+    assert (ws.root / "note.txt").read_text() == "z\n"
+    assert (rc.read_bytes() if rc.exists() else None) == before
 
 
 def test_scrubbed_env_rules():
@@ -81,6 +93,18 @@ def test_huge_output_is_bounded(sh):
     r = shell.run({"command": "yes line | head -c 50000000; echo; echo THE-END"}, sh)
     assert r.status == "ok" and len(r.observation) <= MAX_OBSERVATION
     assert "cut" in r.observation and r.observation.rstrip().endswith("THE-END")
+
+
+def _running(marker: str) -> bool:
+    """Whether any process on this machine runs `sleep <marker>` (pids inside the jail are its own)."""
+    for p in Path("/proc").iterdir():
+        try:
+            if p.name.isdigit() and marker in (p / "cmdline").read_bytes().decode(errors="replace") \
+                    and (p / "stat").read_text().split(")")[-1].split()[0] != "Z":
+                return True
+        except OSError:
+            continue
+    return False
 
 
 def _alive(pid: int) -> bool:

@@ -41,7 +41,7 @@ def test_create_lays_out_the_workspace_and_commits_it(ws, tmp_path):
     record = json.loads((ws.root / ".cuda-agent" / "workspace.json").read_text())
     assert record["task"]["path"] == str(EXAMPLE) and record["task"]["class_name"] == "Model"
     assert record["task"]["source_hash"] == load_task(str(EXAMPLE)).source_hash
-    assert set(record["protected"]) == {"model.py", "SKILL.md", "kernel_runtime.py"}  # no sidecar here
+    assert set(record["protected"]) == {"model.py", "SKILL.md", "kernel_runtime.py", ".gitignore"}  # no sidecar
     assert record["protected"]["model.py"] == hashlib.sha256(EXAMPLE.read_bytes()).hexdigest()
 
     assert git_out(ws.root, "log", "--format=%s").splitlines() == ["task: scale_add_small"]
@@ -295,3 +295,39 @@ def test_git_log_reads_as_the_optimisation_history(ws, verdicts):
         assert subject in log
     assert ws.snapshot("nothing to keep") is None
     assert os.path.isdir(ws.root / ".git")
+
+
+# -- .gitignore: protected, and no way to keep a version's files out ---------------------------------
+
+
+def test_a_model_written_gitignore_cannot_keep_kernels_out_of_a_version(ws, verdicts, tmp_path):
+    from cuda_agent.results.final import export_version
+
+    (ws.root / ".gitignore").write_text("*\n")  # as the shell would write it
+    (ws.root / "kernels" / "k.cu").write_text('extern "C" void f(cudaStream_t s) {}\n')
+    (ws.root / "model_new.py").write_text("# ModelNew v1\n")
+    v1 = ws.commit_version(verdicts.correct(1, 1.0))
+    files = git_out(ws.root, "ls-tree", "-r", "--name-only", v1.sha).split()
+    assert "kernels/k.cu" in files and "model_new.py" in files
+    exported = export_version(ws, v1.sha, tmp_path / "export")  # what re-verification builds from
+    assert (exported / "kernels" / "k.cu").read_text().startswith('extern "C"')
+    assert (exported / "model_new.py").read_text() == "# ModelNew v1\n"
+    assert ws.changed_protected() == [".gitignore"]  # it is a protected file: a guard violation
+    assert ws.restore_protected() == [".gitignore"]
+    assert "*" not in (ws.root / ".gitignore").read_text().split()
+
+
+def test_gitignore_is_read_only_to_the_file_tools(ws):
+    from cuda_agent.tools.base import ToolContext
+    from cuda_agent.tools.files import DeleteFile, EditFile, RenameFile, ViewFile
+
+    ctx = ToolContext(workspace=ws)
+    before = (ws.root / ".gitignore").read_text()
+    assert ViewFile().run({"path": ".gitignore"}, ctx).status == "ok"
+    for r in (EditFile().run({"mode": "create", "path": ".gitignore", "file_text": "*\n", "overwrite": True}, ctx),
+              EditFile().run({"mode": "insert", "path": ".gitignore", "insert_line": 0, "new_str": "*"}, ctx),
+              DeleteFile().run({"path": ".gitignore"}, ctx),
+              RenameFile().run({"path": ".gitignore", "new_path": "old.gitignore"}, ctx),
+              RenameFile().run({"path": "model_new.py", "new_path": ".gitignore"}, ctx)):
+        assert r.status == "error" and "protected" in r.observation and "\n" not in r.observation, r.observation
+    assert (ws.root / ".gitignore").read_text() == before and (ws.root / "model_new.py").exists()

@@ -56,6 +56,24 @@ FORBIDDEN_INCLUDES = ("torch/", "ATen/", "c10/", "pybind11/", "caffe2/", "Python
                       "spawn.h")
 THREAD_INCLUDES = ("thread", "future", "pthread.h")
 PTX_LOW = re.compile(r"\.(f16|bf16|tf32|e4m3|e5m2|f16x2|bf16x2)\b")
+# Ways around the built-library audit (native.py), stopped here first (docs/guards.md):
+# attributes that rename, weaken or alias a symbol, or run code when the library loads.
+SYMBOL_ATTRIBUTES = frozenset({"weak", "weakref", "alias", "visibility", "symver", "copy", "externally_visible"})
+LOAD_TIME_ATTRIBUTES = frozenset({"constructor", "destructor", "init_priority", "ifunc", "target_clones", "section"})
+# Names nvcc, g++ and the C++ ABI give their own code and data; the audit trusts what carries them.
+RESERVED_PREFIXES = ("__device_stub_", "__sti_", "__cuda", "__nv_", "__fatDeviceText", "__ioinit", "_GLOBAL__", "_Z",
+                     "_ITM_", "__gmon_start__", "__cxa_", "__dso_handle")
+TOOLKIT_NAMESPACES = frozenset({"cub", "thrust", "cuda", "nvtx3", "cooperative_groups", "nvcuda", "cutlass",
+                                "cute", "std", "__gnu_cxx"})
+_ATTRIBUTE = re.compile(r"\b__attribute(?:__)?\s*\(\((.*?)\)\)|\[\[(.*?)\]\]", re.S)
+_PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+(weak|redefine_extname|GCC[ \t]+visibility|init|fini)\b", re.M)
+_PRAGMA_OP = re.compile(r"\b(?:_Pragma|__pragma)\s*\(\s*\"\s*(weak|redefine_extname|GCC\s+visibility|init|fini)\b")
+_NAMESPACE_MACRO = re.compile(r"\b\w*(?:NAMESPACE_BEGIN|BEGIN_NAMESPACE)\w*\b")
+# Assembler directives that place sections or define, alias or weaken symbols (none is PTX).
+_ASM_DIRECTIVE = re.compile(r"(?:^|[\s;{\"])\.(section|pushsection|popsection|previous|init_array|fini_array|"
+                            r"preinit_array|ctors|dtors|symver|weak|weakref|globl|set|equ|incbin|comm|lcomm|text|"
+                            r"data|bss|quad)\b")
+_COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')', re.S)
 
 _STRINGS = frozenset({"string_literal", "raw_string_literal", "char_literal", "concatenated_string",
                       "system_lib_string"})
@@ -112,12 +130,19 @@ class _Scan:
                 continue
             if kind == "gnu_asm_expression":
                 self.asm(n)
+                self.asm_place(n)
+            elif kind == "namespace_definition":
+                self.namespace(n)
+            elif kind in ("asm", "__asm__", "__asm") and (n.parent is None or n.parent.type != "gnu_asm_expression"):
+                self.add("native_symbol", "asm", n.start_point[0], "asm outside an asm statement (a label on a "
+                         "declaration?) renames symbols; call functions by their own names")
             elif kind == "preproc_arg":
                 self.macro(n)
                 continue
             elif kind == "qualified_identifier" and n.parent is not None and n.parent.type != "qualified_identifier":
                 self.qualified(n)
             elif kind in _NAMES:
+                self.declared(n)
                 called = n.parent is not None and n.parent.type == "call_expression" \
                     and n.parent.child_by_field_name("function") == n
                 self.token(n.text.decode(errors="replace"), n.start_point[0],
@@ -126,6 +151,72 @@ class _Scan:
                     self.add("forbidden_call", n.text.decode(), n.start_point[0],
                              f"{n.text.decode()}:: is libtorch/Python API; kernels are plain CUDA C++")
             stack.extend(reversed(n.children))
+
+    # -- what the built-library audit (native.py) relies on --------------------------------------
+
+    def asm_place(self, n: tree_sitter.Node) -> None:
+        """asm labels on declarations, assembly outside device code, directives that emit sections."""
+        line = n.start_point[0]
+        code = " ".join(s.text.decode(errors="replace") for s in _descendants(n) if s.type == "string_literal")
+        if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
+            self.add("load_time_code", "asm ." + m.group(1), line, f"asm directive .{m.group(1)} places sections or "
+                     "defines symbols (code run at load, hidden imports); write plain functions")
+        if n.parent is None or n.parent.type != "expression_statement":
+            self.add("native_symbol", "asm label", line, "an asm label on a declaration renames the symbol it "
+                     "imports or defines; declare and call functions by their own names")
+        elif not _in_device_code(n):
+            self.add("forbidden_call", "host asm", line, "inline assembly outside device code (file scope or a host "
+                     "function) runs unchecked native code; asm belongs in __device__/__global__ functions (PTX)")
+
+    def namespace(self, n: tree_sitter.Node) -> None:
+        name = n.child_by_field_name("name")
+        root = name.text.decode(errors="replace").split("::")[0].strip() if name is not None else ""
+        if root in TOOLKIT_NAMESPACES:
+            self.add("native_symbol", f"namespace {root}", n.start_point[0], f"code inside namespace {root} (a "
+                     "toolkit library's) is taken for the toolkit's own; use a namespace of your own")
+
+    def declared(self, n: tree_sitter.Node) -> None:
+        """A declared name nvcc or the C++ ABI reserves (`__device_stub_*`, `_Z*`), or a definition put in a
+        toolkit namespace (`int cub::x`)."""
+        parent = n.parent
+        if parent is None or n.type not in ("identifier", "namespace_identifier"):
+            return
+        field = parent.field_name_for_child(parent.children.index(n))
+        text = n.text.decode(errors="replace")
+        if n.type == "identifier" and field == "declarator" and text.startswith(RESERVED_PREFIXES):
+            self.add("native_symbol", text, n.start_point[0], f"{text} is a name nvcc or the C++ ABI gives its own "
+                     "code and data; name functions and variables plainly")
+        if n.type == "namespace_identifier" and text in TOOLKIT_NAMESPACES and field == "scope" \
+                and parent.type == "qualified_identifier":
+            top = parent
+            while top.parent is not None and top.parent.type == "qualified_identifier":
+                top = top.parent
+            if top.parent is not None and top.parent.field_name_for_child(top.parent.children.index(top)) in (
+                    "declarator", "name") and top.parent.type not in ("call_expression", "template_function"):
+                self.add("native_symbol", f"namespace {text}", n.start_point[0], f"defining {text}::... puts code in "
+                         "a toolkit library's namespace, taken for the toolkit's own; use a namespace of your own")
+
+    def text(self, source: str) -> None:
+        """Attributes, pragmas and namespace macros, from the text (they survive parse errors and macros)."""
+        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), source)
+        bare = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
+        for m in _ATTRIBUTE.finditer(bare):
+            line = bare.count("\n", 0, m.start())
+            for word in {w.strip("_") for w in _WORD.findall(m.group(1) or m.group(2) or "")}:
+                if word in SYMBOL_ATTRIBUTES:
+                    self.add("native_symbol", word, line, f"__attribute__(({word})) makes a symbol weak, aliased or "
+                             "visible under another name (a hidden import); declare plain functions")
+                elif word in LOAD_TIME_ATTRIBUTES:
+                    self.add("load_time_code", word, line, f"__attribute__(({word})) runs code when the library "
+                             "loads or unloads, or places it in a chosen section; do all work inside the launchers")
+        for pattern in (_PRAGMA, _PRAGMA_OP):
+            for m in pattern.finditer(code if pattern is _PRAGMA_OP else bare):
+                word = " ".join(m.group(1).split())
+                self.add("native_symbol", f"pragma {word}", bare.count("\n", 0, m.start()), f"#pragma {word} "
+                         "weakens, renames or hides symbols (a hidden import); declare plain functions")
+        for m in _NAMESPACE_MACRO.finditer(bare):
+            self.add("native_symbol", m.group(), bare.count("\n", 0, m.start()), f"{m.group()} opens a toolkit "
+                     "library's namespace, taken for the toolkit's own; use a namespace of your own")
 
     def include(self, n: tree_sitter.Node) -> None:
         path_node = n.child_by_field_name("path")
@@ -161,8 +252,12 @@ class _Scan:
 
     def macro(self, n: tree_sitter.Node) -> None:
         raw = n.text.decode(errors="replace")
-        if re.search(r"\basm\b", raw):  # inline PTX wrapped in a macro
-            self.ptx(" ".join(_PTX_STRINGS.findall(raw)), n.start_point[0])
+        if re.search(r"\b(?:asm|__asm__|__asm)\b", raw):  # inline PTX wrapped in a macro
+            code = " ".join(_PTX_STRINGS.findall(raw))
+            self.ptx(code, n.start_point[0])
+            if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
+                self.add("load_time_code", "asm ." + m.group(1), n.start_point[0], f"asm directive .{m.group(1)} "
+                         "places sections or defines symbols (code run at load, hidden imports); write plain functions")
         # Blank out comments and strings, keeping newlines so line numbers still hold.
         body = _MACRO_NOISE.sub(lambda m: "\n" * m.group().count("\n") or " ", raw)
         for m in _WORD.finditer(body):
@@ -170,6 +265,32 @@ class _Scan:
         for name in THREAD_QUALIFIED:
             if name in re.sub(r"\s+", "", body):
                 self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing")
+
+
+def _in_device_code(n: tree_sitter.Node) -> bool:
+    """Inside a __global__/__device__ function (a __host__ __device__ one: under #ifdef __CUDA_ARCH__)."""
+    arch = False
+    child, node = n, n.parent
+    while node is not None:
+        if node.type in ("preproc_ifdef", "preproc_if") and "__CUDA_ARCH__" in (
+                node.child_by_field_name("name") or node.child_by_field_name("condition") or node).text.decode():
+            negated = node.children[0].type == "#ifndef" or (node.child_by_field_name("condition") is not None
+                                                              and node.child_by_field_name("condition").type
+                                                              == "unary_expression")
+            in_else = child.type in ("preproc_else", "preproc_elif")
+            arch = arch or negated == in_else
+        if node.type == "lambda_expression":
+            return False  # extended __device__ lambdas are not enabled: a lambda here is host code
+        if node.type == "function_definition":
+            marks = {c.type for c in node.children}
+            return "__global__" in marks or ("__device__" in marks and ("__host__" not in marks or arch))
+        child, node = node, node.parent
+    return False
+
+
+def _blank(text: str) -> str:
+    """Spaces for a comment or string, keeping its newlines (line numbers hold)."""
+    return re.sub(r"[^\n]", " ", text)
 
 
 def _descendants(n: tree_sitter.Node):
@@ -184,4 +305,5 @@ def check_cuda_source(source: bytes, where: str, *, task_fp32: bool, allow_preci
     """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu")."""
     scan = _Scan(where, task_fp32, allow_precision)
     scan.node(_parser().parse(source).root_node)
+    scan.text(source.decode(errors="replace"))
     return scan.findings

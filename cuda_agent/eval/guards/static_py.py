@@ -23,11 +23,84 @@ REFERENCE_PATH = re.compile(r"(^|[\\/])model\.py$")
 
 # Resolved names (and everything under them) that no candidate needs.
 FORBIDDEN = (
-    "torch.ops", "torch.library", "torch.compile", "torch.jit", "torch.fx", "torch.export",
-    "torch.utils.cpp_extension", "torch.overrides", "torch.hub", "torch.load", "torch.save",
+    "torch.ops", "torch.library", "torch.compile", "torch.compiler", "torch.jit", "torch.fx", "torch.export",
+    "torch.onnx", "torch.utils", "torch.overrides", "torch.hub", "torch.load", "torch.save", "torch.package",
+    "torch.serialization", "torch.storage", "torch.distributed", "torch.profiler", "torch.autograd.profiler",
     "torch.from_file", "torch.classes", "torch.set_default_dtype", "torch.set_default_device",
-    "torch.set_default_tensor_type", "torch.set_flush_denormal", "torch.cuda.memory",
+    "torch.set_default_tensor_type", "torch.set_flush_denormal", "torch.cuda.memory", "torch.cuda.cudart",
+    "torch.cuda.caching_allocator_alloc", "torch.cuda.caching_allocator_delete", "torch.cuda.MemPool",
+    "torch.cuda.use_mem_pool", "torch.cuda.CUDAPluggableAllocator", "torch.cuda.change_current_allocator",
+    "torch.cuda.jiterator", "torch.cuda.tunable", "typing.get_type_hints", "typing.ForwardRef",
+    "typing.evaluate_forward_ref",
 )
+# Modules reachable as attributes of other modules (torch.os, torch.cuda.traceback, typing.sys,
+# kernel_runtime.ctypes...). These names are never an honest attribute of a tensor, a module or a
+# builtin container, so they fire on any attribute chain (`[torch][0].os` too), as a literal
+# getattr/hasattr name, and as a bare name the file does not bind. tests/eval/test_static_escapes.py
+# checks every module an imported torch exposes this way is caught.
+MODULE_NAMES = frozenset({
+    "os", "posix", "nt", "posixpath", "ntpath", "genericpath", "_osp", "sys", "subprocess", "ctypes", "_ctypes",
+    "cffi", "importlib", "importlib_metadata", "importlib_resources", "pkgutil", "zipimport", "runpy", "site",
+    "sysconfig", "builtins", "__builtin__", "gc", "inspect", "dis", "opcode", "code", "codeop", "pydoc",
+    "traceback", "linecache", "tokenize", "faulthandler", "tracemalloc", "atexit", "warnings", "_warnings",
+    "logging", "io", "_io", "pathlib", "shutil", "tempfile", "glob", "fnmatch", "mmap", "fcntl", "resource",
+    "pty", "tty", "termios", "socket", "socketserver", "ssl", "http", "urllib", "requests", "selectors",
+    "asyncio", "signal", "threading", "_thread", "multiprocessing", "python_multiprocessing", "mp",
+    "concurrent", "queue", "sched", "contextvars", "types", "weakref", "_weakref", "marshal", "pickle",
+    "_pickle", "cPickle", "pickletools", "_compat_pickle", "copyreg", "dill", "cloudpickle", "shelve",
+    "dbm", "sqlite3", "zipfile", "tarfile", "gzip", "bz2", "lzma", "zlib", "functools", "_functools",
+    "operator", "_operator", "contextlib", "dataclasses", "string", "unittest", "mock", "pdb", "bdb",
+    "cProfile", "pstats", "timeit", "platform", "getpass", "pwd", "grp", "webbrowser", "argparse",
+    "difflib", "pprint", "textwrap", "hashlib", "uuid", "base64", "locale", "typing_extensions", "torchgen",
+    "numpy", "np", "scipy", "sympy", "mpmath", "networkx", "optree", "triton", "jinja2", "filelock",
+    "fsspec", "pynvml", "psutil", "setuptools", "pkg_resources", "distutils", "packaging", "_C", "_VF",
+    "_ops", "_dynamo", "_inductor", "_sys", "_os",
+})
+# Module aliases that are also ordinary attribute names (x.t(), d.copy(), loss.reduction): they
+# fire only on a path resolved through the file's imports (torch.nn.modules.module.copy), never
+# where that path is an honest attribute (SOFT_MODULE_OK).
+SOFT_MODULE_NAMES = frozenset({
+    "t", "copy", "copymodule", "re", "stdlib_re", "random", "time", "datetime", "abc", "enum", "json",
+    "struct", "numbers", "keyword", "collections", "container_abcs", "_collections_abc", "itertools", "it",
+    "itl", "heapq", "bisect", "math", "cmath", "typing", "errno", "reduction", "reducer", "ast", "__future__",
+})
+SOFT_MODULE_OK = frozenset({"torch.t", "torch.Tensor.t", "torch.random"})
+MODULE_ROOTS = frozenset({"torch", "math", "typing", "kernel_runtime"})
+RUNTIME_API = frozenset({"kernel_runtime.load_kernels"})
+# Interpreter internals: every dunder attribute but these, frames, code objects, tracebacks, cells.
+DUNDER_ATTRS_OK = frozenset({"__init__", "__name__", "__qualname__", "__doc__", "__module__"})
+DUNDER_NAMES_OK = frozenset({"__name__", "__doc__", "__file__", "__all__", "__debug__", "__qualname__",
+                             "__module__", "__slots__"})
+FRAME_ATTRS = frozenset({
+    "gi_frame", "gi_code", "gi_yieldfrom", "gi_suspended", "cr_frame", "cr_code", "cr_await", "cr_origin",
+    "ag_frame", "ag_code", "ag_await", "f_back", "f_locals", "f_globals", "f_builtins", "f_code", "f_lasti",
+    "f_lineno", "f_trace", "f_trace_lines", "f_trace_opcodes", "f_generator", "tb_frame", "tb_next",
+    "tb_lasti", "tb_lineno", "co_consts", "co_code", "co_names", "co_varnames", "co_cellvars", "co_freevars",
+    "co_filename", "co_name", "co_qualname", "co_flags", "co_lnotab", "co_linetable", "co_exceptiontable",
+    "co_positions", "co_lines", "co_argcount", "co_posonlyargcount", "co_kwonlyargcount", "co_nlocals",
+    "co_stacksize", "co_firstlineno", "cell_contents", "func_globals", "func_code", "func_closure",
+    "im_func", "im_self", "_getframe", "currentframe", "walk_stack", "walk_tb", "exc_info",
+})
+# Methods that run candidate code at moments the harness does not choose (class creation, pickling,
+# attribute lookup of every name, garbage collection) or make an object pose as an array.
+DUNDER_DEFS = frozenset({
+    "__getattribute__", "__init_subclass__", "__class_getitem__", "__set_name__", "__mro_entries__",
+    "__prepare__", "__instancecheck__", "__subclasscheck__", "__del__", "__reduce__", "__reduce_ex__",
+    "__getstate__", "__setstate__", "__getnewargs__", "__getnewargs_ex__",
+})
+REFLECTIVE = frozenset({"getattr", "setattr", "delattr", "hasattr"})
+REFLECTIVE_ATTRS = frozenset({"attrgetter", "methodcaller"})  # operator's getattr by string
+# Ways out of torch to host data or raw memory (numpy, DLPack, buffers, storages, pointers).
+CROSSING_ATTRS = frozenset({
+    "numpy", "tolist", "from_numpy", "dlpack", "from_dlpack", "to_dlpack", "frombuffer", "asarray", "share_memory_",
+    "data_ptr", "untyped_storage", "_typed_storage", "UntypedStorage", "TypedStorage", "__array__",
+    "__array_interface__", "__array_struct__", "__array_wrap__", "__array_priority__", "__array_function__",
+    "__array_ufunc__", "__cuda_array_interface__", "__dlpack__", "__dlpack_device__",
+})
+CROSSING_METHODS = frozenset({"storage"})  # only when called: `x.storage()`
+# Tensors made from Python data: fine in __init__ (constants), not in code forward runs.
+DATA_TENSORS = frozenset({"torch.tensor", "torch.as_tensor", "torch.scalar_tensor", "torch.Tensor"})
+LEGACY_TENSOR = re.compile(r"^torch\.(cuda\.)?[A-Z]\w*Tensor$")
 SIDE_STREAM = (
     "torch.cuda.Stream", "torch.cuda.ExternalStream", "torch.cuda.stream", "torch.cuda.set_stream",
     "torch.cuda.streams", "torch.cuda.graph", "torch.cuda.graphs", "torch.cuda.CUDAGraph",
@@ -54,8 +127,6 @@ ALLOCATORS = frozenset({"torch.empty", "torch.empty_like", "torch.empty_strided"
                         "torch.zeros_like", "torch.ones", "torch.ones_like", "torch.full", "torch.full_like"})
 FORBIDDEN_BUILTINS = frozenset({"exec", "eval", "compile", "__import__", "open", "globals", "locals",
                                 "vars", "breakpoint", "input"})
-DUNDER_ESCAPES = frozenset({"__globals__", "__code__", "__builtins__", "__subclasses__", "__bases__",
-                            "__mro__", "__closure__", "__loader__", "__spec__", "__dict__", "__class__"})
 CACHE_DECORATORS = frozenset({"cache", "lru_cache", "cached_property", "memoize", "memoized"})
 MUTATORS = frozenset({"append", "extend", "insert", "update", "setdefault", "add", "__setitem__",
                       "appendleft", "put"})
@@ -74,27 +145,65 @@ MSG_PRECISION_FLAG = "touches {name} in an fp32 task (TF32/reduced-precision mat
 MSG_DOWNCAST = ".{name}() in an fp32 task is a precision downgrade; keep float32 end to end"
 MSG_SUBCLASS = "{what}: outputs must be plain tensors written by your kernels, not tensor subclasses"
 MSG_BUILTIN = "{name}() can run or read arbitrary code and files; call your kernels directly"
-MSG_DUNDER = "{name} reaches into interpreter internals; use the public API"
+MSG_DUNDER = ("{name} reaches into interpreter internals (globals, classes, closures, code); "
+              "use tensors, their public methods and your kernels")
+MSG_FRAME = ("{name} reaches frames, code objects or tracebacks (and through them every module); "
+             "use tensors, their public methods and your kernels")
+MSG_DUNDER_DEF = ("def {name} hooks into the interpreter (class creation, pickling, attribute lookup, "
+                  "finalizers); write ordinary methods")
+MSG_REFLECT_COMPUTED = "{fn}() with a computed name can reach anything; write obj.attr with the name you use"
+MSG_REFLECT_VALUE = "{fn} used as a value (not called with a literal name) can reach anything; write obj.attr"
+MSG_MODULE = ("{path} reaches the module `{name}` through an attribute; model_new.py may use only torch's "
+              "tensor API and your kernels (no os, sys, ctypes, numpy...)")
+MSG_MODULE_NAME = "the name `{name}` is a module model_new.py has no access to; use torch and your kernels"
+MSG_RUNTIME = ("{path}: kernel_runtime offers only load_kernels(); call kernel_runtime.load_kernels() "
+               "and use its launchers")
+MSG_CROSSING = ("{what} moves tensor data out of torch (host copies, numpy, DLPack, raw pointers or storage); "
+                "forward may only allocate, take views and call your kernels")
+MSG_DATA_TENSOR = ("{what} in code forward runs builds a tensor from Python data; compute in your kernels "
+                   "(make constant tensors once in __init__)")
 
 
 def name_rules(name: str, *, store: bool, task_fp32: bool) -> list[tuple[str, str]]:
     """The (guard, message) pairs a resolved module path triggers."""
     out = []
     parts = name.split(".")
+    escape = module_escape(parts)
+    if escape:
+        out.append(escape)
+    # F.torch.ops is torch.ops: judge a path from its last `torch`
+    last_torch = max((i for i, p in enumerate(parts) if p == "torch"), default=0)
+    canon = ".".join(parts[last_torch:])
+    crossing = next((p for p in parts[1:] if p in CROSSING_ATTRS), None) or (
+        parts[-1] if parts[0] == "torch" and parts[-1].endswith("Storage") else None)
+    if crossing:
+        out.append(("tensor_crossing", MSG_CROSSING.format(what=name)))
     if any(p.startswith("_") and not p.endswith("__") for p in parts):
         out.append(("forbidden_call", f"{name} is private API (dispatcher, compiler, allocator internals); "
                                       "use only public torch calls and your kernels"))
-    elif _under(name, FORBIDDEN):
+    elif _under(canon, FORBIDDEN):
         out.append(("forbidden_call", f"{name} is not for candidates (compilers, op registries, global "
-                                      "state, files); do the work in kernels/*.cu"))
-    if store and _under(name, ("torch.backends",)):
+                                      "state, files, code from strings); do the work in kernels/*.cu"))
+    if store and _under(canon, ("torch.backends",)):
         out.append(("forbidden_call", f"writes {name}: backend flags belong to the harness; leave them"))
-    if _under(name, SIDE_STREAM):
+    if _under(canon, SIDE_STREAM):
         out.append(("side_stream", f"{name}: work on other streams, graphs or threads escapes timing; "
                                    "launch on the current stream (the binding passes it)"))
-    if task_fp32 and _under(name, PRECISION_NAMES):
+    if task_fp32 and _under(canon, PRECISION_NAMES):
         out.append(("precision", MSG_PRECISION.format(name=name)))
     return out
+
+
+def module_escape(parts: list[str]) -> tuple[str, str] | None:
+    """module_escape for a resolved path (torch.os, F.torch.sys, kernel_runtime.ctypes), or None."""
+    if parts[0] == "kernel_runtime" and len(parts) > 1 and ".".join(parts[:2]) not in RUNTIME_API:
+        return "module_escape", MSG_RUNTIME.format(path=".".join(parts[:2]))
+    if parts[0] not in MODULE_ROOTS:
+        return None
+    for i, p in enumerate(parts[1:], 1):
+        if p in MODULE_NAMES or (p in SOFT_MODULE_NAMES and ".".join(parts[:i + 1]) not in SOFT_MODULE_OK):
+            return "module_escape", MSG_MODULE.format(path=".".join(parts[:i + 1]), name=p)
+    return None
 
 
 def _under(name: str, prefixes: Iterable[str]) -> bool:
@@ -125,6 +234,8 @@ class _Checker(ast.NodeVisitor):
         self.classes: set[str] = set()
         self.docstrings: set[int] = set()
         self.funcs: list[str] = []  # enclosing function names, innermost last
+        self.func_nodes: list[ast.AST] = []  # the same, as nodes
+        self.per_call: set[int] = set()  # ids of the function nodes forward runs (by name, transitively)
         self.findings: list[Finding] = []
 
     # -- reporting ---------------------------------------------------------------------
@@ -159,6 +270,7 @@ class _Checker(ast.NodeVisitor):
                 self.bound.add(node.id)
         if tree.body and isinstance(tree.body[0], ast.Expr) and isinstance(tree.body[0].value, ast.Constant):
             self.docstrings.add(id(tree.body[0].value))
+        self.per_call = per_call_functions(tree)
         for node in ast.walk(tree):  # aliases of modules by assignment: c = torch.cuda
             if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name):
                 target = self.dotted(node.value)
@@ -251,9 +363,26 @@ class _Checker(ast.NodeVisitor):
                 self.check_self_store(node)
         if node.attr in PRECISION_ATTRS and self.task_fp32:
             self.add("precision", node, MSG_PRECISION_FLAG.format(name=node.attr))
-        if node.attr in DUNDER_ESCAPES:
-            self.add("forbidden_call", node, MSG_DUNDER.format(name=node.attr))
+        self.check_attr_name(node, node.attr, node.value, called=_is_called(node))
         self.generic_visit(node)
+
+    def check_attr_name(self, node: ast.AST, attr: str, base: ast.AST, *, called: bool) -> None:
+        """The rules on an attribute name whatever it is read from (x.attr, getattr(x, "attr"))."""
+        if attr in CROSSING_ATTRS or (called and attr in CROSSING_METHODS):
+            self.add("tensor_crossing", node, MSG_CROSSING.format(what=f".{attr}"))
+        elif attr in SUBCLASS_HOOKS:
+            self.add("tensor_subclass", node, MSG_SUBCLASS.format(what=attr))
+        elif attr.startswith("__") and attr.endswith("__") and attr not in DUNDER_ATTRS_OK:
+            self.add("interpreter_internals", node, MSG_DUNDER.format(name=attr))
+        elif attr in FRAME_ATTRS:
+            self.add("interpreter_internals", node, MSG_FRAME.format(name=attr))
+        elif attr in REFLECTIVE_ATTRS:
+            self.add("interpreter_internals", node, MSG_REFLECT_COMPUTED.format(fn=attr))
+        elif attr in MODULE_NAMES and not _is_name(base, "self"):
+            # self.<name> is the candidate's own attribute: whatever it holds was reached elsewhere
+            self.add("module_escape", node, MSG_MODULE.format(path=_describe_attr(base, attr), name=attr))
+        if attr == "modules" and (_is_name(base, "sys") or getattr(base, "attr", None) == "sys"):
+            self.add("module_escape", node, MSG_MODULE.format(path="sys.modules", name="sys"))
 
     def visit_Name(self, node: ast.Name) -> None:
         # Binding a name (x = torch.backends.cudnn.enabled) writes nothing; using an alias uses its target.
@@ -261,8 +390,14 @@ class _Checker(ast.NodeVisitor):
             self.check_name(node, self.aliases[node.id], node.ctx)
         if node.id in FORBIDDEN_BUILTINS and node.id not in self.bound:
             self.add("forbidden_call", node, MSG_BUILTIN.format(name=node.id))
-        if node.id in DUNDER_ESCAPES:
-            self.add("forbidden_call", node, MSG_DUNDER.format(name=node.id))
+        if node.id.startswith("__") and node.id.endswith("__") and node.id not in DUNDER_NAMES_OK \
+                and node.id not in FORBIDDEN_BUILTINS:
+            self.add("interpreter_internals", node, MSG_DUNDER.format(name=node.id))
+        if node.id in REFLECTIVE and node.id not in self.bound and not _is_called(node):
+            self.add("interpreter_internals", node, MSG_REFLECT_VALUE.format(fn=node.id))
+        if node.id in MODULE_NAMES and node.id not in self.bound and node.id not in self.aliases:
+            # never bound here: it could only come from an injected builtin (imports report themselves)
+            self.add("module_escape", node, MSG_MODULE_NAME.format(name=node.id))
 
     def visit_Constant(self, node: ast.Constant) -> None:
         if isinstance(node.value, str) and id(node) not in self.docstrings \
@@ -274,7 +409,7 @@ class _Checker(ast.NodeVisitor):
 
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
-        if _is_name(func, "getattr", "setattr", "delattr") and node.args and func.id not in self.bound:
+        if isinstance(func, ast.Name) and func.id in REFLECTIVE and func.id not in self.bound:
             self.check_reflective(node, func.id)
         if _is_name(func, "type") and len(node.args) == 3 and "type" not in self.bound:
             self.add("forbidden_call", node, "builds a class with type(name, bases, dict); define classes plainly")
@@ -296,22 +431,32 @@ class _Checker(ast.NodeVisitor):
                      "call kernel_runtime.load_kernels() with no arguments")
         if _is_name(func, "Model") and "Model" not in self.classes:
             self.add("reference_access", node, MSG_REFERENCE_USE)
+        if self.in_per_call() and name is not None and (name in DATA_TENSORS or LEGACY_TENSOR.match(name)):
+            self.add("tensor_crossing", node, MSG_DATA_TENSOR.format(what=f"{name}()"))
+        if self.in_per_call() and isinstance(func, ast.Attribute) and func.attr == "new_tensor":
+            self.add("tensor_crossing", node, MSG_DATA_TENSOR.format(what=".new_tensor()"))
         self.generic_visit(node)
 
     def check_reflective(self, node: ast.Call, fn: str) -> None:
-        base = self.dotted(node.args[0])
-        key = node.args[1] if len(node.args) > 1 else None
+        args = node.args
+        target = args[0] if args and not isinstance(args[0], ast.Starred) else None
+        key = args[1] if len(args) > 1 else None
         const = key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+        if const is None:
+            self.add("interpreter_internals", node, MSG_REFLECT_COMPUTED.format(fn=fn))
+        else:
+            self.check_attr_name(node, const, target if target is not None else node, called=False)
         if const in PRECISION_ATTRS and self.task_fp32:
             self.add("precision", node, MSG_PRECISION_FLAG.format(name=const))
+        base = self.dotted(target) if target is not None else None
         if base is None:
-            if fn in ("setattr", "delattr") and self.in_forward() and _is_name(node.args[0], "self"):
+            if fn in ("setattr", "delattr") and self.in_forward() and _is_name(target, "self"):
                 self.add("memoization", node, MSG_STATE.format(what=f"{fn}(self, ...)"))
             return
+        if const is not None:
+            self.check_name(node, f"{base}.{const}", ast.Store() if fn in ("setattr", "delattr") else ast.Load())
         if fn in ("setattr", "delattr"):
             self.add("timer_patch", node, MSG_MODULE_PATCH.format(name=f"{base}.{const or '<computed>'}"))
-        elif const is None:
-            self.add("forbidden_call", node, f"{fn}() on {base} with a computed name; name what you use")
 
     # -- statements --------------------------------------------------------------------
 
@@ -352,6 +497,9 @@ class _Checker(ast.NodeVisitor):
         self.generic_visit(node)
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
+        if any(k.arg == "metaclass" for k in node.keywords) or any(_is_name(b, "type") for b in node.bases):
+            self.add("interpreter_internals", node, f"class {node.name} changes how classes are made "
+                     "(a metaclass); write plain classes deriving from nn.Module")
         for base in node.bases:
             name = self.dotted(base)
             if name in TIMER_CLASSES:
@@ -371,18 +519,33 @@ class _Checker(ast.NodeVisitor):
                 self.add("memoization", dec, MSG_CACHE.format(what=f"@{last}"))
         if node.name in SUBCLASS_HOOKS:
             self.add("tensor_subclass", node, MSG_SUBCLASS.format(what=f"def {node.name}"))
+        if node.name in DUNDER_DEFS:
+            self.add("interpreter_internals", node, MSG_DUNDER_DEF.format(name=node.name))
+        elif node.name in CROSSING_ATTRS:
+            self.add("tensor_crossing", node, MSG_CROSSING.format(what=f"def {node.name}"))
         for default in node.args.defaults + [d for d in node.args.kw_defaults if d is not None]:
             if is_container(default):
                 self.add("memoization", default, MSG_CACHE.format(what=f"a mutable default argument of {node.name}"))
         self.funcs.append(node.name)
+        self.func_nodes.append(node)
         self.generic_visit(node)
+        self.func_nodes.pop()
         self.funcs.pop()
 
     visit_AsyncFunctionDef = visit_FunctionDef
 
+    def visit_Lambda(self, node: ast.Lambda) -> None:
+        self.func_nodes.append(node)
+        self.generic_visit(node)
+        self.func_nodes.pop()
+
     def in_method(self) -> bool:
         """Inside a function that can run per call (anything but __init__)."""
         return bool(self.funcs) and "__init__" not in self.funcs
+
+    def in_per_call(self) -> bool:
+        """Inside forward, or a function of this file that forward calls (directly or not)."""
+        return any(id(f) in self.per_call for f in self.func_nodes)
 
     def in_forward(self) -> bool:
         return "forward" in self.funcs or "__call__" in self.funcs
@@ -408,8 +571,47 @@ class _Checker(ast.NodeVisitor):
         self.add("memoization", node, MSG_STATE.format(what=what))
 
 
-def _is_name(node: ast.AST, *names: str) -> bool:
+def per_call_functions(tree: ast.Module) -> set[int]:
+    """ids of the function nodes forward (or __call__) runs: themselves, what they define, and the
+    functions of this file they name (helper(x), self.helper(x), map(helper, ...)), transitively."""
+    by_name: dict[str, list[ast.AST]] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            by_name.setdefault(node.name, []).append(node)
+        elif isinstance(node, ast.Assign) and isinstance(node.value, ast.Lambda):  # helper = lambda v: ...
+            for target in node.targets:
+                name = target.id if isinstance(target, ast.Name) else getattr(target, "attr", None)
+                if name:
+                    by_name.setdefault(name, []).append(node.value)
+    todo = [*by_name.get("forward", []), *by_name.get("__call__", [])]
+    seen: set[int] = set()
+    while todo:
+        fn = todo.pop()
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        for node in ast.walk(fn):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)) and node is not fn:
+                todo.append(node)
+            name = node.id if isinstance(node, ast.Name) else node.attr if isinstance(node, ast.Attribute) else None
+            if name is not None and name != "__init__":
+                todo.extend(by_name.get(name, []))
+    return seen
+
+
+def _is_name(node: ast.AST | None, *names: str) -> bool:
     return isinstance(node, ast.Name) and node.id in names
+
+
+def _is_called(node: ast.AST) -> bool:
+    """node is the function of a call: `node(...)`."""
+    parent = getattr(node, "_parent", None)
+    return isinstance(parent, ast.Call) and parent.func is node
+
+
+def _describe_attr(base: ast.AST, attr: str) -> str:
+    text = ast.unparse(base)
+    return f"{text if len(text) <= 40 else '...'}.{attr}"
 
 
 def _self_attr(node: ast.AST) -> str | None:

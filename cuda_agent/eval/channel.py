@@ -1,0 +1,171 @@
+"""The pipe between the parent and a jailed evaluation process, both ends.
+
+Requests are JSON lines on the child's stdin; answers are JSON lines on a separate pipe (the
+child's stdout and stderr go to a log, so whatever native code prints cannot forge an answer).
+JSON only, both ways: nothing a jailed process sends is ever unpickled. Tensors never cross:
+the child draws inputs from seeds and writes outputs as raw bytes into files the parent names.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Callable
+
+from cuda_agent.jail import Jail, thread_count
+
+
+class ChildError(RuntimeError):
+    """The child died, hung or could not start; `kind` is 'timeout', 'crash' or 'start'."""
+
+    def __init__(self, kind: str, message: str):
+        super().__init__(message)
+        self.kind = kind
+
+
+class JailedChild:
+    """A jailed `python -m MODULE ARGS...` that answers requests; started ahead of need."""
+
+    def __init__(self, module: str, args: list[str], jail: Jail, scratch: Path, start_timeout: float = 120.0):
+        self.scratch = scratch
+        self.log_path = scratch / f"{module.rsplit('.', 1)[-1]}.log"
+        read_fd, write_fd = os.pipe()
+        with open(self.log_path, "ab") as log:
+            self.proc = jail.popen([sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
+                                   stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,))
+        os.close(write_fd)
+        self._reply = read_fd
+        self._buf = b""
+        self._start_timeout = start_timeout
+        self._ready: dict | None = None
+
+    def wait_ready(self) -> dict:
+        if self._ready is None:
+            msg = self._receive(self._start_timeout, "starting")
+            if not msg.get("ok"):
+                self.kill()
+                raise ChildError("start", msg.get("error", "the process failed to start"))
+            self._ready = msg
+        return self._ready
+
+    def request(self, msg: dict, timeout: float) -> dict:
+        self.wait_ready()
+        try:
+            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass  # it died: _receive says how
+        return self._receive(timeout, msg.get("op", "?"))
+
+    def _receive(self, timeout: float, what: str) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                self.kill()
+                raise ChildError("timeout", f"it exceeded its {timeout:.0f} s limit while {what}")
+            ready, _, _ = select.select([self._reply], [], [], min(left, 0.5))
+            if ready:
+                chunk = os.read(self._reply, 1 << 20)
+                if not chunk:
+                    break
+                self._buf += chunk
+            elif self.proc.poll() is not None:
+                break
+        if b"\n" in self._buf:
+            line, self._buf = self._buf.split(b"\n", 1)
+            try:
+                return json.loads(line)
+            except ValueError:
+                self.kill()
+                raise ChildError("crash", f"it sent an answer that is not JSON while {what}") from None
+        code = self.proc.poll()
+        self.kill()
+        raise ChildError("crash", f"it died while {what} (exit code {code}){self.log_tail()}")
+
+    def threads(self) -> int:
+        """Threads of every process of this child's tree, counted from outside the jail."""
+        return thread_count(self.proc.pid) if self.proc.poll() is None else 0
+
+    def log_tail(self, n: int = 1500) -> str:
+        try:
+            text = self.log_path.read_text(errors="replace")[-n:].strip()
+        except OSError:
+            return ""
+        return f"; its output ended with:\n{text}" if text else ""
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def kill(self) -> None:
+        """Kill the whole jail (its process group; the namespace takes the rest with it)."""
+        if self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+        try:
+            self.proc.wait(5)
+        except subprocess.TimeoutExpired:
+            pass
+        for f in (self.proc.stdin,):
+            try:
+                f.close()
+            except OSError:
+                pass
+        if self._reply is not None:
+            os.close(self._reply)
+            self._reply = None
+        shutil.rmtree(self.scratch, ignore_errors=True)
+
+    def close(self) -> None:
+        if self.proc.poll() is None:
+            try:
+                self.proc.stdin.write(b'{"op": "exit"}\n')
+                self.proc.stdin.flush()
+                self.proc.wait(2)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+
+
+# -- the child's end -----------------------------------------------------------------------
+def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]]) -> None:
+    """Run in the child: `start()` sets up and returns the handlers; then answer until exit."""
+    out = os.fdopen(reply_fd, "wb", buffering=0)
+
+    def send(obj: dict) -> None:
+        out.write(json.dumps(obj).encode() + b"\n")
+
+    try:
+        handlers = start()
+    except BaseException as e:
+        send({"ok": False, "error": f"start failed: {type(e).__name__}: {e}"})
+        return
+    send({"ok": True, "ready": True, "pid": os.getpid()})
+    for line in sys.stdin.buffer:
+        req = json.loads(line)
+        if req.get("op") == "exit":
+            return
+        try:
+            send(handlers[req["op"]](req))
+        except BaseException as e:  # the candidate's failure is a verdict, not a crash
+            tb = traceback.format_exception(type(e), e, e.__traceback__)
+            send({"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]})
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+
+
+def reply_fd_arg(argv: list[str]) -> tuple[int, list[str]]:
+    """Split `--reply-fd N` off a child's argv."""
+    i = argv.index("--reply-fd")
+    return int(argv[i + 1]), argv[:i] + argv[i + 2:]

@@ -1,0 +1,95 @@
+"""Judge the built library, not only its source (DESIGN: the trust boundary; docs/guards.md).
+
+A candidate's host code runs inside the judge's process, and its source can hide what it does
+from the source guards: an asm label renames an import, a weak declaration binds to whatever the
+process has (PyRun_SimpleString), a constructor runs at dlopen. So each object nvcc built from
+the candidate's .cu and the linked libkernels-<hash>.so are read (pyelftools + struct):
+
+- `native_symbol`: every undefined symbol of a candidate object, and every dynamic import of the
+  library, must be on the allowlist (native_rules.py) or defined by another object of the build;
+  nvcc's registration entry points and `atexit` only from nvcc's registration code; the library
+  needs no shared library beyond libc/libstdc++ and the vendor libraries it links.
+- `load_time_code`: .init_array/.fini_array/.preinit_array/.ctors/.dtors entries other than nvcc's
+  `__sti____cudaRegisterAll` (one per object) and <iostream>'s std::ios_base::Init (gcc < 13;
+  accepted only when its code touches nothing else); .init/.fini code; ifunc resolvers.
+- `static_state`: writable data (.data, .bss, TLS, common, any writable section) of a candidate
+  object beyond nvcc's own (fatbin handle, the statics of its __device_stub_ functions), the
+  toolkit headers' inline statics (COMDAT, in cub::/cuda::/thrust::...), `__constant__` shadows and
+  cuBLAS/cuDNN handles kept in a static (native_source.py reads the declarations).
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Iterable
+from pathlib import Path
+
+from cuda_agent.eval.guards.native_elf import SHN_UNDEF, STB_LOCAL, Elf, ElfError
+from cuda_agent.eval.guards.native_library import audit_shared, toolkit_baseline
+from cuda_agent.eval.guards.native_object import ObjectAudit, Unit
+from cuda_agent.eval.guards.native_rules import linked_libs
+from cuda_agent.eval.verdict import Finding
+from cuda_agent.kernels.build import SUPPORT_SOURCE, BuildResult
+
+_SUPPORT_DIR = SUPPORT_SOURCE.parent.resolve()
+
+
+def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> list[Finding]:
+    """Findings (severity fail) about the candidate's built objects and library; [] for a failed build.
+
+    extra_symbols: more imports to allow, exact names or fnmatch globs (docs/guards.md)."""
+    if not build.ok or build.lib_path is None:
+        return []
+    extra = tuple(extra_symbols)
+    try:
+        units, nvcc, link_flags = _plan(build)
+        libs = linked_libs(link_flags)
+        elves = {u: Elf.read(u.obj) for u in units}
+        library = Elf.read(build.lib_path)
+        toolkit = toolkit_baseline(nvcc)
+    except (OSError, ValueError, ElfError) as exc:
+        return [Finding(guard="native_symbol", where=build.lib_path.name, message=(
+            f"the built library could not be audited ({exc}); rebuild it from the candidate's sources"))]
+    defined = {s.name for e in elves.values() for s in e.symbols() if s.shndx != SHN_UNDEF and s.bind != STB_LOCAL}
+    findings: list[Finding] = []
+    accepted_init: set[str] = set()
+    named: set[tuple[str, str]] = set()
+    for unit, elf in elves.items():
+        if not unit.own:
+            audit = ObjectAudit(unit, elf, libs, extra, defined, toolkit[0])
+            findings += audit.run()
+            accepted_init |= audit.accepted_init
+            named |= audit.named
+    shared = audit_shared(library, toolkit, libs, extra, accepted_init, len(units))
+    findings += [Finding(guard=guard, message=message, where=build.lib_path.name)
+                 for guard, symbol, message in shared if (guard, symbol) not in named]
+    return _dedupe(findings)
+
+
+def _plan(build: BuildResult) -> tuple[list[Unit], str, list[str]]:
+    """The objects, nvcc and the link flags, read back from the commands build.py ran."""
+    units, link = [], None
+    for command in build.commands:
+        argv = shlex.split(command) if "'" in command or '"' in command else command.split()
+        if argv[:1] == ["cd"] and "-c" in argv and "-o" in argv:
+            cwd = Path(argv[1])
+            source = cwd / argv[argv.index("-c") + 1]
+            units.append(Unit(source.relative_to(cwd.parent).as_posix() if source.is_relative_to(cwd.parent)
+                              else source.name, source, Path(argv[argv.index("-o") + 1]),
+                              source.name == SUPPORT_SOURCE.name and cwd.resolve() == _SUPPORT_DIR))
+        elif "-shared" in argv:
+            link = argv
+    if link is None or not units:
+        raise ValueError("no compile or link command in the build result")
+    return units, link[0], [f for f in link if re.fullmatch(r"-[lL].+", f) and f != "-lineinfo"]
+
+
+def _dedupe(findings: list[Finding]) -> list[Finding]:
+    seen, out = set(), []
+    for f in findings:
+        key = (f.guard, f.message)
+        if key not in seen:
+            seen.add(key)
+            out.append(f)
+    return out

@@ -1,0 +1,81 @@
+"""What the sources say about a built object's writable data, read with tree-sitter-cuda.
+
+nvcc gives every `__device__`, `__constant__` and `__managed__` variable a host shadow in .bss,
+and in the object they look alike (`_ZL5table`). `__constant__` is read-only on the device and
+allowed; the others keep state between calls. The object cannot tell them apart (the flag is an
+immediate argument of the registration call), so the declarations are read here, from the
+source and the local headers it includes. A name declared with a macro in place of the keyword
+is not recognised and stays a finding (fail closed).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from cuda_agent.eval.guards.native_rules import HANDLE_TYPES
+from cuda_agent.eval.guards.static_cu import _parser
+
+_DECLARATORS = ("init_declarator", "array_declarator", "pointer_declarator", "reference_declarator")
+
+
+@dataclass
+class SourceHints:
+    constant: set[str] = field(default_factory=set)  # __constant__ variables
+    device: set[str] = field(default_factory=set)  # __device__ / __managed__ variables
+    handles: set[tuple[str | None, str]] = field(default_factory=set)  # (function or None, name) of handle statics
+
+
+def source_hints(paths: Iterable[Path]) -> SourceHints:
+    hints = SourceHints()
+    for path in paths:
+        try:
+            tree = _parser().parse(Path(path).read_bytes())
+        except OSError:
+            continue
+        stack = [tree.root_node]
+        while stack:
+            n = stack.pop()
+            if n.type == "declaration":
+                _declaration(n, hints)
+            stack.extend(n.children)
+    return hints
+
+
+def _declaration(n, hints: SourceHints) -> None:
+    words = set()
+    for c in n.children:
+        if c.type in ("type_qualifier", "storage_class_specifier"):
+            words.add(c.text.decode(errors="replace"))
+        elif c.type in ("__device__", "__managed__", "__constant__", "__shared__"):
+            words.add(c.type)
+    names = [_declared_name(d) for d in n.children_by_field_name("declarator")]
+    names = [x for x in names if x]
+    if "__constant__" in words and not words & {"__managed__"}:
+        hints.constant.update(names)
+    elif words & {"__device__", "__managed__"} and "__shared__" not in words:
+        hints.device.update(names)
+    kind = n.child_by_field_name("type")
+    if "static" in words and kind is not None and kind.text.decode(errors="replace") in HANDLE_TYPES:
+        function = _enclosing_function(n)
+        hints.handles.update((function, x) for x in names)
+
+
+def _declared_name(d) -> str | None:
+    while d is not None and d.type in _DECLARATORS:
+        d = d.child_by_field_name("declarator")
+    return d.text.decode(errors="replace") if d is not None and d.type == "identifier" else None
+
+
+def _enclosing_function(n) -> str | None:
+    while n is not None and n.type != "function_definition":
+        n = n.parent
+    if n is None:
+        return None
+    d = n.child_by_field_name("declarator")
+    while d is not None and d.type != "function_declarator":
+        d = d.child_by_field_name("declarator")
+    d = d.child_by_field_name("declarator") if d is not None else None
+    # `ns::f` defined out of line: the function's own name is the last part
+    return d.text.decode(errors="replace").split("::")[-1] if d is not None else None

@@ -1,0 +1,103 @@
+"""The file names the workspace accepts, and how any name found on disk is shown.
+
+A name reaches nvcc, fatbinary, git and the model's context: a ',' in a .cu name broke every
+later link ("fatbinary: 'b.cubin' is not in 'keyword=value' format"), a newline split listings,
+and a name that is not UTF-8 (a lone surrogate in Python) crashed the writers. So the file tools
+and the kernel build accept only plain names: letters, digits, `_ - .`, folders split by `/`.
+Anything else already on disk (the shell can make it) is shown escaped, and can be deleted or
+renamed by the name it is shown under.
+
+No imports beyond the standard library: the build (which runs in evaluation workers) uses it.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+from pathlib import Path
+
+MAX_PART = 100  # characters in one file or folder name
+MAX_PATH = 240  # characters in a whole relative path
+# names with a leading dot the model may still name: at the workspace root only
+DOT_NAMES = frozenset({".gitignore", ".cuda-agent"})
+RULE = "use letters, digits, '_', '-' and '.' (folders split by '/'), e.g. kernels/my_kernel.cu"
+_PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+
+
+def shown(name: str) -> str:
+    """A name (or a path) as it can be printed and written anywhere: bytes that are not UTF-8
+    (surrogateescape's U+DC80-U+DCFF) as \\xNN, other lone surrogates as \\uXXXX, control characters
+    escaped, a backslash doubled, and a space at either end of a name as \\x20 (so it can't be lost
+    to a strip). Plain names come back unchanged."""
+    if _PLAIN.fullmatch(name.replace("/", "_")):
+        return name
+    return "/".join(_shown_part(part) for part in name.split("/"))
+
+
+def _shown_part(part: str) -> str:
+    out = []
+    for i, ch in enumerate(part):
+        o = ord(ch)
+        if ch in _ESCAPES:
+            out.append(_ESCAPES[ch])
+        elif 0xDC80 <= o <= 0xDCFF:
+            out.append(f"\\x{o - 0xDC00:02x}")
+        elif (0xD800 <= o <= 0xDFFF or not ch.isprintable() or unicodedata.category(ch) in ("Zl", "Zp")
+              or (ch.isspace() and i in (0, len(part) - 1))):
+            out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def name_problem(rel: str) -> str | None:
+    """Why `rel` (relative to the workspace) is not a path the tools accept, in a few words; None
+    when it is one."""
+    if not rel:
+        return "it is empty"
+    if rel.startswith("/"):
+        return "it is absolute; give a path relative to the workspace"
+    if len(rel) > MAX_PATH:
+        return f"it is {len(rel)} characters long (at most {MAX_PATH})"
+    parts = rel.split("/")
+    for i, part in enumerate(parts):
+        if part == "":
+            return "it has an empty folder name ('//' or a '/' at the end)"
+        if part == "..":
+            return "'..' leaves the folder; name the file from the workspace root"
+        if part == ".":
+            return "'.' is not needed; name the file from the workspace root"
+        if len(part) > MAX_PART:
+            return f"the name {part[:20]}... is {len(part)} characters long (at most {MAX_PART})"
+        bad = next((ch for ch in part if not _PLAIN.fullmatch(ch)), None)
+        if bad is not None:
+            what = "a space" if bad == " " else repr(bad) if bad.isprintable() and bad.isascii() else shown(bad)
+            return f"it contains {what}"
+        if part == ".git":
+            return ".git is the workspace history, kept by the harness"
+        if part.startswith(".") and not (i == 0 and part in DOT_NAMES):
+            return f"{part} starts with '.' (hidden names are not used here)"
+        if part.startswith("-"):
+            return f"{part} starts with '-' (tools would read it as an option)"
+    return None
+
+
+def path_error(rel: str) -> str | None:
+    """The one-line refusal for a path that breaks the rule, or None when it is fine."""
+    why = name_problem(rel)
+    return None if why is None else f"path {shown(rel)!s} is not allowed: {why}; {RULE}"
+
+
+def bad_sources(sources: Iterable[Path], root: Path) -> list[str]:
+    """One line per source (under root, e.g. kernels/a,b.cu) whose name the rule refuses: the build
+    stops there, before nvcc or the object cache ever sees it."""
+    lines = []
+    for src in sources:
+        rel = src.relative_to(root).as_posix()
+        why = name_problem(rel)
+        if why is not None:
+            lines.append(f"{shown(rel)}: file name not allowed ({why}): delete it with delete_file or rename it "
+                         f"with rename_file (letters, digits, _ - . only), then compile again")
+    return lines

@@ -1,0 +1,233 @@
+"""One jail for every process that runs code a model wrote (bubblewrap).
+
+The evaluation's recorder (model_new.py) and judge (the built library) and the shell tool start
+through `Jail.popen` (profile and sanitize runs and the drop-in check are to follow). What a jailed process
+gets, from one bwrap command line:
+
+- an environment built from an allowlist at exec (`--clearenv`), never inherited then scrubbed;
+- its own PID, IPC, UTS, cgroup and user namespaces: no view of other processes (/proc is
+  its own), no signals out, and every process it started dies with it (`--die-with-parent`,
+  and the namespace's init takes all of them down);
+- its own network namespace: nothing reachable; no host filesystem sockets are mounted, so no
+  unix socket either;
+- a read-only view of the system (/usr and the interpreter, the package, the CUDA toolkit, a
+  few /etc files; /proc/sys read-only), private /tmp and /dev/shm, only the GPU device nodes,
+  and writes only to the folders it is given;
+- rlimits: no core files, bounded file size and open files, bounded address space where no GPU
+  is needed.
+
+bubblewrap (Debian/Ubuntu package `bubblewrap`) is preferred to hand-written namespace code:
+it is small, audited and used by Flatpak. Where it cannot run, `JailUnavailable` says what is
+missing and that `--no-sandbox` is the explicit way out (`Jail(enabled=False)`: the same
+allowlisted environment and process handling, without the namespaces).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import resource
+import shutil
+import site
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+# what a jailed process may read of /etc: the dynamic loader, names of users and groups, time
+_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
+        "alternatives", "nvidia")
+_SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
+# procfs entries that must not be writable even by a process whose uid maps to root
+_PROC_RO = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+# environment variables a jailed process may receive (values are paths or plain settings)
+ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
+             "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
+             "TERM", "COLUMNS", "CUDA_AGENT_NVCC")
+NO_SANDBOX_HINT = "install bubblewrap (apt-get install bubblewrap) or run with --no-sandbox to evaluate without the jail"
+
+
+class JailUnavailable(RuntimeError):
+    """The OS cannot provide the jail; the message names what is missing and the way out."""
+
+
+def sandbox_enabled() -> bool:
+    """The jail is on unless --no-sandbox / CUDA_AGENT_NO_SANDBOX=1 turned it off."""
+    return os.environ.get("CUDA_AGENT_NO_SANDBOX") != "1"
+
+
+def find_bwrap() -> str | None:
+    return os.environ.get("CUDA_AGENT_BWRAP") or shutil.which("bwrap")
+
+
+@functools.lru_cache(maxsize=1)
+def jail_problem() -> str | None:
+    """None when a jail can start here, else a one-line reason (probed once per process)."""
+    bwrap = find_bwrap()
+    if not bwrap:
+        return f"bubblewrap (bwrap) is not installed: {NO_SANDBOX_HINT}"
+    probe = Jail().argv(["/bin/true"], bwrap=bwrap)
+    try:
+        r = subprocess.run(probe, capture_output=True, text=True, timeout=30, env=minimal_env(),
+                           preexec_fn=_limits(None))
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return f"bubblewrap could not start ({e}): {NO_SANDBOX_HINT}"
+    if r.returncode != 0:
+        err = (r.stderr.strip().splitlines() or ["no output"])[-1]
+        return f"bubblewrap cannot create namespaces here ({err}): enable unprivileged user namespaces or {NO_SANDBOX_HINT.split(' or ')[1]}"
+    return None
+
+
+def require_jail() -> None:
+    problem = jail_problem()
+    if problem:
+        raise JailUnavailable(problem)
+
+
+def minimal_env(extra: dict[str, str] | None = None, home: str = "/tmp") -> dict[str, str]:
+    """The environment a jailed process starts with: the allowlist's values from ours, a PATH of
+    system and interpreter folders, HOME and TMPDIR in its private /tmp, plus `extra`."""
+    env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
+    bins = [str(Path(sys.executable).parent), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
+            "/sbin", "/bin"]
+    cuda_home = _cuda_home()
+    if cuda_home:
+        bins.insert(1, str(cuda_home / "bin"))
+    env.update(PATH=":".join(dict.fromkeys(bins)), HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1",
+               PYTHONNOUSERSITE="1")
+    env.setdefault("LANG", "C.UTF-8")
+    env.update(extra or {})
+    return env
+
+
+def _cuda_home() -> Path | None:
+    for cand in (os.environ.get("CUDA_HOME"), os.environ.get("CUDA_PATH"), "/usr/local/cuda"):
+        if cand and Path(cand).is_dir():
+            return Path(cand).resolve()
+    nvcc = shutil.which("nvcc")
+    return Path(nvcc).resolve().parent.parent if nvcc else None
+
+
+def _interpreter_paths() -> list[Path]:
+    """What Python needs to run the package: prefixes, site-packages, sys.path, the package."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent.parent)}
+    paths.update(site.getsitepackages())
+    paths.update(p for p in sys.path if p and os.path.isabs(p))
+    paths.add(str(Path(__file__).resolve().parent))  # the package itself (an editable install too)
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        if d and os.path.isabs(d):
+            paths.add(d)
+    cuda_home = _cuda_home()
+    if cuda_home:
+        paths.add(str(cuda_home))
+    return [Path(p) for p in paths if p and os.path.isdir(p)]
+
+
+def _covered(path: Path, roots: list[Path]) -> bool:
+    return any(path == r or r in path.parents for r in roots)
+
+
+def gpu_devices() -> list[str]:
+    devs = [str(p) for p in sorted(Path("/dev").glob("nvidia*")) if p.exists()]
+    return devs
+
+
+def _limits(address_space: int | None, file_size: int = 256 << 30):
+    def apply() -> None:
+        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), min(4096, hard)))
+        if address_space:
+            resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+    return apply
+
+
+@dataclass
+class Jail:
+    """One jailed command: what it may read and write, whether it sees the GPU, its environment."""
+
+    writable: list[Path] = field(default_factory=list)  # bound read-write (scratch, the shell's workspace)
+    readable: list[Path] = field(default_factory=list)  # bound read-only (candidate, build, task copy)
+    gpu: bool = False  # bind the NVIDIA device nodes
+    cwd: Path | None = None
+    env: dict[str, str] = field(default_factory=dict)  # on top of minimal_env()
+    address_space: int | None = None  # RLIMIT_AS in bytes (not with a GPU: CUDA reserves huge ranges)
+    enabled: bool = True  # False: --no-sandbox (recorded by the caller), same env and process handling
+
+    def argv(self, cmd: list[str], bwrap: str | None = None) -> list[str]:
+        if not self.enabled:
+            return list(cmd)
+        bwrap = bwrap or find_bwrap()
+        if not bwrap:
+            raise JailUnavailable(f"bubblewrap (bwrap) is not installed: {NO_SANDBOX_HINT}")
+        a = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
+        if os.getuid() == 0:  # inside, a uid of its own (the process still maps to root outside)
+            a += ["--uid", "65534", "--gid", "65534"]
+        roots: list[Path] = []
+        for p in _SYSTEM:
+            if os.path.islink(p):
+                a += ["--symlink", os.readlink(p), p]
+            elif os.path.isdir(p):
+                a += ["--ro-bind", p, p]
+                roots.append(Path(p))
+        for name in _ETC:
+            p = Path("/etc") / name
+            if p.exists():
+                a += ["--ro-bind", str(p), str(p)]
+        for p in sorted(_interpreter_paths()):
+            if not _covered(p, roots):
+                a += ["--ro-bind", str(p), str(p)]
+                roots.append(p)
+        a += ["--proc", "/proc"]
+        for p in _PROC_RO:
+            a += ["--ro-bind-try", p, p]
+        a += ["--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--ro-bind-try", "/sys", "/sys"]
+        if self.gpu:
+            for dev in gpu_devices():
+                a += ["--dev-bind", dev, dev]
+        for p in self.readable:
+            a += ["--ro-bind", str(p), str(p)]
+        for p in self.writable:
+            a += ["--bind", str(p), str(p)]
+        a += ["--remount-ro", "/"]  # the sandbox's own root (where bwrap made mount points) too
+        if self.cwd:
+            a += ["--chdir", str(self.cwd)]
+        a += ["--clearenv"]
+        for k, v in minimal_env(self.env).items():
+            a += ["--setenv", k, v]
+        return a + ["--", *cmd]
+
+    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
+        """Start `cmd` in the jail, in a process group of its own (so it can be killed whole)."""
+        if self.enabled:
+            require_jail()
+        env = minimal_env(self.env)
+        return subprocess.Popen(self.argv(cmd), env=env, start_new_session=True,
+                                preexec_fn=_limits(None if self.gpu else self.address_space), **kwargs)
+
+
+def descendants(pid: int) -> list[int]:
+    """`pid` and every process below it, read from /proc by the caller (outside the jail)."""
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                kids = Path(f"/proc/{p}/task/{task}/children").read_text().split()
+                todo.extend(int(k) for k in kids)
+        except OSError:
+            continue
+    return out
+
+
+def thread_count(pid: int) -> int:
+    """Threads of every process in the tree under `pid` (the jail's bwrap), counted from outside."""
+    n = 0
+    for p in descendants(pid):
+        try:
+            n += len(os.listdir(f"/proc/{p}/task"))
+        except OSError:
+            continue
+    return n

@@ -1,0 +1,379 @@
+"""The built-library audit (cuda_agent.eval.guards.native, issue 17): hostile kernels under
+tests/adversarial_native are caught in their objects and library with the guard id, and the
+finding names the symbol; honest ones (every example candidate, the CPU task's, a __constant__
+table, cuBLAS, CUB) pass. nvcc really compiles and links here (CI has the toolkit, no GPU).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from elftools.elf.elffile import ELFFile
+
+from cuda_agent.eval.guards.native import audit_library
+from cuda_agent.eval.guards.native_elf import Elf
+from cuda_agent.eval.guards.native_names import names_variable, pretty, unexplained_gap
+from cuda_agent.eval.guards.native_rules import import_problem, linked_libs
+from cuda_agent.eval.guards.static_cu import check_cuda_source
+from cuda_agent.kernels.build import BuildResult, build_kernels
+from cuda_agent.kernels.toolkit import ToolkitError, find_nvcc
+
+ROOT = Path(__file__).resolve().parents[2]
+NATIVE = ROOT / "tests" / "adversarial_native"
+HOSTILE = sorted(p.parent for p in NATIVE.glob("*/expect.json"))
+HONEST = sorted(p for p in (NATIVE / "honest").iterdir() if p.name not in ("cublas_gemm", "cub_reduce"))
+EXAMPLES = sorted((ROOT / "examples").glob("*/candidate"))
+CPU_HONEST = ROOT / "tests" / "harness" / "cpu_task" / "honest"
+GUARDS = {"native_symbol", "load_time_code", "static_state"}
+
+CUBLAS_STUB_HEADER = """\
+// Stands in for <cublas_v2.h> where the toolkit has no cuBLAS: the names and macros the real one has.
+#pragma once
+#include <cuda_runtime.h>
+typedef struct cublasContext* cublasHandle_t;
+typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
+extern "C" {
+cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
+cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream);
+cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
+                              int k, const float* alpha, const float* a, int lda, const float* b, int ldb,
+                              const float* beta, float* c, int ldc);
+}
+#define cublasCreate cublasCreate_v2
+#define cublasSetStream cublasSetStream_v2
+#define cublasSgemm cublasSgemm_v2
+"""
+CUBLAS_STUB_LIB = """\
+extern "C" int cublasCreate_v2(void** h) { *h = 0; return 0; }
+extern "C" int cublasSetStream_v2(void*, void*) { return 0; }
+extern "C" int cublasSgemm_v2(void*, int, int, int, int, int, const float*, const float*, int, const float*, int,
+                              const float*, float*, int) { return 0; }
+"""
+
+
+def _nvcc() -> Path:
+    try:
+        return find_nvcc()
+    except ToolkitError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def native_cache(tmp_path_factory) -> Path:
+    _nvcc()
+    return tmp_path_factory.mktemp("native-cache")
+
+
+@pytest.fixture(scope="session")
+def built(native_cache, tmp_path_factory) -> dict[Path, BuildResult]:
+    """Every hostile and honest candidate (CUB and cuBLAS aside), built once, in parallel."""
+    dirs = [*HOSTILE, *HONEST, *EXAMPLES, CPU_HONEST]
+    build_kernels(CPU_HONEST / "kernels", native_cache)  # the support object, once, before the crowd
+
+    def one(d: Path) -> tuple[Path, BuildResult]:
+        return d, build_kernels(d / "kernels", native_cache, out_dir=tmp_path_factory.mktemp("lib"))
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        results = dict(pool.map(one, dirs))
+    return results
+
+
+def expect(d: Path) -> dict:
+    return json.loads((d / "expect.json").read_text())
+
+
+def ids(dirs):
+    return [d.relative_to(ROOT).as_posix() for d in dirs]
+
+
+def check_well_formed(findings):
+    for f in findings:
+        assert f.guard in GUARDS and f.severity == "fail", f
+        assert f.message and "\n" not in f.message and f.where, f
+
+
+# -- hostile: each caught with its guard id, naming the symbol --------------------------------
+
+def test_catalog_is_well_formed():
+    assert len(HOSTILE) >= 15
+    for d in HOSTILE:
+        e = expect(d)
+        assert set(e) == {"guard", "names", "source_guard", "why"}, d
+        assert e["guard"] in GUARDS and list((d / "kernels").glob("*.cu")), d
+    assert {expect(d)["guard"] for d in HOSTILE} == GUARDS
+
+
+@pytest.mark.parametrize("entry", HOSTILE, ids=ids(HOSTILE))
+def test_hostile_library_is_caught_and_the_symbol_named(entry, built):
+    result = built[entry]
+    assert result.ok, result.errors  # it links: only the audit can stop it
+    findings = audit_library(result)
+    check_well_formed(findings)
+    e = expect(entry)
+    hits = [f for f in findings if f.guard == e["guard"] and e["names"] in f.message]
+    assert hits, [f.model_dump() for f in findings]
+    assert all(f.where in ("kernels/x.cu", result.lib_path.name) for f in findings)
+
+
+@pytest.mark.parametrize("entry", [d for d in HOSTILE if expect(d)["source_guard"]],
+                         ids=ids([d for d in HOSTILE if expect(d)["source_guard"]]))
+def test_source_guard_is_the_first_layer(entry):
+    src = entry / "kernels" / "x.cu"
+    findings = check_cuda_source(src.read_bytes(), "kernels/x.cu", task_fp32=True)
+    assert expect(entry)["source_guard"] in {f.guard for f in findings if f.severity == "fail"}, findings
+
+
+def test_weak_import_is_also_seen_in_the_library(built):
+    """The library's own dynamic table shows the weak PyRun_SimpleString the object declared; with the
+    object's finding it is not repeated, and the library check alone still names it."""
+    from cuda_agent.eval.guards.native_library import audit_shared, toolkit_baseline
+
+    result = built[NATIVE / "weak_pyrun"]
+    shared = audit_shared(Elf.read(result.lib_path), toolkit_baseline(str(_nvcc())), set(), (), set(), 2)
+    assert ("native_symbol", "PyRun_SimpleString") in {(g, s) for g, s, _ in shared}
+    assert [f.where for f in audit_library(result)] == ["kernels/x.cu"]
+
+
+def test_extra_symbols_extend_the_allowlist(built):
+    result = built[NATIVE / "plain_clock"]
+    assert audit_library(result, extra_symbols=["clock_*"]) == []
+    assert audit_library(result, extra_symbols=["clock_getres"])
+
+
+# -- honest: no finding ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("entry", [*EXAMPLES, CPU_HONEST, *HONEST], ids=ids([*EXAMPLES, CPU_HONEST, *HONEST]))
+def test_honest_library_passes(entry, built):
+    result = built[entry]
+    assert result.ok, result.errors
+    assert audit_library(result) == []
+
+
+def _has_cublas(nvcc: Path) -> bool:
+    probe = subprocess.run([str(nvcc), "-E", "-x", "cu", "-"], input="#include <cublas_v2.h>\n",
+                           capture_output=True, text=True)
+    return probe.returncode == 0
+
+
+@pytest.fixture(scope="session")
+def cublas_flags(tmp_path_factory) -> list[str]:
+    """[] where the toolkit has cuBLAS; else a stand-in header and libcublas.so with the same names, so the
+    build links -lcublas as it would (the audit only reads symbols)."""
+    nvcc = _nvcc()
+    if _has_cublas(nvcc):
+        return []
+    stub = tmp_path_factory.mktemp("cublas-stub")
+    (stub / "include").mkdir()
+    (stub / "include" / "cublas_v2.h").write_text(CUBLAS_STUB_HEADER)
+    (stub / "stub.cu").write_text(CUBLAS_STUB_LIB)
+    subprocess.run([str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-o", str(stub / "libcublas.so"),
+                    str(stub / "stub.cu")], check=True, capture_output=True)
+    return [f"-I{stub / 'include'}", f"-L{stub}"]
+
+
+def test_cublas_candidate_with_its_handle_in_a_static_passes(native_cache, cublas_flags, tmp_path):
+    result = build_kernels(NATIVE / "honest" / "cublas_gemm" / "kernels", native_cache, extra_flags=cublas_flags,
+                           out_dir=tmp_path)
+    assert result.ok, result.errors
+    assert "-lcublas" in result.commands[-1]
+    assert audit_library(result) == []
+
+
+def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, cublas_flags, tmp_path):
+    kernels = tmp_path / "cand" / "kernels"
+    kernels.mkdir(parents=True)
+    src = (NATIVE / "honest" / "cublas_gemm" / "kernels" / "linear.cu").read_text()
+    kernels.joinpath("linear.cu").write_text(src.replace(
+        "  static cublasHandle_t handle = nullptr;\n",
+        "  static cublasHandle_t handle = nullptr;\n  static const float* last_x = nullptr;\n"
+        "  if (x == last_x) return 0;\n  last_x = x;\n"))
+    result = build_kernels(kernels, native_cache, extra_flags=cublas_flags, out_dir=tmp_path / "out")
+    assert result.ok, result.errors
+    assert [f.guard for f in audit_library(result)] == ["static_state"]
+    assert "last_x" in audit_library(result)[0].message
+
+
+@pytest.mark.slow
+def test_cub_device_reduce_passes(native_cache, tmp_path):
+    """CUB brings <iostream> (a static initialiser with gcc < 13) and inline statics in cub::; both are
+    the toolkit's. build.py disables NVTX, whose injection loader would import getenv and dlopen."""
+    result = build_kernels(NATIVE / "honest" / "cub_reduce" / "kernels", native_cache, out_dir=tmp_path)
+    assert result.ok, result.errors
+    assert audit_library(result) == []
+
+
+# -- speed, robustness -------------------------------------------------------------------------
+
+def test_audit_is_fast(built):
+    for entry in [*EXAMPLES, NATIVE / "weak_pyrun"]:
+        audit_library(built[entry])  # the toolkit's runtime is read once a process
+        times = []
+        for _ in range(5):
+            start = time.perf_counter()
+            audit_library(built[entry])
+            times.append(time.perf_counter() - start)
+        assert min(times) < 0.1, (entry, times)
+
+
+def test_failed_build_has_nothing_to_audit():
+    assert audit_library(BuildResult(ok=False, errors="x.cu:1: error")) == []
+
+
+def test_unreadable_library_is_a_finding_not_a_crash(built, tmp_path):
+    result = built[CPU_HONEST]
+    broken = tmp_path / result.lib_path.name
+    broken.write_bytes(b"not an ELF file")
+    findings = audit_library(result.model_copy(update={"lib_path": broken}))
+    assert [f.guard for f in findings] == ["native_symbol"] and "could not be audited" in findings[0].message
+
+
+def test_reader_agrees_with_pyelftools(built):
+    """native_elf reads with struct for speed; pyelftools is the reference."""
+    result = built[NATIVE / "weak_pyrun"]
+    obj = next(Path(c.split(" -o ")[-1]) for c in result.commands if " -c x.cu " in c)
+    for path in (obj, result.lib_path):
+        ours = Elf.read(path)
+        with open(path, "rb") as f:
+            ref = ELFFile(f)
+            assert [s.name for s in ours.sections] == [s.name for s in ref.iter_sections()]
+            for table in (".symtab", ".dynsym"):
+                theirs = ref.get_section_by_name(table)
+                if theirs is None:
+                    continue
+                undefined = {s.name for s in theirs.iter_symbols() if s["st_shndx"] == "SHN_UNDEF" and s.name}
+                assert {s.name for s in ours.symbols(table) if s.shndx == 0 and s.name} == undefined
+            relocs = sum(s.num_relocations() for s in ref.iter_sections() if s["sh_type"] == "SHT_RELA")
+            assert sum(len(r) for r in ours.relocations.values()) == relocs
+
+
+# -- the allowlist and name helpers ------------------------------------------------------------
+
+@pytest.mark.parametrize("name, libs, allowed", [
+    ("cudaMemcpyAsync", set(), True),
+    ("cudaLaunchKernelExC", set(), True),
+    ("cudaStreamCreateWithFlags", set(), False),
+    ("cudaLaunchHostFunc", set(), False),
+    ("cudaIpcOpenMemHandle", set(), False),
+    ("cudaLibraryLoadData", set(), False),
+    ("cudaGraphLaunch", set(), False),
+    ("cudaGetDriverEntryPoint", set(), False),
+    ("cudaMemcpyFromSymbol", set(), False),
+    ("cublasSgemm_v2", set(), False),
+    ("cublasSgemm_v2", {"cublas"}, True),
+    ("cublasLtMatmul", {"cublas"}, False),
+    ("cublasLtMatmul", {"cublasLt"}, True),
+    ("cublasXtSgemm", {"cublas"}, False),
+    ("cudnnConvolutionForward", {"cudnn"}, True),
+    ("cuModuleLoadData", {"cuda"}, False),
+    ("cuMemAlloc_v2", set(), False),
+    ("nvrtcCompileProgram", set(), False),
+    ("expf", set(), True),
+    ("__expf_finite", set(), True),
+    ("memcpy", set(), True),
+    ("fprintf", set(), True),
+    ("_ZSt20__throw_length_errorPKc", set(), True),
+    ("_ZNSt13runtime_errorC1EPKc", set(), True),
+    ("pthread_create", set(), False),
+    ("dlopen", set(), False),
+    ("getenv", set(), False),
+    ("mprotect", set(), False),
+    ("syscall", set(), False),
+    ("PyRun_SimpleString", set(), False),
+    ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", set(), False),
+])
+def test_import_rules(name, libs, allowed):
+    assert (import_problem(name, libs) is None) == allowed
+
+
+def test_linked_libs():
+    assert linked_libs(["-lcublas", "-lcublasLt", "-lcudnn_ops", "-L/x", "-lm"]) == {"cublas", "cublasLt", "cudnn"}
+
+
+@pytest.mark.parametrize("symbol, shown", [
+    ("_ZZ6launchE8last_ptr", "launch::last_ptr"),
+    ("_ZGVZ3fooiE1h", "guard of foo::h"),
+    ("_ZL4flag", "flag"),
+    ("_ZN2nsL4flagE", "ns::flag"),
+    ("_Z11first_touchv", "first_touch"),
+    ("plain_global", "plain_global"),
+])
+def test_pretty_names(symbol, shown):
+    assert pretty(symbol) == shown
+
+
+def test_variable_names_and_gaps():
+    assert names_variable("_ZL5table", "table") and names_variable("_ZN4polyL6degreeE", "degree")
+    assert not names_variable("_ZZ6launchE5table", "table")
+    assert unexplained_gap(0x184, [(0, 9), (0x10, 0x24), (0x40, 0x184)]) == 0  # alignment padding
+    assert unexplained_gap(64, []) == 64
+    assert unexplained_gap(0x30, [(0, 8), (0x28, 0x30)]) == 0x20
+
+
+# -- the source layer ----------------------------------------------------------------------------
+
+def cu(src: str):
+    return {f.guard for f in check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True) if f.severity == "fail"}
+
+
+@pytest.mark.parametrize("src, guard", [
+    ('extern "C" int run(const char*) __asm__("PyRun_SimpleString");', "native_symbol"),
+    ('int counter asm("hidden_counter") = 0;', "native_symbol"),
+    ('extern "C" __attribute__((weak)) int f(void);', "native_symbol"),
+    ('void g() __attribute__((weakref("dlsym")));', "native_symbol"),
+    ('void h() __attribute__((alias("launch")));', "native_symbol"),
+    ('__attribute__((visibility("default"))) void v() {}', "native_symbol"),
+    ("extern \"C\" void* dlsym(void*, const char*);\n#pragma weak dlsym", "native_symbol"),
+    ("#pragma redefine_extname my_run PyRun_SimpleString\nvoid f() {}", "native_symbol"),
+    ('_Pragma("weak clock_gettime") void f() {}', "native_symbol"),
+    ("#pragma GCC visibility push(default)\nvoid f() {}", "native_symbol"),
+    ("void __device_stub__Zfoo() { static void* __handle; }", "native_symbol"),
+    ('extern "C" void _ZL24__sti____cudaRegisterAllv() {}', "native_symbol"),
+    ("namespace cub { static int cache; }", "native_symbol"),
+    ("namespace cuda::std { int x; }", "native_symbol"),
+    ("int cub::detail::x = 0;", "native_symbol"),
+    ("CUB_NAMESPACE_BEGIN\nint x;\nCUB_NAMESPACE_END", "native_symbol"),
+    ("__attribute__((constructor)) static void at_load() {}", "load_time_code"),
+    ("[[gnu::constructor]] static void at_load() {}", "load_time_code"),
+    ("static void __attribute__((constructor(101))) early() {}", "load_time_code"),
+    ("__attribute__((destructor)) static void bye() {}", "load_time_code"),
+    ("struct P { P(); };\nP p __attribute__((init_priority(101)));", "load_time_code"),
+    ('__attribute__((section(".init_array"), used)) static void (*e)(void) = 0;', "load_time_code"),
+    ('void impl(); void (*resolve())() { return impl; }\nvoid f() __attribute__((ifunc("resolve")));',
+     "load_time_code"),
+    ('#define CTOR __attribute__((constructor))\nCTOR static void at_load() {}', "load_time_code"),
+    ('asm(".section .init_array\\n.quad hook\\n.previous");', "load_time_code"),
+    ('asm(".globl evil");', "forbidden_call"),
+    ('extern "C" void launch(cudaStream_t s) { asm volatile("syscall"); }', "forbidden_call"),
+    ('__host__ __device__ void f() {\n#ifdef __CUDA_ARCH__\n#else\nasm("rdtsc");\n#endif\n}', "forbidden_call"),
+    ('#define HOOK asm(".pushsection .init_array\\n.quad hook\\n.popsection")\n__global__ void k() {}',
+     "load_time_code"),
+])
+def test_source_rule(src, guard):
+    assert guard in cu(src), check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
+
+
+@pytest.mark.parametrize("src", [
+    "__attribute__((aligned(16))) static const float table[4] = {1, 2, 3, 4};",
+    "[[nodiscard]] static int f() { return 1; }\n[[maybe_unused]] static int g() { return 2; }",
+    "__global__ void __launch_bounds__(256) k(float* x) { __attribute__((unused)) int a = 0; }",
+    '__global__ void k(float* d) { asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(d[0]) : "l"(d)); }',
+    '__device__ float f(float x) { float y; asm("mov.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }',
+    '__host__ __device__ float f(float x) {\n#ifdef __CUDA_ARCH__\n  asm("mov.f32 %0, %0;" : "+f"(x));\n#endif\n'
+    "  return x;\n}",
+    "#include <cub/cub.cuh>\nusing Reduce = cub::BlockReduce<float, 128>;\n"
+    "void f(float* x, float* o, int n) { size_t b = 0; cub::DeviceReduce::Sum(nullptr, b, x, o, n); }",
+    "namespace mine { int helper(int x) { return x; } }\nint mine_total = mine::helper(1);",
+    "// __attribute__((constructor)) and #pragma weak in a comment\nvoid f() {}",
+    'void f() { const char* s = "__attribute__((weak)) asm(\\".section\\")"; }',
+    "template <typename T> struct cuda_like { T v; };\nstatic int nv_like = 0;",
+    "std::vector<int> make(int n) { return std::vector<int>(n); }",
+])
+def test_source_look_alikes_do_not_fire(src):
+    assert not cu(src) & {"native_symbol", "load_time_code", "forbidden_call"}, \
+        check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
