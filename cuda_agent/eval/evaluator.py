@@ -33,7 +33,7 @@ from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.dynamic_guards import judge_aten, judge_kernels
 from cuda_agent.eval.guards.static import check_candidate_static
 from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
-from cuda_agent.eval.reference import Reference, snapshot_task, tensors_bytes
+from cuda_agent.eval.reference import Reference, snapshot_task, tensors_bytes, verify_snapshot
 from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Finding, SetResult, Timing, Verdict
@@ -69,11 +69,12 @@ class Evaluator:
         if kind == "recorder":
             jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox)
             return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)
+        verify_snapshot(self.task)  # the judge loads the copy again: it must still be what was hashed
         task_dir = self.task.path.parent
         jail = Jail(writable=[scratch], readable=[task_dir, self.cache_dir / "build"], gpu=self.cuda, cwd=scratch,
                     enabled=self.cfg.sandbox)
         args = ["--device", self.device, "--task", f"{self.task.path}::{self.task.class_name}",
-                "--init-seed", str(self.cfg.init_seed)]
+                "--init-seed", str(self.cfg.init_seed), "--task-hash", self.task.source_hash]
         if self.task.inputs_path:
             args += ["--inputs", str(self.task.inputs_path)]
         return JailedChild("cuda_agent.eval.judge", args, jail, scratch)

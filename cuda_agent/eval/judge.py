@@ -143,7 +143,7 @@ def write_outputs(torch, outs: list, paths: list[str]) -> list[dict]:
 
 
 class _Judge:
-    def __init__(self, device: str, task_ref: str, inputs_path: str | None, init_seed: int):
+    def __init__(self, device: str, task_ref: str, inputs_path: str | None, init_seed: int, task_hash: str | None):
         import torch
 
         from cuda_agent.eval.reference import pin_full_fp32
@@ -155,7 +155,7 @@ class _Judge:
             torch.cuda.set_device(device)
             torch.empty(1, device=device)  # the context now, not inside the first timing
         pin_full_fp32()
-        self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None)
+        self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None, expected_hash=task_hash)
         init = self.task.init_inputs(init_seed)
         self.model = self.task.build_model(init, device, init_seed)
         self.state = {k: v.detach() for k, v in self.model.state_dict().items()}
@@ -306,12 +306,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--task", required=True)
     ap.add_argument("--inputs", default=None)
     ap.add_argument("--init-seed", type=int, default=0)
+    ap.add_argument("--task-hash", default=None, help="refuse a task copy that does not hash to this")
     args = ap.parse_args(rest)
     if not args.device.startswith("cuda"):
         os.environ["CUDA_AGENT_HOST_ONLY"] = "1"
 
     def start():
-        j = _Judge(args.device, args.task, args.inputs, args.init_seed)
+        j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash)
         return {"calibrate": j.calibrate, "load_library": j.load_library, "run": j.run,
                 "time_prepare": j.time_prepare, "time_loop": j.time_loop, "time_collect": j.time_collect,
                 "time_reference": j.time_reference}

@@ -199,6 +199,21 @@ def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, cublas_f
     assert "last_x" in audit_library(result)[0].message
 
 
+def test_a_handle_static_used_as_a_pointer_cache_is_state(native_cache, cublas_flags, tmp_path):
+    """The handle allowance holds only while the static is used as a handle (created, passed to cuBLAS,
+    compared with null): a cast into it makes it a place for any pointer."""
+    kernels = tmp_path / "cand" / "kernels"
+    kernels.mkdir(parents=True)
+    src = (NATIVE / "honest" / "cublas_gemm" / "kernels" / "linear.cu").read_text()
+    kernels.joinpath("linear.cu").write_text(src.replace(
+        "  cublasSetStream(handle, stream);\n",
+        "  cublasSetStream(handle, stream);\n  if ((const float*)handle == x) return 0;\n"))
+    result = build_kernels(kernels, native_cache, extra_flags=cublas_flags, out_dir=tmp_path / "out")
+    assert result.ok, result.errors
+    findings = audit_library(result)
+    assert [f.guard for f in findings] == ["static_state"] and "linear::handle" in findings[0].message
+
+
 @pytest.mark.slow
 def test_cub_device_reduce_passes(native_cache, tmp_path):
     """CUB brings <iostream> (a static initialiser with gcc < 13) and inline statics in cub::; both are

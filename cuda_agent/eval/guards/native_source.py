@@ -59,7 +59,58 @@ def _declaration(n, hints: SourceHints) -> None:
     kind = n.child_by_field_name("type")
     if "static" in words and kind is not None and kind.text.decode(errors="replace") in HANDLE_TYPES:
         function = _enclosing_function(n)
-        hints.handles.update((function, x) for x in names)
+        scope = _enclosing(n, "function_definition") or n.parent
+        hints.handles.update((function, x) for x in names if _only_used_as_handle(scope, x, n))
+
+
+_NULLS = frozenset({"nullptr", "NULL", "0"})
+
+
+def _only_used_as_handle(scope, name: str, declaration) -> bool:
+    """Whether every use of the handle `name` is one a handle has: created by `cublasCreate(&h)`,
+    passed to cuBLAS/cuDNN, compared with null. An assignment or a cast would make it a place to
+    keep any pointer across calls, and the static then counts as state."""
+    stack = [scope]
+    while stack:
+        n = stack.pop()
+        stack.extend(n.children)
+        if n.type != "identifier" or n.text.decode(errors="replace") != name or _inside(n, declaration):
+            continue
+        parent = n.parent
+        if parent.type == "pointer_expression" and parent.text.decode().replace(" ", "") == f"&{name}":
+            parent = parent.parent  # &h: only into a vendor call (cublasCreate)
+            if parent.type == "argument_list" and _vendor_call(parent.parent):
+                continue
+            return False
+        if parent.type == "argument_list" and _vendor_call(parent.parent):
+            continue
+        if parent.type == "binary_expression" and parent.child_by_field_name("operator").type in ("==", "!=") and {
+                c.text.decode() for c in (parent.child_by_field_name("left"), parent.child_by_field_name("right"))
+                } - {name} <= _NULLS:
+            continue
+        if parent.type == "unary_expression" and parent.child_by_field_name("operator").type == "!":
+            continue
+        return False
+    return True
+
+
+def _vendor_call(n) -> bool:
+    fn = n.child_by_field_name("function") if n is not None and n.type == "call_expression" else None
+    return fn is not None and fn.text.decode(errors="replace").startswith(("cublas", "cudnn"))
+
+
+def _inside(n, ancestor) -> bool:
+    while n is not None:
+        if n == ancestor:
+            return True
+        n = n.parent
+    return False
+
+
+def _enclosing(n, kind: str):
+    while n is not None and n.type != kind:
+        n = n.parent
+    return n
 
 
 def _declared_name(d) -> str | None:
