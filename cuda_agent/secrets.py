@@ -14,8 +14,9 @@ the model) before it joins the history, and every record before it is written to
   setting it came from) or `[redacted]`.
 - By shape, anywhere, even when the value is in no variable: provider tokens (sk-..., sk-ant-...,
   ghp_/gho_/ghu_/ghs_/ghr_, github_pat_, xox?-, AKIA/ASIA, hf_, AIza, eyJ... JWTs), the password
-  of a `scheme://user:password@host` URL, `Authorization:`/`Bearer` values, and the value of an
-  env-style `SECRET_NAME=value` assignment. Ordinary output (kernel names, hex addresses,
+  of a `scheme://user:password@host` URL, `Authorization:`/`Bearer` values, the value of an
+  env-style `SECRET_NAME=value` assignment and of a quoted `"api_key": "..."` setting (a strong
+  name only: `cache_key = "conv"` stays). Ordinary output (kernel names, hex addresses,
   shapes, paths, numbers, tables) has none of these shapes.
 """
 

@@ -13,8 +13,7 @@ from pathlib import Path
 
 from cuda_agent.eval.guards.native_elf import (
     SHF_ALLOC, SHF_EXEC, SHF_GROUP, SHF_WRITE, SHN_COMMON, SHN_UNDEF, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE,
-    STT_FUNC,
-    STT_GNU_IFUNC, STT_SECTION, STT_TLS, Elf, Section, Symbol,
+    STT_FUNC, STT_GNU_IFUNC, STT_SECTION, STT_TLS, Elf, Section, Symbol,
 )
 from cuda_agent.eval.guards.native_names import (
     names_handle, names_variable, namespace_root, no_linkage, pretty, unexplained_gap,
@@ -158,7 +157,8 @@ class ObjectAudit:
         for r in self.elf.relocations.get(fn.shndx, []):
             if fn.value <= r.offset < fn.value + fn.size and r.symbol is not None:
                 target = self.target(r.symbol, r.addend + 4 if r.symbol.type == STT_SECTION else r.addend)
-                if target is not None and target.name not in IOS_INIT_REFS and pretty(target.name) not in out:
+                if target is not None and target.name not in IOS_INIT_REFS | {"stderr", "stdout"} \
+                        and pretty(target.name) not in out:
                     out.append(pretty(target.name))
         return out[:3]
 

@@ -85,7 +85,8 @@ SYMBOL_GROUPS: tuple[SymbolGroup, ...] = (
         "__cxa_end_catch __cxa_pure_virtual __cxa_deleted_virtual __cxa_bad_cast __cxa_bad_typeid "
         "_ZSt9terminatev __cxa_call_terminate _GLOBAL_OFFSET_TABLE_ "
         "__tls_get_addr "  # reaches thread_local data (which static_state reports)
-        "_ZNSt8ios_base4InitC1Ev _ZNSt8ios_base4InitD1Ev"),  # <iostream> (gcc < 13), see EXIT_HOOKS
+        "_ZNSt8ios_base4InitC1Ev _ZNSt8ios_base4InitD1Ev "  # <iostream> with gcc < 13 (see EXIT_HOOKS)
+        "_ZSt21ios_base_library_initv"),  # <iostream> with gcc >= 13: a reference, no initialiser
         pattern=(r"_ZSt\d+__throw_\w+"  # std::__throw_length_error... (std::vector, std::string)
                  rf"|_ZNK?St\d+(?:{_STD_EXCEPTIONS})\w*"  # std::runtime_error's ctor, dtor, what()
                  rf"|_ZT[ISV]St\d+(?:{_STD_EXCEPTIONS})"  # their typeinfo and vtables
