@@ -171,6 +171,11 @@ class Jail:
             elif os.path.isdir(p):
                 a += ["--ro-bind", p, p]
                 roots.append(Path(p))
+        # private /proc, /dev, /tmp first: the binds below may lie under /tmp (a venv, a scratch folder)
+        a += ["--proc", "/proc"]
+        for p in _PROC_RO:
+            a += ["--ro-bind-try", p, p]
+        a += ["--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--ro-bind-try", "/sys", "/sys"]
         for name in _ETC:
             p = Path("/etc") / name
             if p.exists():
@@ -179,10 +184,6 @@ class Jail:
             if not _covered(p, roots):
                 a += ["--ro-bind", str(p), str(p)]
                 roots.append(p)
-        a += ["--proc", "/proc"]
-        for p in _PROC_RO:
-            a += ["--ro-bind-try", p, p]
-        a += ["--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--ro-bind-try", "/sys", "/sys"]
         if self.gpu:
             for dev in gpu_devices():
                 a += ["--dev-bind", dev, dev]

@@ -41,11 +41,11 @@ def own_kernels(build: Any) -> list[str]:
     return list(spec(build).get("kernels", []))
 
 
-def audit_native(build: Any) -> list[Finding]:
+def audit_native(build: Any, extra_symbols: list[str]) -> list[Finding]:
     """What the built library may do natively: symbols, load-time code, static state."""
     from cuda_agent.eval.guards.native import audit_library
 
-    return audit_library(build)
+    return audit_library(build, extra_symbols=extra_symbols)
 
 
 def output_files(scratch: Path, stem: str, n: int) -> list[Path]:

@@ -116,7 +116,7 @@ class Evaluator:
             self._record_only(candidate_dir, verdict)  # names the torch compute forward did instead
             return self._scored(verdict, seconds, t_start)
         t = time.perf_counter()
-        findings += checks.audit_native(build)
+        findings += checks.audit_native(build, self.cfg.native_symbols)
         seconds["audit"] = time.perf_counter() - t
 
         verdict = Verdict(status="correct", findings=findings, notes=list(self.ref.notes))

@@ -232,6 +232,20 @@ class _Recorder:
         self.current: list = [None]
         self.model = None
         self.init: Recording | None = None
+        self._warm()
+
+    def _warm(self) -> None:
+        """The first meta dispatch imports torch's meta registrations and decompositions (about two
+        seconds): pay it while this process waits, not in the first recorded forward."""
+        torch = self.torch
+        rec = Recording(torch)
+        x = torch.empty(4, 8, device="meta")
+        with torch.no_grad(), make_mode(torch, rec):
+            y = torch.empty_like(x).view(-1)
+            torch.zeros(3, device="cuda").fill_(1.0)
+            (x.t().contiguous() + 1).sum(0)
+            torch.nn.functional.linear(x, torch.empty(2, 8, device="meta"))
+        del y
 
     def load(self, req: dict) -> dict:
         torch = self.torch

@@ -23,8 +23,10 @@ EXAMPLES = sorted((ROOT / "examples").glob("*/candidate"))
 GUARD_IDS = {"import_not_allowed", "reference_access", "fallback", "memoization", "side_stream",
              "timer_patch", "precision", "forbidden_call", "tensor_subclass", "module_escape",
              "interpreter_internals", "tensor_crossing",
-             # dynamic ones, implemented by the worker
-             "aten_in_forward", "foreign_kernel", "input_mutation", "timed_output_mismatch",
+             # the built library's audit
+             "native_symbol", "load_time_code", "static_state",
+             # dynamic ones: the recorded plan, the judge's replay, the parent's checks
+             "aten_in_forward", "plan", "no_kernel", "foreign_kernel", "input_mutation", "timed_output_mismatch",
              "timing_mismatch"}
 
 
@@ -58,7 +60,7 @@ def test_catalog_is_well_formed():
         honest = entry.parent.name == "honest"
         assert e["status"] == "correct" if honest else e["status"] in {"guard_violation", "incorrect",
                                                                       "runtime_error"}, entry
-        assert e["caught_by"] in ({None} if honest else {"static", "dynamic", "numeric"}), entry
+        assert e["caught_by"] in ({None} if honest else {"static", "native", "dynamic", "numeric"}), entry
         assert e["guard"] is None or e["guard"] in GUARD_IDS, entry
         assert (e["guard"] is None) == (e["status"] != "guard_violation"), entry
         assert (entry / "model_new.py").is_file() and list((entry / "kernels").glob("*.cu")), entry

@@ -6,7 +6,6 @@ reach no process of ours."""
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 
 import pytest
@@ -21,21 +20,7 @@ from cuda_agent.task import load_task
 HERE = Path(__file__).parent / "cpu_task"
 pytestmark = pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem()))
 
-# What a hostile model_new.py did at import in the review, and more: reach the harness's modules
-# through torch's own attributes and replace its recorded forward, its timer and its clocks.
-PATCHES = """
-import time as _t
-_sys = torch.sys
-for _name, _mod in list(_sys.modules.items()):
-    if _name.startswith("cuda_agent"):
-        for _attr in ("time_callable", "RepTimer", "judge_aten", "judge_set", "compare_output", "wall_clock_bound",
-                      "milestone_reward", "mutated_inputs", "judge_kernels"):
-            if hasattr(_mod, _attr):
-                setattr(_mod, _attr, lambda *a, **k: None)
-_t.perf_counter = lambda: 0.0
-_t.time = lambda: 0.0
-torch.cuda.synchronize = lambda *a, **k: None
-"""
+from hostile import KILLS, PATCHES, hostile_copy  # noqa: E402  (tests/helpers)
 
 
 @pytest.fixture()
@@ -51,15 +36,7 @@ def _config(tmp_path: Path) -> EvalConfig:
 
 
 def _candidate(tmp_path: Path, forward: str | None, prelude: str) -> Path:
-    cand = tmp_path / "cand"
-    shutil.copytree(HERE / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
-    src = (cand / "model_new.py").read_text()
-    src = src.replace("kernels = kernel_runtime.load_kernels()", "kernels = kernel_runtime.load_kernels()\n" + prelude)
-    if forward is not None:
-        src = src.replace("        out = torch.empty_like(x)\n        kernels.scale_add(x, y, out, self.alpha, x.numel())\n"
-                          "        return out", forward)
-    (cand / "model_new.py").write_text(src)
-    return cand
+    return hostile_copy(HERE / "honest", tmp_path / "cand", prelude, forward)
 
 
 def test_patching_the_harness_from_model_new_changes_nothing(tmp_path, no_static_guard):
@@ -84,9 +61,7 @@ def test_patched_clocks_in_the_recorder_do_not_move_the_timing(tmp_path, no_stat
 def test_signals_from_the_candidate_reach_no_process_of_ours(tmp_path, no_static_guard):
     """`torch.os.kill(torch.os.getppid(), 9)` at import (it killed the agent before) and a kill of
     every process group it can name: the evaluator and this test go on."""
-    prelude = ("_os = torch.os\nfor _pid in {_os.getppid(), 1, -1}:\n    try:\n        _os.kill(_pid, 9)\n"
-               "    except OSError:\n        pass\n")
-    cand = _candidate(tmp_path, None, prelude)
+    cand = _candidate(tmp_path, None, KILLS)
     me = os.getpid()
     with Evaluator(load_task(str(HERE / "model.py")), _config(tmp_path)) as ev:
         v = ev.evaluate(cand)
