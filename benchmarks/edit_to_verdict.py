@@ -55,7 +55,7 @@ def main() -> None:
             verdicts.append(v)
     print(f"device: {device} ({verdicts[-1].timing.device if verdicts[-1].timing else '?'})")
     print(f"evaluator set-up: {t_setup:.2f} s; first verdict (baselines timed, torch.compile): {t_first:.2f} s")
-    parts = ["static", "build", "worker_start_wait", "load", "correctness", "timing", "baselines", "worker_kill"]
+    parts = ["static", "build", "audit", "start_wait", "load", "correctness", "timing", "baselines", "kill"]
     print("| rep | status | reward | seconds | " + " | ".join(parts) + " | other |")
     print("|---|---|---|---|" + "---|" * (len(parts) + 1))
     for i, (t, v) in enumerate(zip(times, verdicts)):
@@ -64,6 +64,9 @@ def main() -> None:
         print(f"| {i} | {v.status} | {v.reward} | {t:.2f} | " + " | ".join(f"{s.get(p, 0.0):.2f}" for p in parts)
               + f" | {other:.2f} |")
     print(f"edit -> verdict median: {statistics.median(times):.2f} s (target <= 3 s)")
+    starts = {k: v for k, v in verdicts[-1].seconds.items() if k.startswith("judge_start")}
+    print("the judge's own start-up (last verdict; it overlaps the previous evaluation and the pause): "
+          + ", ".join(f"{k.removeprefix('judge_start_')} {v:.2f} s" for k, v in starts.items()))
 
 
 if __name__ == "__main__":

@@ -23,6 +23,9 @@ from typing import Callable
 from cuda_agent.jail import Jail, thread_count
 
 
+_EXEC_TIME = time.time()  # (in the child) when this module was first imported: about when python started
+
+
 class ChildError(RuntimeError):
     """The child died, hung or could not start; `kind` is 'timeout', 'crash' or 'start'."""
 
@@ -150,7 +153,9 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
     except BaseException as e:
         send({"ok": False, "error": f"start failed: {type(e).__name__}: {e}"})
         return
-    send({"ok": True, "ready": True, "pid": os.getpid()})
+    started = handlers.pop("_started", {})
+    send({"ok": True, "ready": True, "pid": os.getpid(), "started": started,
+          "since_exec": time.time() - _EXEC_TIME})
     for line in sys.stdin.buffer:
         req = json.loads(line)
         if req.get("op") == "exit":

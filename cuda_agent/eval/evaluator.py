@@ -162,8 +162,12 @@ class Evaluator:
              seconds: dict, timing: bool) -> None:
         t = time.perf_counter()
         recorder.wait_ready()
-        judge.wait_ready()
+        ready = judge.wait_ready()
         seconds["start_wait"] = time.perf_counter() - t
+        # how long the judge took to start (torch import, context, task, warm-ups): benchmarks read it
+        seconds["judge_ready_after"] = float(ready.get("since_exec", 0.0))
+        for k, v in (ready.get("started") or {}).items():
+            seconds[f"judge_start_{k}"] = float(v)
         t = time.perf_counter()
         if self.cuda:
             self._calibrate(judge)

@@ -151,21 +151,29 @@ class _Judge:
 
         self.torch, self.device = torch, device
         self.cuda = device.startswith("cuda")
+        self.started: dict[str, float] = {}  # seconds per start-up step, in the ready message
+        t = time.perf_counter()
         if self.cuda:
             torch.cuda.set_device(device)
             torch.empty(1, device=device)  # the context now, not inside the first timing
+        self.started["context"] = time.perf_counter() - t
         pin_full_fp32()
         self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None, expected_hash=task_hash)
         init = self.task.init_inputs(init_seed)
         self.model = self.task.build_model(init, device, init_seed)
         self.state = {k: v.detach() for k, v in self.model.state_dict().items()}
+        self.started["task"] = time.perf_counter() - t - self.started["context"]
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
         self.spin = getattr(torch.cuda, "_sleep", None) if self.cuda else None
         self.lib: Library | None = None
         self._timing: tuple | None = None
+        t = time.perf_counter()
         if self.cuda:
             self._warm_profiler()
+        self.started["profiler"] = time.perf_counter() - t
+        t = time.perf_counter()
         self._warm_paths()
+        self.started["paths"] = time.perf_counter() - t
 
     def _warm_paths(self) -> None:
         """Run the harness's own code paths once (input draw, poison, the output file, the mutation
@@ -315,7 +323,7 @@ def main(argv: list[str] | None = None) -> None:
         j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash)
         return {"calibrate": j.calibrate, "load_library": j.load_library, "run": j.run,
                 "time_prepare": j.time_prepare, "time_loop": j.time_loop, "time_collect": j.time_collect,
-                "time_reference": j.time_reference}
+                "time_reference": j.time_reference, "_started": j.started}
 
     serve(fd, start)
 
