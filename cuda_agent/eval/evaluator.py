@@ -77,6 +77,8 @@ class Evaluator:
                 "--init-seed", str(self.cfg.init_seed), "--task-hash", self.task.source_hash]
         if self.task.inputs_path:
             args += ["--inputs", str(self.task.inputs_path)]
+        if self.cfg.trace_kernels:
+            args += ["--trace"]
         return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
 
     def _take(self, kind: str) -> JailedChild:
@@ -271,7 +273,7 @@ class Evaluator:
                         verdict.notes.append(f"output {j}: {note}")
             files = checks.output_files(judge.scratch, f"set{i}", len(ref32))
             resp = judge.request({"op": "run", "plan": plan, "seed": seed, "files": [str(f) for f in files],
-                                  "trace": i == 0 and self.cuda and self.cfg.record_guards}, self.cfg.timeout_s)
+                                  "trace": i == 0 and self.cuda and self.cfg.trace_kernels}, self.cfg.timeout_s)
             if not resp.get("ok"):
                 verdict.sets.append(SetResult(seed=seed, ok=False, error=checks.error_text(resp)))
                 verdict.status, verdict.error = "runtime_error", checks.error_text(resp)

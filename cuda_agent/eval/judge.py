@@ -143,7 +143,8 @@ def write_outputs(torch, outs: list, paths: list[str]) -> list[dict]:
 
 
 class _Judge:
-    def __init__(self, device: str, task_ref: str, inputs_path: str | None, init_seed: int, task_hash: str | None):
+    def __init__(self, device: str, task_ref: str, inputs_path: str | None, init_seed: int, task_hash: str | None,
+                 trace: bool = False):
         import torch
 
         from cuda_agent.eval.reference import pin_full_fp32
@@ -168,7 +169,7 @@ class _Judge:
         self.lib: Library | None = None
         self._timing: tuple | None = None
         t = time.perf_counter()
-        if self.cuda:
+        if self.cuda and trace:
             self._warm_profiler()
         self.started["profiler"] = time.perf_counter() - t
         t = time.perf_counter()
@@ -315,12 +316,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--inputs", default=None)
     ap.add_argument("--init-seed", type=int, default=0)
     ap.add_argument("--task-hash", default=None, help="refuse a task copy that does not hash to this")
+    ap.add_argument("--trace", action="store_true", help="warm CUPTI up: runs may list the kernels they launch")
     args = ap.parse_args(rest)
     if not args.device.startswith("cuda"):
         os.environ["CUDA_AGENT_HOST_ONLY"] = "1"
 
     def start():
-        j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash)
+        j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash, args.trace)
         return {"calibrate": j.calibrate, "load_library": j.load_library, "run": j.run,
                 "time_prepare": j.time_prepare, "time_loop": j.time_loop, "time_collect": j.time_collect,
                 "time_reference": j.time_reference, "_started": j.started}

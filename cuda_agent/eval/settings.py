@@ -26,7 +26,10 @@ class EvalConfig(BaseModel):
     allow_precision: bool = False  # fp16/bf16/TF32 in an fp32 task becomes a warning, not a failure
     # more imports the built library may have (exact names or globs, e.g. "cusparse*"): docs/guards.md
     native_symbols: list[str] = []
-    record_guards: bool = True  # ATen dispatch + kernel trace on the first input set
+    # list the GPU kernels the first replay launched (CUPTI) and flag any that are not the candidate's
+    # own (`foreign_kernel`). Off by default: the native audit already leaves a library no symbol to
+    # reach another library's kernels, and CUPTI costs the judge ~4 s of start-up on an H200
+    trace_kernels: bool = False
     # the jail for the recorder and the judge (cuda_agent/jail.py); off only by --no-sandbox or
     # CUDA_AGENT_NO_SANDBOX=1, and every verdict then says so
     sandbox: bool = Field(default_factory=sandbox_enabled)
