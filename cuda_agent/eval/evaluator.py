@@ -55,9 +55,13 @@ class Evaluator:
         self.task = snapshot_task(task)  # the reference never reads the workspace again
         self.warm = warm
         self.refusal = jail_problem() if self.cfg.sandbox else None
-        self._spares: dict[str, JailedChild | None] = {"judge": None, "recorder": None}
+        # processes started ahead of need, per kind: a recorder or judge takes 4-7 s to start (the
+        # torch import), longer than an agent's step, so more than one waits
+        self._spares: dict[str, list[JailedChild]] = {"judge": [], "recorder": []}
         if warm and not self.refusal:
-            self._spares = {"judge": self._start("judge"), "recorder": self._start("recorder")}
+            for _ in range(self.cfg.spares):
+                for kind in self._spares:
+                    self._spares[kind].append(self._start(kind))
         self.ref = Reference(self.task, self.device, self.cfg.init_seed)
         self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
@@ -82,9 +86,11 @@ class Evaluator:
         return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
 
     def _take(self, kind: str) -> JailedChild:
-        """The waiting process; the next one starts now, so it is ready by the next evaluation."""
-        child = self._spares.get(kind)
-        self._spares[kind] = self._start(kind) if self.warm else None
+        """The longest-waiting process; a new one starts now, so one is ready by a later evaluation."""
+        queue = self._spares[kind]
+        child = queue.pop(0) if queue else None
+        if self.warm and not self.refusal:
+            queue.append(self._start(kind))
         if child is None or not child.alive():
             if child is not None:
                 child.kill()
@@ -147,10 +153,9 @@ class Evaluator:
         return verdict, self._baselines(seeds, verdict)
 
     def close(self) -> None:
-        for kind, child in self._spares.items():
-            if child is not None:
-                child.close()
-            self._spares[kind] = None
+        for queue in self._spares.values():
+            while queue:
+                queue.pop().close()
         shutil.rmtree(self.task.path.parent, ignore_errors=True)  # the private snapshot of the task
 
     def __enter__(self) -> Evaluator:
