@@ -176,8 +176,7 @@ class Evaluator:
         for k, v in (ready.get("started") or {}).items():
             seconds[f"judge_start_{k}"] = float(v)
         t = time.perf_counter()
-        if self.cuda:
-            self._calibrate(judge)
+        self._calibrate(judge)
         spec = checks.spec(build)
         if not self._load_recorder(recorder, candidate_dir, spec, verdict):
             return

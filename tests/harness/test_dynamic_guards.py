@@ -46,58 +46,25 @@ def _timing(mean_ms: float, reps: int = 300, warmup: int = 100):
 
 def test_wall_clock_bound_catches_gross_under_reporting_only():
     from cuda_agent.eval.checks import wall_clock_bound
-    from cuda_agent.eval.timing import TimingConfig
 
-    cfg = TimingConfig()
-    # an honest 0.03 ms kernel: 400 reps with ~0.15 ms overhead each took ~75 ms of wall time
-    assert wall_clock_bound(_timing(0.03), 75.0, cfg, overhead_ms=0.5) == []
-    # an honest 1 ms kernel: 400 reps took ~460 ms
-    assert wall_clock_bound(_timing(1.0), 460.0, cfg, overhead_ms=0.5) == []
-    # claims 0.01 ms per call while the parent watched 400 calls take 2 s
-    (f,) = wall_clock_bound(_timing(0.01), 2000.0, cfg, overhead_ms=0.5)
-    assert f.guard == "timing_mismatch"
+    # the parent timed the measured loop alone (300 reps it chose) and knows the judge's cost of a
+    # rep around nothing (here 0.4 ms: hold, flush, synchronizes, events)
+    # an honest 0.03 ms kernel: 300 reps took ~130 ms
+    assert wall_clock_bound(_timing(0.03), 130.0, 300, overhead_ms=0.4) == []
+    # an honest 1 ms kernel: 300 reps took ~430 ms
+    assert wall_clock_bound(_timing(1.0), 430.0, 300, overhead_ms=0.4) == []
+    # claims 0.01 ms per call while the parent watched 300 calls take 2 s
+    (f,) = wall_clock_bound(_timing(0.01), 2000.0, 300, overhead_ms=0.4)
+    assert f.guard == "timing_mismatch" and "0.0100 ms" in f.message
+    # without a calibration (CPU judge that failed it) nothing is claimed either way
+    assert wall_clock_bound(_timing(0.01), 2000.0, 300, overhead_ms=None) == []
 
 
-def test_wall_clock_bound_allows_for_the_stream_hold():
+def test_wall_clock_bound_is_loose_for_tiny_kernels():
+    """Pipe latency and a loaded host stretch the wall time by milliseconds: a 3 us kernel is not
+    accused, whatever its claim, unless the loop took far longer than overhead explains."""
     from cuda_agent.eval.checks import wall_clock_bound
-    from cuda_agent.eval.timing import TimingConfig
 
-    # an honest 0.003 ms kernel: 400 reps each with a 0.2 ms hold and ~0.15 ms overhead: ~140 ms
-    assert wall_clock_bound(_timing(0.003), 140.0 + 500, TimingConfig(hold_ms=0.2), overhead_ms=0.5) == []
-    (f,) = wall_clock_bound(_timing(0.003), 3000.0, TimingConfig(hold_ms=0.2), overhead_ms=0.5)
+    assert wall_clock_bound(_timing(0.003), 0.4 * 300 + 5.0, 300, overhead_ms=0.4) == []
+    (f,) = wall_clock_bound(_timing(0.003), 3000.0, 300, overhead_ms=0.4)
     assert f.guard == "timing_mismatch"
-
-
-class _FakeDevice:
-    """A GPU clock for the stream-hold calibration: spin(c) takes c / cycles_per_ms ms."""
-
-    def __init__(self, cycles_per_ms: float):
-        self.cycles_per_ms, self.now, self.spins = cycles_per_ms, 0.0, []
-
-    def spin(self, cycles: int) -> None:
-        self.spins.append(cycles)
-        self.now += cycles / self.cycles_per_ms
-
-    def event_cls(self, enable_timing=True):
-        dev = self
-
-        class Event:
-            def record(self):
-                self.at = dev.now
-
-            def elapsed_time(self, other):
-                return other.at - self.at
-
-        return Event()
-
-
-def test_stream_holder_is_calibrated_to_the_requested_hold():
-    from cuda_agent.eval.timing import _stream_holder
-
-    dev = _FakeDevice(cycles_per_ms=1.98e6)
-    hold = _stream_holder(dev.spin, dev.event_cls, lambda: None, hold_ms=0.2)
-    before = dev.now
-    hold()
-    assert abs((dev.now - before) - 0.2) < 1e-3
-    assert _stream_holder(None, dev.event_cls, lambda: None, 0.2) is None  # no spin kernel in this torch
-    assert _stream_holder(dev.spin, dev.event_cls, lambda: None, 0.0) is None  # turned off

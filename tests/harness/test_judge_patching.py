@@ -69,3 +69,28 @@ def test_signals_from_the_candidate_reach_no_process_of_ours(tmp_path, no_static
     assert os.getpid() == me
     assert v.status in ("correct", "runtime_error"), (v.status, v.error)
     assert again.status == "correct", (again.error, again.findings)
+
+
+def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, monkeypatch):
+    """As if native code had slowed the judge's clock 1000x (the review's constructor attack, which
+    the native audit now rejects): the times it reports are a thousandth of the truth. The parent
+    timed the measured loop itself and calls it `timing_mismatch`."""
+    from cuda_agent.eval import channel
+    from cpu_candidates import slow_honest
+
+    real = channel.JailedChild.request
+
+    def lying(self, msg, timeout):
+        resp = real(self, msg, timeout)
+        if msg.get("op") == "time_loop" and resp.get("ok"):
+            t = resp["timing"]
+            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
+                t[k] = t[k] / 1000 if t.get(k) else t.get(k)
+        return resp
+
+    monkeypatch.setattr(channel.JailedChild, "request", lying)
+    cfg = _config(tmp_path).model_copy(update={"timing": TimingConfig(warmup_ms=5, min_reps=20, max_reps=20)})
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        honest = ev.evaluate(slow_honest(tmp_path))
+    assert honest.status == "guard_violation", (honest.status, honest.findings)
+    assert "timing_mismatch" in {f.guard for f in honest.failing_findings}
