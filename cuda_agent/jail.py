@@ -1,7 +1,7 @@
 """One jail for every process that runs code a model wrote (bubblewrap).
 
-The evaluation's recorder (model_new.py) and judge (the built library) and the shell tool start
-through `Jail.popen` (profile and sanitize runs and the drop-in check are to follow). What a jailed process
+The evaluation's recorder (model_new.py) and judge (the built library), profile and sanitize runs
+(profiling/runner.py) and the shell tool all start through `Jail.popen`. What a jailed process
 gets, from one bwrap command line:
 
 - an environment built from an allowlist at exec (`--clearenv`), never inherited then scrubbed;

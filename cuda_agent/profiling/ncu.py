@@ -25,8 +25,9 @@ DEFAULT_TIMEOUT = 300.0  # seconds: each kernel is replayed once per pass (tens 
 
 MISSING = ("ncu (Nsight Compute) not found: install Nsight Compute or set the ncu_path setting; "
            "until then use benchmark timings and compile's register/shared-memory report")
-NOT_PERMITTED = ("ncu is not permitted to read this GPU's performance counters (ERR_NVGPUCTRPERM): an admin "
-                 "must allow profiling for all users; until then use benchmark timings")
+NOT_PERMITTED = ("ncu is not permitted to read this GPU's performance counters (ERR_NVGPUCTRPERM): it runs "
+                 "in the jail, without admin rights; an admin must allow profiling for all users (driver option "
+                 "NVreg_RestrictProfilingToAdminUsers=0); until then use benchmark timings")
 _PERM = re.compile(r"ERR_NVGPUCTRPERM|^==ERROR==.*(permission|not permitted)", re.I | re.M)
 
 

@@ -1,6 +1,7 @@
 """Run one wrapped forward of a candidate: find the wrapping tool, build its kernels first (so the
 tool never wraps nvcc), and run `tool ... python -m cuda_agent.eval.single_run` with a time limit,
-in its own process group, with no credentials in its environment."""
+in the jail (cuda_agent/jail.py): the GPU, read-only views of the task, the candidate and its
+build, an environment from the allowlist, and everything it started killed when it ends."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.eval.sandbox import scrubbed_env
+from cuda_agent.jail import Jail, sandbox_enabled
 
 # where each tool lives when it is not next to nvcc or on PATH (standalone installs)
 EXTRA_PLACES = {
@@ -61,15 +62,19 @@ class Wrapped:
 
 
 def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Wrapped:
-    """Run argv; stdout and stderr go to files (ncu's CSV can be large and must not be cut), the
-    whole process group is killed on timeout and whatever it left behind is killed at the end."""
-    full_env = scrubbed_env(os.environ)
-    full_env.update(env or {})
+    """Run argv in the jail; stdout and stderr go to files (ncu's CSV can be large and must not be
+    cut), the whole jail is killed on timeout and whatever it left behind is killed at the end.
+    What the command may read: every existing path its arguments and `env` name (the task, the
+    built kernels, the tool itself), read-only; it may write its working folder (the workspace)."""
+    env = dict(env or {})
+    cwd = Path(cwd).resolve()
+    readable = [p for p in _paths_named([*argv, *env.values()], cwd) if p != cwd and cwd not in p.parents]
+    # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
+    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, enabled=sandbox_enabled())
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out, \
             tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
-        proc = subprocess.Popen(argv, cwd=cwd, env=full_env, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=err, start_new_session=True)
+        proc = jail.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         try:
             rc, timed_out = proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
@@ -79,6 +84,22 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
         out.seek(0)
         err.seek(0)
         return Wrapped(rc, out.read(), err.read(), timed_out, time.perf_counter() - t0)
+
+
+def _paths_named(values: list[str], cwd: Path) -> list[Path]:
+    """Existing absolute paths among `values` (files as their folder), plus cwd; none twice."""
+    found: list[Path] = [cwd]
+    for v in values:
+        for part in str(v).split("::")[:1]:
+            p = Path(part)
+            if p.is_absolute() and p.exists():
+                p = p.resolve()
+                found.append(p if p.is_dir() else p.parent)
+    out: list[Path] = []
+    for p in sorted(set(found), key=lambda q: len(q.parts)):
+        if not any(q == p or q in p.parents for q in out):
+            out.append(p)
+    return out
 
 
 def _kill_group(pgid: int) -> None:
