@@ -59,7 +59,8 @@ class Evaluator:
         # torch import), longer than an agent's step, so more than one waits
         self._spares: dict[str, list[JailedChild]] = {"judge": [], "recorder": []}
         if warm and not self.refusal:
-            for _ in range(self.cfg.spares):
+            spares = self.cfg.spares if self.cfg.spares is not None else (2 if self.cuda else 1)
+            for _ in range(spares):
                 for kind in self._spares:
                     self._spares[kind].append(self._start(kind))
         self.ref = Reference(self.task, self.device, self.cfg.init_seed)
@@ -347,7 +348,8 @@ class Evaluator:
         timing = Timing(**resp["timing"])
         verdict.timing = timing
         verdict.findings += checks.side_work(timing)
-        verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, self._overhead_ms)
+        verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, self._overhead_ms,
+                                                    per_rep_slack_ms=0.05 if self.cuda else 1.0)
         files = [checks.output_files(judge.scratch, f"timed{k}", len(s["ref32"])) for k, s in enumerate(kept)]
         resp = judge.request({"op": "time_collect", "files": [[str(f) for f in fs] for fs in files]}, self.cfg.timeout_s)
         if not resp.get("ok"):

@@ -158,6 +158,8 @@ class _Judge:
             torch.cuda.set_device(device)
             torch.empty(1, device=device)  # the context now, not inside the first timing
         self.started["context"] = time.perf_counter() - t
+        if not self.cuda:  # CPU mode (tests): no thread pool waking up per op, whose latency under
+            torch.set_num_threads(1)  # load would be timed as the candidate's
         pin_full_fp32()
         self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None, expected_hash=task_hash)
         init = self.task.init_inputs(init_seed)

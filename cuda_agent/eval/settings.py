@@ -30,7 +30,9 @@ class EvalConfig(BaseModel):
     # own (`foreign_kernel`). Off by default: the native audit already leaves a library no symbol to
     # reach another library's kernels, and CUPTI costs the judge ~4 s of start-up on an H200
     trace_kernels: bool = False
-    spares: int = Field(2, ge=0)  # recorders and judges started ahead of need (Evaluator(warm=True))
+    # recorders and judges started ahead of need (Evaluator(warm=True)); None: two on a GPU (each takes
+    # 4-7 s to start on an H200, longer than an agent's pause), one on the CPU (tests, 2 cores)
+    spares: int | None = Field(None, ge=0)
     # the jail for the recorder and the judge (cuda_agent/jail.py); off only by --no-sandbox or
     # CUDA_AGENT_NO_SANDBOX=1, and every verdict then says so
     sandbox: bool = Field(default_factory=sandbox_enabled)

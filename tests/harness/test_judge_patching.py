@@ -91,6 +91,9 @@ def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, 
     monkeypatch.setattr(channel.JailedChild, "request", lying)
     cfg = _config(tmp_path).model_copy(update={"timing": TimingConfig(warmup_ms=5, min_reps=20, max_reps=20)})
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
-        honest = ev.evaluate(slow_honest(tmp_path))
+        cand = slow_honest(tmp_path)  # ~50x the honest kernel; 20x more, so the lie is far above noise
+        cu = cand / "kernels" / "scale_add.cu"
+        cu.write_text(cu.read_text().replace("r < 50;", "r < 1000;"))
+        honest = ev.evaluate(cand)
     assert honest.status == "guard_violation", (honest.status, honest.findings)
     assert "timing_mismatch" in {f.guard for f in honest.failing_findings}
