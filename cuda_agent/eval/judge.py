@@ -15,13 +15,13 @@ clock. A judge that times baselines (`time_reference`) never loads a library.
 from __future__ import annotations
 
 import ctypes
-import json
 import os
 import sys
 import time
 from pathlib import Path
 
 from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Call, Fill, Plan, Pointer
+from cuda_agent.kernels.binding import load_spec
 
 _CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "bool": ctypes.c_bool, "int8_t": ctypes.c_int8,
            "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16, "uint16_t": ctypes.c_uint16,
@@ -33,8 +33,8 @@ class Library:
     """The launchers of one built library as raw ctypes functions (pointers as integers)."""
 
     def __init__(self, build_dir: Path, cuda: bool):
-        spec = json.loads((build_dir / "launchers.json").read_text())
-        self.lib = ctypes.CDLL(str(build_dir / spec["library"]), mode=os.RTLD_LOCAL)
+        library, spec = load_spec(build_dir)  # the harness wrote it: the launchers parsed from the sources
+        self.lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
         self.fns: dict[str, tuple] = {}
         for launcher in spec["launchers"]:
             fn = getattr(self.lib, launcher["name"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+from procs import running  # tests/helpers
 
 from cuda_agent.profiling import runner
 from cuda_agent.profiling.ncu import SECTIONS, find_ncu, ncu_command
@@ -175,20 +176,7 @@ def test_a_hanging_profile_is_killed_with_its_children(tmp_path, stub, monkeypat
     r = default_by_name("profile").run({}, layernorm(tmp_path, stub, profile_timeout_s=2))
     assert r.status == "error" and "timed out after 2 s" in r.observation and time.monotonic() - t0 < 20
     time.sleep(0.5)
-    assert not _running("60.424"), "the profiled program's child outlived the timeout"
-
-
-def _running(marker: str) -> bool:
-    """Whether a process on this machine has `marker` in its command line (pids inside the jail
-    are its own, so the test looks for the command, not a pid)."""
-    for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and marker in (p / "cmdline").read_bytes().decode(errors="replace") \
-                    and (p / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                return True
-        except OSError:
-            continue
-    return False
+    assert not running("60.424"), "the profiled program's child outlived the timeout"
 
 
 @needs_nvcc

@@ -7,6 +7,7 @@ from pathlib import Path
 import time
 
 import pytest
+from procs import running  # tests/helpers
 
 from cuda_agent.tools.base import MAX_OBSERVATION, ToolContext
 from cuda_agent.tools.shell import Shell
@@ -40,14 +41,14 @@ def test_timeout_kills_the_process_group(sh, ws):
     assert r.status == "error" and r.data["timed_out"] and "timed out after 1 s" in r.observation
     assert "started" in r.observation  # output printed before the kill is kept
     time.sleep(0.3)
-    assert not _running("100.101")
+    assert not running("100.101")
 
 
 def test_background_leftovers_are_killed_when_command_ends(sh, ws):
     r = shell.run({"command": "(setsid sleep 100.102 &) ; sleep 100.103 & echo ok", "timeout": 10}, sh)
     assert r.status == "ok"
     time.sleep(0.3)
-    assert not _running("100.102") and not _running("100.103")  # even the one that left the session
+    assert not running("100.102") and not running("100.103")  # even the one that left the session
 
 
 def test_timeout_is_capped_by_settings(ws):
@@ -83,18 +84,6 @@ def test_huge_output_is_bounded(sh):
     r = shell.run({"command": "yes line | head -c 50000000; echo; echo THE-END"}, sh)
     assert r.status == "ok" and len(r.observation) <= MAX_OBSERVATION
     assert "cut" in r.observation and r.observation.rstrip().endswith("THE-END")
-
-
-def _running(marker: str) -> bool:
-    """Whether any process on this machine runs `sleep <marker>` (pids inside the jail are its own)."""
-    for p in Path("/proc").iterdir():
-        try:
-            if p.name.isdigit() and marker in (p / "cmdline").read_bytes().decode(errors="replace") \
-                    and (p / "stat").read_text().split(")")[-1].split()[0] != "Z":
-                return True
-        except OSError:
-            continue
-    return False
 
 
 def _alive(pid: int) -> bool:
