@@ -55,3 +55,21 @@ def test_exit_3_for_a_compile_error(tmp_path):
 def test_bad_input_is_one_clear_line_and_exit_2(args, message):
     r = run(*args, "--device", "cpu")
     assert r.exit_code == 2 and message in r.output
+
+
+def test_without_the_jail_eval_refuses_then_no_sandbox_is_the_recorded_way_out(tmp_path):
+    """bubblewrap missing: one line naming what is missing and the flag; with --no-sandbox the same
+    evaluation runs and its verdict says it ran unjailed."""
+    import os
+
+    env = {**os.environ, "CUDA_AGENT_BWRAP": str(tmp_path / "no-bwrap-here"), "CUDA_AGENT_CACHE": str(tmp_path / "c")}
+    base = [sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK / "model.py"), "--candidate", str(TASK / "honest"),
+            *ARGS, "--json"]
+    refused = subprocess.run(base, capture_output=True, text=True, timeout=300, env=env)
+    assert refused.returncode == 5, refused.stderr[-2000:]
+    error = json.loads(refused.stdout)["verdict"]["error"]
+    assert "bubblewrap" in error and "--no-sandbox" in error and "\n" not in error
+    unjailed = subprocess.run(base + ["--no-sandbox"], capture_output=True, text=True, timeout=300, env=env)
+    assert unjailed.returncode == 0, unjailed.stderr[-2000:]
+    verdict = json.loads(unjailed.stdout)["verdict"]
+    assert verdict["status"] == "correct" and "evaluated without the jail (--no-sandbox)" in verdict["notes"]

@@ -97,3 +97,80 @@ def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, 
         honest = ev.evaluate(cand)
     assert honest.status == "guard_violation", (honest.status, honest.findings)
     assert "timing_mismatch" in {f.guard for f in honest.failing_findings}
+
+
+def test_the_agent_killed_with_9_leaves_no_evaluation_process_behind(tmp_path):
+    """An agent holding a warm Evaluator (spare recorders and judges started) is killed with -9 in
+    the middle of an evaluation: no jail, recorder or judge of it lives on, nothing is left in
+    /dev/shm by it."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    marker = tmp_path / "started"
+    shm_before = set(os.listdir("/dev/shm"))
+    agent = subprocess.Popen([sys.executable, "-c", f"""
+import sys
+sys.path.insert(0, {str(Path(__file__).parents[1] / 'helpers')!r})
+from pathlib import Path
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.task import load_task
+from cpu_candidates import slow_honest
+cfg = EvalConfig(device="cpu", n_sets=50, baselines=[], timeout_s=60, cache_dir=Path({str(tmp_path / 'cache')!r}))
+ev = Evaluator(load_task({str(HERE / 'model.py')!r}), cfg)
+Path({str(marker)!r}).write_text("x")
+ev.evaluate(slow_honest(Path({str(tmp_path)!r})))
+"""], start_new_session=True)
+    deadline = time.time() + 120
+    while not marker.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    time.sleep(3.0)  # into the evaluation: recorder and judge at work, spares starting
+    from cuda_agent.jail import descendants
+
+    tree = [p for p in descendants(agent.pid) if p != agent.pid]
+    assert tree, "the agent had started no evaluation process"
+    os.kill(agent.pid, signal.SIGKILL)
+    agent.wait(10)
+    deadline = time.time() + 15
+    alive = tree
+    while time.time() < deadline and alive:
+        alive = [p for p in tree if Path(f"/proc/{p}").exists()
+                 and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
+        time.sleep(0.3)
+    assert not alive, f"left behind after kill -9 of the agent: {alive}"
+    assert set(os.listdir("/dev/shm")) <= shm_before
+
+
+THREADING_KERNEL = r"""
+#include <cuda_runtime.h>
+#include <stdint.h>
+#include <pthread.h>
+#include <unistd.h>
+
+static void* idle(void*) { sleep(60); return 0; }
+
+// does the work, and leaves a native thread behind (work off the books would run there)
+extern "C" void scale_add(const float* x, const float* y, float* out, float alpha, int64_t n,
+                          cudaStream_t stream) {
+    pthread_t t;
+    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);
+    for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];
+}
+"""
+
+
+def test_native_threads_are_counted_from_outside(tmp_path, no_static_guard, monkeypatch):
+    """With the source guard and the library audit both switched off (pthread_create is on neither's
+    list), a launcher that starts a native thread: the parent counts the judge's threads in /proc
+    and calls it side work. Python's thread count would never see it."""
+    from cuda_agent.eval import checks
+
+    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
+    cand = _candidate(tmp_path, None, "")
+    (cand / "kernels" / "scale_add.cu").write_text(THREADING_KERNEL)
+    with Evaluator(load_task(str(HERE / "model.py")), _config(tmp_path)) as ev:
+        v = ev.evaluate(cand)
+    assert v.status == "guard_violation", (v.status, v.error, v.findings)
+    assert any(f.guard == "side_stream" and "thread" in f.message for f in v.failing_findings), v.findings
