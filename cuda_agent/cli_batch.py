@@ -3,6 +3,8 @@ pool/ (docs/batch.md). Heavy imports (torch, litellm, matplotlib, pyarrow) happe
 
 from __future__ import annotations
 
+import os
+
 import json
 from pathlib import Path
 from typing import Optional
@@ -92,12 +94,15 @@ def batch_command(
     max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most, per task."),
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop a task once it is this much faster than torch.compile."),
     allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it."),
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
     ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs cuda-agent[distributed]."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
     130 stopped by Ctrl-C (run the same command again to resume)."""
+    if no_sandbox:  # read by EvalConfig and the shell, in this process and every task's child
+        os.environ["CUDA_AGENT_NO_SANDBOX"] = "1"
     from rich.console import Console
 
     from cuda_agent.batch.session import BatchError, BatchSettings, run_batch

@@ -12,6 +12,8 @@ With --script, the script is the whole session: the turns already taken are skip
 
 from __future__ import annotations
 
+import os
+
 import json
 from pathlib import Path
 from typing import Optional
@@ -39,6 +41,7 @@ def optimize_command(
     max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of wall time at most."),
     target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile."),
     allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
+    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it."),
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
@@ -49,6 +52,8 @@ def optimize_command(
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
     2 bad usage, 3 no correct version, 4 the run failed."""
+    if no_sandbox:  # read by EvalConfig and the shell, here and in any process this run starts
+        os.environ["CUDA_AGENT_NO_SANDBOX"] = "1"
     from rich.console import Console
     from rich.markup import escape
 
