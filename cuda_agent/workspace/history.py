@@ -54,8 +54,9 @@ def git_env(config: dict[str, str] | None = None, **extra: str) -> dict[str, str
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "LANG": "C",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
            "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
-    if "TZ" in os.environ:
-        env["TZ"] = os.environ["TZ"]
+    for name in ("TZ", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # the time a commit is stamped with
+        if name in os.environ:
+            env[name] = os.environ[name]
     items = list({**HARNESS_CONFIG, **(config or {})}.items())
     env["GIT_CONFIG_COUNT"] = str(len(items))
     for i, (key, value) in enumerate(items):

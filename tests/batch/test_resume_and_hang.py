@@ -26,8 +26,9 @@ def _wait_for_evaluation(trajectory, proc, timeout=180):
 
 def test_ctrl_c_stops_with_everything_written_and_the_same_command_resumes(tmp_path, tmp_path_factory):
     cache = cache_dir(tmp_path_factory)
-    # four benchmarks: the first evaluation is recorded well before the run could end
-    tasks, scripts = make_tasks(tmp_path, {"scale_add": TASK_SRC}, {"scale_add": honest_script(benchmarks=4)})
+    # a dozen benchmarks: the first evaluation is recorded well before the run could end (each takes
+    # well under a second on the CPU)
+    tasks, scripts = make_tasks(tmp_path, {"scale_add": TASK_SRC}, {"scale_add": honest_script(benchmarks=12)})
     out = tmp_path / "run"
     proc = subprocess.Popen(command(*batch_args(tasks, scripts, out)), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env={**os.environ, "CUDA_AGENT_CACHE": str(cache)})
@@ -53,7 +54,7 @@ def test_ctrl_c_stops_with_everything_written_and_the_same_command_resumes(tmp_p
     records = read_trajectory(trajectory)
     assert sum(r.type == "header" for r in records) == 1 and any(r.type == "resume" for r in records)
     # the scripted model went on where it stopped: every scripted turn taken exactly once
-    assert records[-1].steps == len(honest_script(benchmarks=4)) > steps_before
+    assert records[-1].steps == len(honest_script(benchmarks=12)) > steps_before
     assert row.steps == records[-1].steps and (out / "tasks" / "scale_add" / "report.md").is_file()
 
 
