@@ -71,6 +71,11 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     if not isinstance(header, Header):
         raise ResumeError(f"{path} does not start with a header record: the run never started; start it anew")
     workspace = Workspace.open(run_dir)
+    # the workspace (its task record and git objects) is within the model's reach; the trajectory,
+    # written by the agent outside it, says which task this run is about
+    if workspace.record.task.source_hash != header.task.hash:
+        raise ResumeError(f"{run_dir}: the workspace's task record (hash {workspace.record.task.source_hash}) is not "
+                          f"the task this run started with ({header.task.hash}); start a new run from the task file")
     config = EvalConfig.model_validate({**header.config.get("eval", {}), **(eval_overrides or {})})
     allow_shell = any(t.get("function", {}).get("name") == "shell" for t in header.tools)
     env = Environment(workspace, config, settings={"allow_shell": allow_shell})

@@ -38,7 +38,7 @@ from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Finding, SetResult, Timing, Verdict
 from cuda_agent.jail import Jail, JailUnavailable, jail_problem
-from cuda_agent.task import Task
+from cuda_agent.task import Task, TaskError
 
 
 class CandidateError(ValueError):
@@ -131,7 +131,11 @@ class Evaluator:
         verdict = Verdict(status="correct", findings=findings, notes=list(self.ref.notes))
         if not self.cfg.sandbox:
             verdict.notes.append("evaluated without the jail (--no-sandbox)")
-        recorder, judge = self._take("recorder"), self._take("judge")
+        try:
+            recorder, judge = self._take("recorder"), self._take("judge")
+        except TaskError as e:  # the judge's copy of the task no longer hashes to what was snapshotted
+            verdict.status, verdict.error = "error", str(e)
+            return self._scored(verdict, seconds, t_start)
         try:
             self._run(recorder, judge, candidate_dir, build, verdict, seconds, timing)
         except ChildError as e:
@@ -383,12 +387,13 @@ class Evaluator:
                     if entry is None:
                         verdict.notes.append(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
                         continue
+                    verify_snapshot(self.task)  # never cache a time measured on a changed task copy
                     self.baseline_cache.put(key, entry)
                 if mode == "eager":
                     verdict.eager = timing_from(entry)
                 else:
                     verdict.compiled = timing_from(entry)
-        except ChildError as e:
+        except (ChildError, TaskError) as e:
             verdict.notes.append(f"baseline process failed: {e}")
         finally:
             if judge is not None:

@@ -11,6 +11,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import Agent, AgentConfig, run_agent
@@ -234,3 +235,17 @@ def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
     assert (records[3].status, records[3].observation) == ("interrupted", INTERRUPTED)
     log = subprocess.run(["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True)
     assert "snapshot: uncommitted work found on re-open" in log.stdout  # shell.pid, kept
+
+
+def test_resume_refuses_a_workspace_whose_task_was_swapped(tmp_path):
+    """The shell can rewrite the workspace's record and git objects; the trajectory, outside the
+    workspace, names the task the run started with, and a resume checks the two agree."""
+    from cuda_agent.agent.resume import ResumeError
+
+    _, path = first_run(tmp_path, [WRITE_HONEST, VERIFY, FINISH], max_steps=1)
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["task"]["hash"] = "0" * 16  # as if the workspace now held another task than the run's
+    path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
+    with pytest.raises(ResumeError, match="not the task this run started with"):
+        resume_run(path.parent)

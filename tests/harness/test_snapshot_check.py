@@ -196,3 +196,20 @@ def test_the_environment_checks_the_first_commit_before_running_it(tmp_path):
         with pytest.raises(TaskError, match="first commit"):
             env.reference_task()
         assert not marker.exists()
+
+
+def test_evaluate_refuses_when_the_judges_task_copy_changed(tmp_path):
+    """A changed task copy (the model could not reach it, but a bug or another process might) ends
+    the evaluation with a one-line error instead of judging against it."""
+    from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.task import load_task
+
+    here = Path(__file__).parent / "cpu_task"
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
+    with Evaluator(load_task(str(here / "model.py")), cfg, warm=False) as ev:
+        copy = ev.task.path
+        copy.chmod(0o600)
+        copy.write_text(copy.read_text() + "\n# changed\n")
+        v = ev.evaluate(here / "honest")
+    assert v.status == "error" and "changed" in v.error and "\n" not in v.error
