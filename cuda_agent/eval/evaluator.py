@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import secrets
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from cuda_agent.eval.guards.static import check_candidate_static
 from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
 from cuda_agent.eval.reference import Reference, snapshot_task, tensors_bytes, verify_snapshot
 from cuda_agent.eval.reward import milestone_reward, speedup
+from cuda_agent.eval.scratch import private_dir, sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Finding, SetResult, Timing, Verdict
 from cuda_agent.jail import Jail, JailUnavailable, jail_problem
@@ -52,6 +52,7 @@ class Evaluator:
         self.cuda = self.device.startswith("cuda")
         self.cache_dir = Path(self.cfg.cache_dir or default_cache_dir())
         (self.cache_dir / "build").mkdir(parents=True, exist_ok=True)
+        sweep_stale()  # what evaluators killed before they could clean up left in the temp folder
         self.task = snapshot_task(task)  # the reference never reads the workspace again
         self.warm = warm
         self.refusal = jail_problem() if self.cfg.sandbox else None
@@ -70,7 +71,7 @@ class Evaluator:
 
     # -- processes -------------------------------------------------------------------------
     def _start(self, kind: str) -> JailedChild:
-        scratch = Path(tempfile.mkdtemp(prefix=f"cuda-agent-{kind}-"))
+        scratch = private_dir(kind)
         if kind == "recorder":
             jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox)
             return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)

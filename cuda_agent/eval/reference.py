@@ -11,10 +11,10 @@ from __future__ import annotations
 import copy
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.eval.scratch import private_dir
 from cuda_agent.task import Task, TaskError, describe_value, load_task, source_digest
 
 
@@ -35,7 +35,7 @@ def snapshot_task(task: Task, dest: Path | None = None) -> Task:
     if source_digest(task.class_name, sources[task.path.name], sidecar) != task.source_hash:
         raise TaskError("the task changed after it was loaded; run again")
     if dest is None:
-        dest = Path(tempfile.mkdtemp(prefix="cuda-agent-task-"))
+        dest = private_dir("task")
     else:
         dest = Path(dest)
         dest.mkdir(mode=0o700, parents=True, exist_ok=True)

@@ -174,3 +174,21 @@ def test_native_threads_are_counted_from_outside(tmp_path, no_static_guard, monk
         v = ev.evaluate(cand)
     assert v.status == "guard_violation", (v.status, v.error, v.findings)
     assert any(f.guard == "side_stream" and "thread" in f.message for f in v.failing_findings), v.findings
+
+
+def test_scratch_of_a_killed_evaluator_is_swept_by_the_next(tmp_path):
+    """Folders named after a process that is gone are removed; ours and live ones' stay."""
+    import subprocess
+    import sys
+
+    from cuda_agent.eval.scratch import sweep_stale
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    gone = tmp_path / f"cuda-agent-judge-{dead.pid}-abc"
+    mine = tmp_path / f"cuda-agent-recorder-{os.getpid()}-def"
+    other = tmp_path / "cuda-agent-judgement-1-x"  # not ours by name
+    for d in (gone, mine, other):
+        (d / "sub").mkdir(parents=True)
+    assert sweep_stale(tmp_path) == 1
+    assert not gone.exists() and mine.exists() and other.exists()
