@@ -44,7 +44,8 @@ _PROC_RO = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
 ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
              "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
              "TERM", "COLUMNS", "CUDA_AGENT_NVCC")
-NO_SANDBOX_HINT = "install bubblewrap (apt-get install bubblewrap) or run with --no-sandbox to evaluate without the jail"
+NO_SANDBOX = "run with --no-sandbox to evaluate without the jail"
+NO_SANDBOX_HINT = f"install bubblewrap (apt-get install bubblewrap) or {NO_SANDBOX}"
 
 
 class JailUnavailable(RuntimeError):
@@ -74,7 +75,7 @@ def jail_problem() -> str | None:
         return f"bubblewrap could not start ({e}): {NO_SANDBOX_HINT}"
     if r.returncode != 0:
         err = (r.stderr.strip().splitlines() or ["no output"])[-1]
-        return f"bubblewrap cannot create namespaces here ({err}): enable unprivileged user namespaces or {NO_SANDBOX_HINT.split(' or ')[1]}"
+        return f"bubblewrap cannot create namespaces here ({err}): enable unprivileged user namespaces or {NO_SANDBOX}"
     return None
 
 

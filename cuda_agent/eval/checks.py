@@ -77,13 +77,11 @@ def read_outputs(files: list[Path], meta: list[dict] | None, refs: list) -> list
     return out
 
 
-def new_threads(before: int, after: int, when: str) -> list[Finding]:
+def new_threads(before: int, after: int) -> list[Finding]:
     """Threads the judge's process tree gained, counted from outside the jail (/proc)."""
-    if after > before:
-        return [Finding(guard="side_stream", message=(
-            f"the judge's process had {after - before} more thread(s) after {when}: your native code started "
-            "threads; do all work in the caller's thread, on the stream passed to your launcher"))]
-    return []
+    from cuda_agent.eval.dynamic_guards import judge_side_work
+
+    return judge_side_work(0.0, None, after - before)
 
 
 def side_work(timing: Timing) -> list[Finding]:

@@ -8,20 +8,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from cuda_agent.eval.plan import ALLOC_FILL, FILLS, VIEWS
 from cuda_agent.eval.verdict import Finding
 
-# Allocation, views and metadata: what a forward that only launches our kernels may dispatch.
-ALLOWED_ATEN = frozenset(
-    {
-        "empty", "empty_like", "empty_strided", "new_empty", "new_empty_strided", "zeros", "zeros_like",
-        "new_zeros", "zero_", "fill_", "full", "full_like", "new_full", "ones", "ones_like",
-        "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand",
-        "squeeze", "unsqueeze", "detach", "alias", "slice", "select", "split", "split_with_sizes",
-        "unbind", "narrow", "chunk", "flatten", "unflatten", "view_as", "expand_as", "lift_fresh",
-        "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "is_contiguous", "size",
-        "stride", "numel", "dim", "_local_scalar_dense", "set_", "resize_", "record_stream",
-    }
-)
+# Allocation, fills, views and metadata: the ops a launch plan can say (plan.py), one list for
+# the recorder that sorts what forward dispatched and for this judgement of it.
+ALLOWED_ATEN = frozenset(ALLOC_FILL) | FILLS | VIEWS
 
 
 def aten_base(op: str) -> str:
@@ -110,7 +102,8 @@ def judge_side_work(event_ms: float, host_ms: float | None, threads_delta: int) 
         out.append(
             Finding(
                 guard="side_stream",
-                message=f"forward left {threads_delta} new thread(s) running: do all work in the caller's thread",
+                message=f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
+                "in the caller's thread, on the stream passed to your launcher",
             )
         )
     return out

@@ -65,6 +65,8 @@ class Evaluator:
                 for kind in self._spares:
                     self._spares[kind].append(self._start(kind))
         self.ref = Reference(self.task, self.device, self.cfg.init_seed)
+        # what every plan is checked against: each parameter's and buffer's storage size
+        self._state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()}
         self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
         self._overhead_ms: float | None = None  # the judge's cost per timed rep, by our clock
@@ -218,43 +220,45 @@ class Evaluator:
         recorder = self._take("recorder")
         try:
             if self._load_recorder(recorder, candidate_dir, {}, verdict):
-                self._plan(recorder, self.task.draw_inputs(secrets.randbits(31), self.device), {}, verdict)
+                inputs = self.task.draw_inputs(secrets.randbits(31), self.device)
+                self._plan(recorder, [describe(x) for x in inputs], {}, verdict)
         except ChildError as e:
             verdict.notes.append(f"forward could not be recorded: {e}")
         finally:
             recorder.kill()
 
-    def _plan(self, recorder: JailedChild, inputs: list, spec: dict, verdict: Verdict) -> dict | None:
-        """Record forward on this input set's layout; the plan once checked, or None (verdict says why)."""
-        described = [describe(x) for x in inputs]
+    def _plan(self, recorder: JailedChild, described: list, spec: dict, verdict: Verdict) -> dict | None:
+        """Record forward on one input set's layout (`described`); the plan once checked, or None with
+        the verdict saying why. Torch compute is a problem like any other: a replay would leave it out."""
         resp = recorder.request({"op": "record", "inputs": described}, self.cfg.timeout_s)
         if resp.get("plan") is None:
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
             return None
-        verdict.findings += judge_aten(resp.get("compute", []))
+        problems = [Finding(guard=g, message=m) for g, m in resp.get("problems", [])]
+        problems += judge_aten(resp.get("compute", []))
         foreign = [d for d in resp.get("devices", []) if d != self.device.split(":")[0]]
         if foreign:
-            verdict.findings.append(Finding(guard="plan", message=(
+            problems.append(Finding(guard="plan", message=(
                 f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
                 "x.new_empty, device=x.device)")))
         if not resp.get("ok"):
             verdict.status, verdict.error = "runtime_error", resp.get("error") or "forward failed while recorded"
-            return None
-        try:
-            plan = Plan(**resp["plan"])
-        except Exception as e:
-            verdict.findings.append(Finding(guard="plan", message=f"forward could not be written down as a plan: {e}"))
-            return None
-        problems = [tuple(p) for p in resp.get("problems", [])]
-        problems += [("plan", p) for p in check_plan(plan, spec, [tensor_nbytes(d) for d in described],
-                               {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()},
-                               checks.memory_budget(self.device, self.cfg.memory_fraction))]
-        if not any(s.op == "call" for s in plan.steps):
-            problems.append(("no_kernel", "forward called none of your launchers: all work must be done by your "
-                             "own kernels"))
-        for guard, message in dict.fromkeys(problems):
-            verdict.findings.append(Finding(guard=guard, message=message))
-        return plan.model_dump() if not problems else None
+        else:
+            try:
+                plan = Plan(**resp["plan"])
+            except Exception as e:
+                problems.append(Finding(guard="plan", message=f"forward could not be written down as a plan: {e}"))
+            else:
+                problems += [Finding(guard="plan", message=p) for p in check_plan(
+                    plan, spec, [tensor_nbytes(d) for d in described], self._state_nbytes,
+                    checks.memory_budget(self.device, self.cfg.memory_fraction))]
+                if not any(s.op == "call" for s in plan.steps):
+                    problems.append(Finding(guard="no_kernel", message=(
+                        "forward called none of your launchers: all work must be done by your own kernels")))
+        for f in problems:
+            if f not in verdict.findings:
+                verdict.findings.append(f)
+        return plan.model_dump() if resp.get("ok") and not problems else None
 
     def _correctness(self, recorder: JailedChild, judge: JailedChild, build: Any, spec: dict, verdict: Verdict,
                      threads: int) -> dict:
@@ -265,12 +269,12 @@ class Evaluator:
         for i in range(self.cfg.n_sets):
             seed = secrets.randbits(31)
             inputs = self.task.draw_inputs(seed, self.device)
-            plan = self._plan(recorder, inputs, spec, verdict)
+            described = [describe(x) for x in inputs]
+            plan = self._plan(recorder, described, spec, verdict)
             if plan is None:
                 verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
                 return out_tols
-            layout = repr([describe(x) for x in inputs])
-            if plans.setdefault(layout, plan) != plan:
+            if plans.setdefault(repr(described), plan) != plan:
                 verdict.findings.append(Finding(guard="plan", message=(
                     "forward launched different work for inputs of the same shapes: forward must be a function of "
                     "its inputs (no state kept between calls)")))
@@ -291,7 +295,7 @@ class Evaluator:
             if resp.get("kernels"):
                 verdict.findings += judge_kernels(resp["kernels"], checks.own_kernels(build), checks.libraries(build),
                                                   allowed_torch=True)
-            verdict.findings += checks.new_threads(threads, judge.threads(), "an input set")
+            verdict.findings += checks.new_threads(threads, judge.threads())
             bufs = checks.read_outputs(files, resp.get("outputs", []), ref32)
             result = checks.judge_set(seed, resp, bufs, ref32, ref64, out_tols, tol, self.ref.fp32,
                                       self.cfg.allow_precision, verdict)
@@ -324,9 +328,9 @@ class Evaluator:
         for _ in range(self.cfg.timing_sets):
             seed = secrets.randbits(31)
             inputs = self.task.draw_inputs(seed, self.device)
-            plan = self._plan(recorder, inputs, spec, verdict)
+            plan = self._plan(recorder, [describe(x) for x in inputs], spec, verdict)
             if plan is None:
-                verdict.status = "guard_violation"
+                verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
                 return []
             ref32, ref64 = self.ref.outputs(inputs)
             per_set = tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
@@ -360,7 +364,7 @@ class Evaluator:
         if not resp.get("ok"):
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
             return []
-        verdict.findings += checks.new_threads(threads, judge.threads(), "timing")
+        verdict.findings += checks.new_threads(threads, judge.threads())
         if resp.get("mutated_sets"):
             verdict.findings.append(Finding(guard="input_mutation", message=(
                 "forward changed its inputs during timing: inputs are read-only; write results to new outputs")))

@@ -19,6 +19,21 @@ from pydantic import BaseModel, Field
 
 POISON = "poison"  # an allocation whose contents were never set: NaN bytes where it is judged
 
+# The ATen ops a forward may dispatch, the only ones a plan can say; anything else is torch compute.
+# Allocations, with where their fill value is (None: empty, unset; "arg1": the second argument):
+ALLOC_FILL = {  # ATen allocation -> where its fill value is (None: empty, unset)
+    "empty": None, "empty_like": None, "empty_strided": None, "new_empty": None, "new_empty_strided": None,
+    "empty_permuted": None, "zeros": 0, "zeros_like": 0, "new_zeros": 0, "ones": 1, "ones_like": 1,
+    "new_ones": 1, "full": "arg1", "full_like": "arg1", "new_full": "arg1",
+}  # fmt: skip
+VIEWS = frozenset({
+    "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand", "squeeze",
+    "unsqueeze", "detach", "alias", "slice", "select", "split", "split_with_sizes", "unbind", "narrow",
+    "chunk", "flatten", "unflatten", "view_as", "expand_as", "lift_fresh", "sym_size", "sym_stride",
+    "sym_numel", "sym_storage_offset", "is_contiguous", "size", "stride", "numel", "dim", "_reshape_alias",
+})  # fmt: skip
+FILLS = frozenset({"fill_", "zero_"})
+
 # dtype names as torch prints them, to and from the launchers' C element types
 ELEMENT_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "bool": 1, "int8": 1, "uint8": 1,
                 "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,

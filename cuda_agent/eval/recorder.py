@@ -19,18 +19,7 @@ import sys
 import types
 from typing import Any
 
-ALLOC_FILL = {  # ATen allocation -> where its fill value is (None: empty, unset)
-    "empty": None, "empty_like": None, "empty_strided": None, "new_empty": None, "new_empty_strided": None,
-    "empty_permuted": None, "zeros": 0, "zeros_like": 0, "new_zeros": 0, "ones": 1, "ones_like": 1,
-    "new_ones": 1, "full": "arg1", "full_like": "arg1", "new_full": "arg1",
-}  # fmt: skip
-VIEWS = frozenset({
-    "view", "_unsafe_view", "reshape", "as_strided", "t", "transpose", "permute", "expand", "squeeze",
-    "unsqueeze", "detach", "alias", "slice", "select", "split", "split_with_sizes", "unbind", "narrow",
-    "chunk", "flatten", "unflatten", "view_as", "expand_as", "lift_fresh", "sym_size", "sym_stride",
-    "sym_numel", "sym_storage_offset", "is_contiguous", "size", "stride", "numel", "dim", "_reshape_alias",
-})  # fmt: skip
-FILLS = frozenset({"fill_", "zero_"})
+from cuda_agent.eval.plan import ALLOC_FILL, FILLS, VIEWS  # what forward may dispatch
 
 
 class Recording:

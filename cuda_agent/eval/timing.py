@@ -149,14 +149,6 @@ class RepTimer:
         return summary
 
 
-def time_callable(fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, cfg: TimingConfig,
-                  **kwargs) -> tuple[dict, list[Any]]:
-    """Warm up, then time about `budget_ms` of reps: (timing summary, the last output of each set)."""
-    timer = RepTimer(fn, input_sets, device, cfg, **kwargs)
-    summary = timer.measure(timer.reps_for(timer.warm_up()))
-    return summary, timer.last
-
-
 def read_clocks(device_index: int) -> dict[str, float]:
     """SM and memory clocks (MHz), temperature (C) and throttle reasons now, through NVML."""
     try:
