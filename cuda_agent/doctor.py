@@ -23,6 +23,8 @@ if TYPE_CHECKING:
 
 # The last place nvcc and friends are looked for; a module constant so tests can move it.
 DEFAULT_CUDA_BIN = Path("/usr/local/cuda/bin")
+# The driver's module options: whether performance counters are for admin users only.
+NVIDIA_PARAMS = Path("/proc/driver/nvidia/params")
 
 NO_GPU_FIX = (
     "install the NVIDIA driver, or run on a machine with a GPU; "
@@ -193,9 +195,22 @@ def _optional_tool(name: str, purpose: str, fix: str) -> Found:
 
 
 def check_ncu(f: Facts) -> Found:
-    return _optional_tool(
+    found = _optional_tool(
         "ncu", "profiling", "install Nsight Compute (part of the CUDA toolkit) so the agent can profile kernels"
     )
+    if found.ok and _counters_admin_only():
+        # profile runs in the jail without admin rights (root included), so ncu would be refused
+        return Found(False, found.detail + "; the driver lets only admin users read performance counters",
+                     "an admin sets the driver option NVreg_RestrictProfilingToAdminUsers=0 (modprobe.d, then "
+                     "reload the driver): profile runs in the jail without admin rights")
+    return found
+
+
+def _counters_admin_only() -> bool:
+    try:
+        return re.search(r"^RmProfilingAdminOnly:\s*1\b", NVIDIA_PARAMS.read_text(), re.M) is not None
+    except OSError:
+        return False
 
 
 def check_sanitizer(f: Facts) -> Found:

@@ -262,3 +262,24 @@ def test_on_a_gpu_machine_the_required_checks_pass():
     assert "builds for sm_" in by_name(checks, "nvcc").detail
     assert by_name(checks, "torch").ok, by_name(checks, "torch").fix
     assert doctor.exit_code(checks) == 0, [c for c in checks if c.status == "FAIL"]
+
+
+@pytest.mark.parametrize("params, refused", [("RmProfilingAdminOnly: 1\n", True),
+                                             ("RmProfilingAdminOnly: 0\n", False), (None, False)])
+def test_ncu_check_warns_when_the_driver_keeps_counters_for_admins(tmp_path, monkeypatch, params, refused):
+    """profile runs ncu in the jail, without admin rights even as root: a driver that restricts the
+    counters to admins would refuse it, and doctor says so with the driver option to change."""
+    ncu = tmp_path / "bin" / "ncu"
+    ncu.parent.mkdir()
+    ncu.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler Version 2099.1.0'\n")
+    ncu.chmod(0o755)
+    monkeypatch.setattr(doctor, "find_tool", lambda name: doctor.Tool(ncu, "test") if name == "ncu" else None)
+    p = tmp_path / "params"
+    if params is not None:
+        p.write_text("ResmanDebugLevel: 4294967295\n" + params)
+    monkeypatch.setattr(doctor, "NVIDIA_PARAMS", p)
+    found = doctor.check_ncu(Facts(None, None))
+    assert "2099.1.0" in found.detail
+    assert found.ok is not refused
+    if refused:
+        assert "NVreg_RestrictProfilingToAdminUsers=0" in found.fix and "admin" in found.detail

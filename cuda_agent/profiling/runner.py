@@ -42,6 +42,17 @@ def find_profiler(name: str, override: str | None = None) -> Path | None:
     return None
 
 
+def tool_installs(tool: str) -> list[Path]:
+    """The folders a profiler needs to read besides its own: CUDA's `bin/ncu` is a wrapper that runs
+    the real tool from an install folder (/opt/nvidia/nsight-compute/<version>, or
+    <cuda>/nsight-compute-<version>); the jail must show them or ncu says it is not installed."""
+    p = Path(tool)
+    found = [p.resolve().parent] if p.is_absolute() and p.exists() else []
+    for pattern in EXTRA_PLACES.get(p.name, []):
+        found += [Path(d).resolve() for d in glob.glob(os.path.dirname(pattern)) if os.path.isdir(d)]
+    return found
+
+
 def single_run_argv(task_ref: str, candidate: Path, warmup: int = 1) -> list[str]:
     """The wrapped program: one forward of the candidate inside the `candidate_forward` NVTX range."""
     return [sys.executable, "-m", "cuda_agent.eval.single_run", task_ref, str(candidate),
@@ -68,7 +79,8 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     built kernels, the tool itself), read-only; it may write its working folder (the workspace)."""
     env = dict(env or {})
     cwd = Path(cwd).resolve()
-    readable = [p for p in _paths_named([*argv, *env.values()], cwd) if p != cwd and cwd not in p.parents]
+    named = [*argv, *env.values(), *map(str, tool_installs(argv[0]))]
+    readable = [p for p in _paths_named(named, cwd) if p != cwd and cwd not in p.parents]
     # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
     jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, enabled=sandbox_enabled())
     t0 = time.perf_counter()

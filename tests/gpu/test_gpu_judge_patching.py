@@ -1,6 +1,9 @@
 """On the GPU: the review's Python attacks on the judge, with the static guard switched off, against
 a real CUDA kernel (tests/adversarial's task): the process split alone holds, and the agent's
-process survives a kill from the candidate."""
+process survives a kill from the candidate. Then what native code could do, with the library audit
+off too: event times that read low (the parent's clock), a native thread (counted from /proc); an
+agent killed with -9 mid-evaluation leaves nothing behind; and a cuBLAS candidate links, passes the
+audit and is judged correct."""
 
 from __future__ import annotations
 
@@ -10,6 +13,7 @@ from pathlib import Path
 import pytest
 from hostile import KILLS, PATCHES, hostile_copy
 
+from cuda_agent.eval import channel, checks
 from cuda_agent.eval import evaluator as evaluator_mod
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
@@ -19,6 +23,8 @@ from cuda_agent.task import load_task
 pytestmark = pytest.mark.gpu
 ADV = Path(__file__).resolve().parents[1] / "adversarial"
 HONEST = ADV / "honest" / "elementwise"
+GEMM = Path(__file__).resolve().parents[2] / "examples" / "gemm_bias_relu"
+CUBLAS = Path(__file__).resolve().parent / "cublas_candidate"
 
 
 @pytest.fixture(scope="module")
@@ -53,3 +59,67 @@ def test_kill_from_the_candidate_reaches_no_process_of_ours(ev, tmp_path, no_sta
     v = ev.evaluate(hostile_copy(HONEST, tmp_path / "c", KILLS))
     assert os.getpid() == me and v.status in ("correct", "runtime_error")
     assert ev.evaluate(HONEST).status == "correct"
+
+
+@pytest.fixture(scope="module")
+def gemm_ev(tmp_path_factory):
+    cfg = EvalConfig(cache_dir=tmp_path_factory.mktemp("gemm"), baselines=["eager"], timeout_s=120,
+                     timing=TimingConfig(warmup_ms=20, min_reps=20, max_reps=50, budget_ms=300))
+    with Evaluator(load_task(str(GEMM / "model.py")), cfg) as e:
+        yield e
+
+
+def test_cublas_candidate_links_passes_the_audit_and_is_correct(gemm_ev):
+    """SKILL.md allows cuBLAS: the symbol allowlist, the static-state rule (a handle in a static)
+    and the jailed judge must all let an honest one through, timed like any kernel."""
+    v = gemm_ev.evaluate(CUBLAS)
+    assert v.status == "correct" and v.reward >= 1, (v.status, v.error, v.findings)
+    assert not v.failing_findings, v.findings
+    assert v.timing is not None and v.timing.median_ms > 0
+
+
+def test_event_times_that_read_low_are_caught_by_the_parents_clock(gemm_ev, monkeypatch):
+    """As if native code in the judge had moved its clocks: every time it reports for the measured
+    loop is a thousandth of the truth. The parent timed that loop itself: `timing_mismatch`."""
+    real = channel.JailedChild.request
+
+    def lying(self, msg, timeout):
+        resp = real(self, msg, timeout)
+        if msg.get("op") == "time_loop" and resp.get("ok"):
+            t = resp["timing"]
+            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
+                t[k] = t[k] / 1000 if t.get(k) else t.get(k)
+        return resp
+
+    monkeypatch.setattr(channel.JailedChild, "request", lying)
+    v = gemm_ev.evaluate(GEMM / "candidate")  # ~0.9 ms a call: the lie is far above any noise
+    assert v.status == "guard_violation", (v.status, v.error, v.findings)
+    assert "timing_mismatch" in {f.guard for f in v.failing_findings}, v.findings
+
+
+def test_a_native_thread_is_counted_from_outside(ev, tmp_path, no_static_guard, monkeypatch):
+    """Source guard and library audit both off: a launcher that leaves a native thread in the judge
+    is called side work, from the judge's thread count in /proc."""
+    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
+    cand = hostile_copy(HONEST, tmp_path / "c", "")
+    cu = cand / "kernels" / "relu_affine.cu"
+    src = cu.read_text().replace("#include <cstdint>", "#include <cstdint>\n#include <pthread.h>\n#include <unistd.h>\n"
+                                 "static void* idle(void*) { sleep(60); return 0; }")
+    src = src.replace("    if (n <= 0) return;", "    pthread_t t;\n    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);\n"
+                      "    if (n <= 0) return;")
+    cu.write_text(src)
+    v = ev.evaluate(cand)
+    assert v.status == "guard_violation", (v.status, v.error, v.findings)
+    assert any(f.guard == "side_stream" and "thread" in f.message for f in v.failing_findings), v.findings
+
+
+def test_the_agent_killed_with_9_mid_evaluation_leaves_nothing_on_the_gpu(tmp_path):
+    """A warm GPU Evaluator (spare recorders and judges holding CUDA contexts) killed with -9 in the
+    middle of an evaluation: no evaluation process lives on and /dev/shm holds nothing of it."""
+    from procs import kill_agent_mid_evaluation
+
+    config = f"baselines=[], n_sets=20, timeout_s=120, cache_dir=Path({str(tmp_path / 'cache')!r})"
+    alive, shm_left = kill_agent_mid_evaluation(GEMM / "model.py", GEMM / "candidate", config,
+                                                tmp_path / "started", into_s=4.0)
+    assert not alive, f"left behind after kill -9 of the agent: {alive}"
+    assert not shm_left, shm_left

@@ -103,44 +103,14 @@ def test_the_agent_killed_with_9_leaves_no_evaluation_process_behind(tmp_path):
     """An agent holding a warm Evaluator (spare recorders and judges started) is killed with -9 in
     the middle of an evaluation: no jail, recorder or judge of it lives on, nothing is left in
     /dev/shm by it."""
-    import signal
-    import subprocess
-    import sys
-    import time
+    from cpu_candidates import slow_honest
+    from procs import kill_agent_mid_evaluation
 
-    marker = tmp_path / "started"
-    shm_before = set(os.listdir("/dev/shm"))
-    agent = subprocess.Popen([sys.executable, "-c", f"""
-import sys
-sys.path.insert(0, {str(Path(__file__).parents[1] / 'helpers')!r})
-from pathlib import Path
-from cuda_agent.eval.evaluator import Evaluator
-from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.task import load_task
-from cpu_candidates import slow_honest
-cfg = EvalConfig(device="cpu", n_sets=50, baselines=[], timeout_s=60, cache_dir=Path({str(tmp_path / 'cache')!r}))
-ev = Evaluator(load_task({str(HERE / 'model.py')!r}), cfg)
-Path({str(marker)!r}).write_text("x")
-ev.evaluate(slow_honest(Path({str(tmp_path)!r})))
-"""], start_new_session=True)
-    deadline = time.time() + 120
-    while not marker.exists() and time.time() < deadline:
-        time.sleep(0.2)
-    time.sleep(3.0)  # into the evaluation: recorder and judge at work, spares starting
-    from cuda_agent.jail import descendants
-
-    tree = [p for p in descendants(agent.pid) if p != agent.pid]
-    assert tree, "the agent had started no evaluation process"
-    os.kill(agent.pid, signal.SIGKILL)
-    agent.wait(10)
-    deadline = time.time() + 15
-    alive = tree
-    while time.time() < deadline and alive:
-        alive = [p for p in tree if Path(f"/proc/{p}").exists()
-                 and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
-        time.sleep(0.3)
+    config = f"device='cpu', n_sets=50, baselines=[], timeout_s=60, cache_dir=Path({str(tmp_path / 'cache')!r})"
+    alive, shm_left = kill_agent_mid_evaluation(HERE / "model.py", slow_honest(tmp_path), config,
+                                                tmp_path / "started")
     assert not alive, f"left behind after kill -9 of the agent: {alive}"
-    assert set(os.listdir("/dev/shm")) <= shm_before
+    assert not shm_left, shm_left
 
 
 THREADING_KERNEL = r"""

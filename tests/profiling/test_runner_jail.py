@@ -48,3 +48,25 @@ except OSError:
     assert "ENV False" in run.stdout and "CAND x = 1" in run.stdout
     assert "WROTE" not in run.stdout and "READ SECRET" not in run.stdout and "NETWORK" not in run.stdout
     assert secret.read_text() == "the judge's task copy"
+
+
+def test_a_wrapper_tool_sees_its_install_folder(tmp_path, monkeypatch):
+    """CUDA's `bin/ncu` is a script that runs the real ncu from /opt/nvidia/nsight-compute/<version>
+    (on the H200, ncu in the jail said "Nsight Compute is not installed" until the runner showed
+    that folder): the tool's install folders are readable inside, and not writable."""
+    from cuda_agent.profiling import runner
+
+    install = tmp_path / "opt" / "nsight-compute" / "2099.1"
+    install.mkdir(parents=True)
+    (install / "ncu").write_text("#!/bin/sh\necho real ncu ran\ntouch \"$(dirname \"$0\")/wrote\" 2>/dev/null || true\n")
+    (install / "ncu").chmod(0o755)
+    wrapper = tmp_path / "cuda" / "bin" / "ncu"
+    wrapper.parent.mkdir(parents=True)
+    wrapper.write_text(f"#!/bin/sh\nexec {install / 'ncu'} \"$@\"\n")
+    wrapper.chmod(0o755)
+    monkeypatch.setitem(runner.EXTRA_PLACES, "ncu", [str(tmp_path / "opt" / "nsight-compute" / "*" / "ncu")])
+    cand = tmp_path / "cand"
+    cand.mkdir()
+    run = run_wrapped([str(wrapper), "--version"], cwd=cand, timeout=60)
+    assert run.returncode == 0 and "real ncu ran" in run.stdout, run.text
+    assert not (install / "wrote").exists()
