@@ -28,6 +28,7 @@ import functools
 import os
 import resource
 import shutil
+import signal
 import site
 import subprocess
 import sys
@@ -233,3 +234,13 @@ def thread_count(pid: int) -> int:
         except OSError:
             continue
     return n
+
+
+def kill_group(pgid: int, sig: int = signal.SIGKILL) -> bool:
+    """Signal process group `pgid` (a jail or a child started in a session of its own); False when
+    the group is gone or not ours to signal, which callers treat as already ended."""
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        return False
+    return True

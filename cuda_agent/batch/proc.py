@@ -4,7 +4,6 @@ decides when it is interrupted, and kills its whole group), its output appended 
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 
@@ -21,10 +20,3 @@ def start_child(job: TaskJob) -> tuple[subprocess.Popen, object]:
     proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.batch.child", str(job_file)], stdout=log,
                             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
     return proc, log
-
-
-def kill_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except ProcessLookupError:
-        pass

@@ -21,9 +21,10 @@ import time
 from dataclasses import dataclass
 
 from cuda_agent.batch.job import TaskJob
-from cuda_agent.batch.proc import kill_group, start_child
+from cuda_agent.batch.proc import start_child
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.batch.runner import Runner, read_result
+from cuda_agent.jail import kill_group
 from cuda_agent.pool.ray_cluster import import_ray
 
 POLL_S = 0.2
@@ -54,7 +55,7 @@ class TaskHost:
             self.proc.wait(timeout=timeout)
             outcome = None
         except subprocess.TimeoutExpired:
-            kill_group(self.proc, signal.SIGKILL)
+            kill_group(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
             outcome = "hung"
         finally:
@@ -67,7 +68,7 @@ class TaskHost:
         """SIGINT the task's process (it closes its run and writes its row); SIGKILL with `force`."""
         self.stopping = True
         if self.proc is not None and self.proc.poll() is None:
-            kill_group(self.proc, signal.SIGKILL if force else signal.SIGINT)
+            kill_group(self.proc.pid, signal.SIGKILL if force else signal.SIGINT)
 
 
 @dataclass

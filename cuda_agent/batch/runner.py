@@ -17,8 +17,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cuda_agent.batch.job import TaskJob
-from cuda_agent.batch.proc import kill_group, start_child
+from cuda_agent.batch.proc import start_child
 from cuda_agent.batch.rows import TaskRow
+from cuda_agent.jail import kill_group
 
 POLL_S = 0.1
 LOG_TAIL = 400
@@ -50,7 +51,7 @@ class Runner:
                     if r.proc.poll() is not None:
                         self._end(r, None)
                     elif self.task_timeout and time.monotonic() - r.started > self.task_timeout:
-                        kill_group(r.proc, signal.SIGKILL)
+                        kill_group(r.proc.pid, signal.SIGKILL)
                         r.proc.wait()
                         self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
                                                               "and was killed; see its log"))
@@ -87,7 +88,7 @@ class Runner:
 
     def _stop_all(self) -> None:
         for r in self.running:
-            kill_group(r.proc, signal.SIGINT)
+            kill_group(r.proc.pid, signal.SIGINT)
         deadline = time.monotonic() + self.grace_s
         try:
             while self.running and time.monotonic() < deadline:
@@ -98,7 +99,7 @@ class Runner:
         except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
             pass
         for r in list(self.running):
-            kill_group(r.proc, signal.SIGKILL)
+            kill_group(r.proc.pid, signal.SIGKILL)
             r.proc.wait()
             self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))
 

@@ -12,7 +12,6 @@ import json
 import os
 import select
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
-from cuda_agent.jail import Jail, thread_count
+from cuda_agent.jail import Jail, kill_group, thread_count
 
 
 _EXEC_TIME = time.time()  # (in the child) when this module was first imported: about when python started
@@ -111,9 +110,7 @@ class JailedChild:
     def kill(self) -> None:
         """Kill the whole jail (its process group; the namespace takes the rest with it)."""
         if self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
+            if not kill_group(self.proc.pid):
                 self.proc.kill()
         try:
             self.proc.wait(5)

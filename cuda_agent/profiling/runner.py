@@ -15,7 +15,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from cuda_agent.jail import Jail, sandbox_enabled
+from cuda_agent.jail import Jail, kill_group, sandbox_enabled
+from cuda_agent.kernels.toolkit import find_cuda_tool
 
 # where each tool lives when it is not next to nvcc or on PATH (standalone installs)
 EXTRA_PLACES = {
@@ -27,14 +28,12 @@ EXTRA_PLACES = {
 def find_profiler(name: str, override: str | None = None) -> Path | None:
     """`override` (a setting) if given, else CUDA_HOME/bin, PATH, /usr/local/cuda/bin, then the
     tool's own install folders (newest version first)."""
-    from cuda_agent.doctor import find_tool
-
     if override:
         p = Path(override)
         return p if p.is_file() and os.access(p, os.X_OK) else None
-    found = find_tool(name)
+    found = find_cuda_tool(name)  # where the build finds nvcc
     if found is not None:
-        return found.path
+        return found[0]
     for pattern in EXTRA_PLACES.get(name, []):
         for hit in sorted(glob.glob(pattern), reverse=True):
             if os.access(hit, os.X_OK):
@@ -91,7 +90,7 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
             rc, timed_out = proc.wait(timeout=timeout), False
         except subprocess.TimeoutExpired:
             rc, timed_out = -signal.SIGKILL, True
-        _kill_group(proc.pid)
+        kill_group(proc.pid)
         proc.wait()
         out.seek(0)
         err.seek(0)
@@ -112,13 +111,6 @@ def _paths_named(values: list[str], cwd: Path) -> list[Path]:
         if not any(q == p or q in p.parents for q in out):
             out.append(p)
     return out
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def build_for_tools(candidate: Path, cache_dir: Path, arch: str | None):

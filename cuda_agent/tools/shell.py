@@ -6,7 +6,6 @@ out. Output is kept to a head and a tail however much it prints."""
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import threading
@@ -15,7 +14,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from .base import Tool, ToolContext, ToolError, ToolResult
-from cuda_agent.jail import Jail, JailUnavailable, sandbox_enabled
+from cuda_agent.jail import Jail, JailUnavailable, kill_group, sandbox_enabled
 
 DEFAULT_TIMEOUT = 60  # seconds; settings["shell_timeout"] is both the default and the most allowed
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
@@ -59,17 +58,10 @@ def run_command(command: str, cwd: Path, timeout: float) -> tuple[int, str, bool
         rc, timed_out = proc.wait(timeout=timeout), False
     except subprocess.TimeoutExpired:
         rc, timed_out = -signal.SIGKILL, True
-    _kill_group(proc.pid)  # on timeout the command; otherwise whatever it left in the background
+    kill_group(proc.pid)  # on timeout the command; otherwise whatever it left in the background
     proc.wait()
     out.join(2.0)  # a process that left the group may hold the pipe: don't wait on it
     return rc, out.text(), timed_out
-
-
-def _kill_group(pgid: int) -> None:
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 class _Collector:

@@ -115,7 +115,7 @@ def test_tools_are_found_or_reported_missing(tmp_path, monkeypatch, stub):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     for var in ("CUDA_HOME", "CUDA_PATH"):
         monkeypatch.delenv(var, raising=False)
-    monkeypatch.setattr("cuda_agent.doctor.DEFAULT_CUDA_BIN", tmp_path / "empty")
+    monkeypatch.setattr("cuda_agent.kernels.toolkit.DEFAULT_CUDA_BIN", tmp_path / "empty")
     monkeypatch.setattr(runner, "EXTRA_PLACES", {"ncu": [str(tmp_path / "opt" / "*" / "ncu")]})
     assert find_ncu() is None
     (tmp_path / "opt" / "2025.3.0").mkdir(parents=True)
