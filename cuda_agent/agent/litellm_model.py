@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import re
 import time
 import warnings
 from typing import Any
 
+import tenacity
 from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.agent.errors import FormatError, ModelError, ModelErrorKind
@@ -77,18 +77,16 @@ class LitellmModel:
         kwargs = self._request(messages if native else to_text_messages(messages, tools), tools if native else [])
         litellm = _litellm()
         start = time.monotonic()
-        attempt = 0
-        while True:
-            try:
-                response = litellm.completion(**kwargs)
-                break
-            except Exception as e:  # litellm maps every provider's failures onto its exception types
-                kind, retry, message = self._classify(e, attempt)
-            if not retry or attempt >= self.config.retries:
-                raise ModelError(kind, message)  # raised outside `except`: no chained provider text
-            time.sleep(min(self.config.max_backoff_s, self.config.backoff_s * 2**attempt) * random.uniform(0.5, 1.0))
-            attempt += 1
-        result = self._to_response(litellm, response, time.monotonic() - start, attempt, native)
+        retrying = self._retrying()
+        failure = None
+        try:
+            response = retrying(litellm.completion, **kwargs)
+        except Exception as e:  # litellm maps every provider's failures onto its exception types
+            failure = self._error(e, attempts=retrying.statistics["attempt_number"])
+        if failure is not None:
+            raise failure  # raised outside `except`: no chained provider text
+        retries = retrying.statistics["attempt_number"] - 1
+        result = self._to_response(litellm, response, time.monotonic() - start, retries, native)
         if not native:
             turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
             try:
@@ -157,21 +155,31 @@ class LitellmModel:
                                      "(or name another variable with api_key_env)")
         return None
 
-    def _classify(self, e: Exception, attempt: int) -> tuple[ModelErrorKind, bool, str]:
-        kinds = {cls.__name__ for cls in type(e).__mro__}
-        status = getattr(e, "status_code", None)
+    def _retrying(self) -> tenacity.Retrying:
+        """Up to `retries` more attempts while the failure is "unavailable"; the n-th retry waits
+        min(max_backoff_s, backoff_s * 2**n) * uniform(0.5, 1): half of it fixed, half random."""
+        c = self.config
+        half, half_cap = c.backoff_s / 2, c.max_backoff_s / 2
+        return tenacity.Retrying(
+            stop=tenacity.stop_after_attempt(c.retries + 1),
+            wait=(tenacity.wait_exponential(multiplier=half, max=half_cap)
+                  + tenacity.wait_random_exponential(multiplier=half, max=half_cap)),
+            retry=tenacity.retry_if_exception(lambda e: _kind(e) == "unavailable"),
+            reraise=True)  # the provider's own exception, not tenacity's RetryError, reaches _error
+
+    def _error(self, e: Exception, attempts: int) -> ModelError:
+        kind = _kind(e)
         detail = self._scrub(getattr(e, "message", None) or str(e))
         model = self.config.model
-        if "ContextWindowExceededError" in kinds:
-            return "context_window", False, f"the conversation is longer than {model} accepts; trim it ({detail})"
-        if kinds & set(_AUTH) or status in (401, 403):
+        if kind == "context_window":
+            return ModelError(kind, f"the conversation is longer than {model} accepts; trim it ({detail})")
+        if kind == "auth":
             who = self.config.api_key_env or "the provider's API key variable"
-            return "auth", False, f"{model} rejected the API key: check {who} ({detail})"
-        if kinds & set(_RETRYABLE) or status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
-            tries = attempt + 1
-            return "unavailable", True, (f"{model} still failing after {tries} attempt(s): {type(e).__name__}; "
-                                         f"wait and retry, or check api_base ({detail})")
-        return "bad_request", False, f"{model} rejected the request: {type(e).__name__} ({detail})"
+            return ModelError(kind, f"{model} rejected the API key: check {who} ({detail})")
+        if kind == "unavailable":
+            return ModelError(kind, f"{model} still failing after {attempts} attempt(s): {type(e).__name__}; "
+                                    f"wait and retry, or check api_base ({detail})")
+        return ModelError(kind, f"{model} rejected the request: {type(e).__name__} ({detail})")
 
     def _scrub(self, text: str) -> str:
         """One line, bounded, with any key value removed (providers sometimes echo the key)."""
@@ -206,3 +214,16 @@ class LitellmModel:
             raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
                  "protocol": "native" if native else "text"},
         )
+
+
+def _kind(e: Exception) -> ModelErrorKind:
+    """What a litellm exception means for the run; only "unavailable" is worth another attempt."""
+    kinds = {cls.__name__ for cls in type(e).__mro__}
+    status = getattr(e, "status_code", None)
+    if "ContextWindowExceededError" in kinds:
+        return "context_window"
+    if kinds & set(_AUTH) or status in (401, 403):
+        return "auth"
+    if kinds & set(_RETRYABLE) or status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
+        return "unavailable"
+    return "bad_request"
