@@ -56,15 +56,3 @@ class EvaluatorPool(ABC):
     @abstractmethod
     def slot(self, device: str) -> AbstractContextManager:
         """Hold one evaluation slot of `device` for the duration of a with-block."""
-
-
-def make_pool(spec: PoolSpec) -> EvaluatorPool:
-    if spec.kind == "local":
-        from .local import LocalPool
-
-        return LocalPool(spec)
-    if spec.kind == "ray":
-        from .raypool import RayPool
-
-        return RayPool(spec)
-    raise ValueError(f"unknown pool kind {spec.kind!r}: use local or ray")
