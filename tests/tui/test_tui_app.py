@@ -18,14 +18,14 @@ from textual.widgets import DataTable, Static, TextArea  # noqa: E402
 from cuda_agent.control import read_state  # noqa: E402
 from cuda_agent.records import read_trajectory  # noqa: E402
 from cuda_agent.tui.app import RunApp  # noqa: E402
-from cuda_agent.tui import launch  # noqa: E402
+from cuda_agent.tui import agent_process  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen  # noqa: E402
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 
 
 STARTED = []  # every agent process a test (or the app it drives) started: killed at the end
-_start_agent = launch.start_agent
+_start_agent = agent_process.start_agent
 
 
 def start_agent(*args, **kw):
@@ -36,7 +36,7 @@ def start_agent(*args, **kw):
 
 @pytest.fixture(autouse=True)
 def _no_agent_left_behind(monkeypatch):
-    monkeypatch.setattr(launch, "start_agent", start_agent)  # the app's resume goes through it too
+    monkeypatch.setattr(agent_process, "start_agent", start_agent)  # the app's resume goes through it too
     yield
     while STARTED:
         agent = STARTED.pop()

@@ -1,0 +1,109 @@
+"""The app's controls of a running agent: each one a command appended to the run folder's
+control channel (control.py), so the app never waits on the agent."""
+
+from __future__ import annotations
+
+from cuda_agent.control import send
+from cuda_agent.tui import agent_process
+from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen
+
+
+class Steering:
+    """Actions of RunApp (a Textual App) that steer the agent. They use the app's `view` (RunView),
+    `agent` (the AgentProcess it started, if any), `resume_args`, and its sets `_asking` (pending
+    calls with an approval open or decided) and `_deferred` (put off with Escape)."""
+
+    def _live(self) -> bool:
+        if not self.view.live():
+            self.notify("the agent is not running: r resumes the run", severity="warning")
+            return False
+        return True
+
+    def action_pause(self) -> None:
+        if self._live():
+            state = self.view.control_state()
+            paused = bool(state and state.paused)
+            send(self.view.run_dir, "resume" if paused else "pause")
+            self.notify("resuming" if paused else "pausing before the next step")
+
+    def action_approve_mode(self) -> None:
+        if self._live():
+            state = self.view.control_state()
+            on = not (state and state.approve_mode)
+            send(self.view.run_dir, "approve_mode", on=on)
+            self.notify(f"approve mode {'on: each tool call waits for you' if on else 'off'}")
+
+    def action_message(self) -> None:
+        if self._live():
+            self.push_screen(MessageScreen(), self._send_message)
+
+    def _send_message(self, text: str | None) -> None:
+        if text:
+            send(self.view.run_dir, "inject", text=text)
+            self.notify("sent: the model reads it at its next turn")
+
+    def action_stop(self) -> None:
+        if self._live():
+            send(self.view.run_dir, "stop")
+            self.notify("stopping after the current step; everything is kept (r resumes)")
+
+    def _ask(self, call) -> None:
+        self._asking.add(call.id)
+
+        def decided(result: dict | None) -> None:
+            if result is None:
+                self._asking.discard(call.id)
+                self._deferred.add(call.id)
+            else:
+                send(self.view.run_dir, "decide", **result)
+
+        self.push_screen(ApprovalScreen(call), decided)
+
+    def action_open_pending(self) -> None:
+        """Open the approval of calls deferred with Escape."""
+        self._deferred.clear()
+        state = self.view.control_state()
+        if not (state and state.pending):
+            self.notify("no tool call is waiting for a decision")
+
+    def action_resume_run(self) -> None:
+        if self.view.live():
+            self.notify("the run is already going")
+            return
+        args = self.resume_command()
+        if args is None:
+            self.notify("no model known for this run: start the app with `cuda-agent tui RUN_DIR --model M` "
+                        "(or --script FILE)", severity="error")
+            return
+        try:
+            self.agent, _ = agent_process.start_agent(args, self.view.run_dir / "agent.log")
+        except RuntimeError as e:
+            self.notify(str(e), severity="error")
+            return
+        self.notify("resumed")
+
+    def resume_command(self) -> list[str] | None:
+        launch = self.view.launch()
+        args = ["optimize", "--resume", str(self.view.run_dir)]
+        if self.resume_args:
+            return args + self.resume_args
+        if launch is None or not (launch.model or launch.script):
+            return None
+        if launch.script:
+            args += ["--script", launch.script]
+        else:
+            args += ["--model", launch.model] + (["--api-base", launch.api_base] if launch.api_base else [])
+        return args + launch.options
+
+    def action_quit_app(self) -> None:
+        if self.view.live() and (self.agent is None or self.agent.running()):
+            self.push_screen(QuitScreen(), self._quit_choice)
+        else:
+            self.exit()
+
+    def _quit_choice(self, choice: str) -> None:
+        if choice == "stop":
+            send(self.view.run_dir, "stop")
+            self.exit()
+        elif choice == "detach":
+            self.exit()
