@@ -1,0 +1,117 @@
+"""The package's import graph has no cycles: a module never needs, directly or through others, a
+module that needs it. Cycles make import order matter (a half-initialised module), hide which
+layer owns what, and force imports into functions to dodge them; an import inside a function
+still counts here, since it is the same dependency taken later.
+
+The graph is read with `ast`, without importing anything: every `import` and `from ... import`
+anywhere in a module (module level and inside functions), relative imports resolved, and
+`from package import name` counted as an import of the submodule when `name` is one. Imports
+under `if TYPE_CHECKING:` are left out: they never run.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+PACKAGE = Path(__file__).resolve().parents[1] / "cuda_agent"
+
+
+def module_names(package: Path) -> dict[str, Path]:
+    """Dotted name -> file, for every module of the package (a package is its __init__.py)."""
+    names = {}
+    for path in sorted(package.rglob("*.py")):
+        parts = list(path.relative_to(package.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names[".".join(parts)] = path
+    return names
+
+
+def _type_checking_only(tree: ast.AST) -> set[int]:
+    """ids of the import nodes inside `if TYPE_CHECKING:` blocks."""
+    skipped = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for inner in node.body:
+                skipped.update(id(n) for n in ast.walk(inner))
+    return skipped
+
+
+def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The package's modules that module `name` imports."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    skipped = _type_checking_only(tree)
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(tree):
+        if id(node) in skipped:
+            continue
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = ".".join(base + ([node.module] if node.module else []))
+            else:
+                base = node.module or ""
+            # `from a.b import c`: the submodule a.b.c when there is one, else a name of a.b
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                       for alias in node.names]
+        else:
+            continue
+        for target in targets:
+            while target and target not in modules:  # `import a.b.c` of a name inside a.b
+                target = target.rpartition(".")[0]
+            if target and target != name:
+                found.add(target)
+    return found
+
+
+def import_graph(package: Path = PACKAGE) -> nx.DiGraph:
+    modules = module_names(package)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(modules)
+    for name, path in modules.items():
+        graph.add_edges_from((name, target) for target in imports_of(name, path, modules))
+    return graph
+
+
+def cycles(graph: nx.DiGraph) -> list[list[str]]:
+    """For every import that lies on a cycle, the shortest cycle through it (each cycle once),
+    as a chain that starts and ends at the same module."""
+    found: dict[tuple[str, ...], list[str]] = {}
+    for component in nx.strongly_connected_components(graph):
+        if len(component) < 2:
+            continue
+        inside = graph.subgraph(component)
+        for a, b in inside.edges:
+            loop = [a] + nx.shortest_path(inside, b, a)[:-1]
+            start = loop.index(min(loop))
+            key = tuple(loop[start:] + loop[:start])
+            found.setdefault(key, [*key, key[0]])
+    return sorted(found.values())
+
+
+def test_the_graph_sees_every_kind_of_import():
+    """A check of the reader itself, on imports this package is known to make: absolute,
+    relative (from . and from .module), a submodule named in `from package import`, and one
+    inside a function."""
+    graph = import_graph()
+    assert graph.has_edge("cuda_agent.pool.local", "cuda_agent.pool.base")  # from .base import ...
+    assert graph.has_edge("cuda_agent.pool.factory", "cuda_agent.pool.local")  # inside make_pool
+    assert graph.has_edge("cuda_agent.pool", "cuda_agent.pool.factory")  # package __init__, relative
+    assert graph.has_edge("cuda_agent.tui.steering", "cuda_agent.tui.agent_process")  # from cuda_agent.tui import x
+    assert not graph.has_edge("cuda_agent.agent.errors", "cuda_agent.agent.protocol")  # TYPE_CHECKING only
+
+
+def test_cycles_are_reported_as_chains():
+    graph = nx.DiGraph([("a", "b"), ("b", "c"), ("c", "a"), ("c", "d"), ("d", "c"), ("e", "a")])
+    assert cycles(graph) == [["a", "b", "c", "a"], ["c", "d", "c"]]
+
+
+def test_no_import_cycles():
+    found = cycles(import_graph())
+    assert not found, f"{len(found)} import cycle(s):\n" + "\n".join(" -> ".join(c) for c in found)
