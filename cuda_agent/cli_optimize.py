@@ -88,7 +88,7 @@ def optimize_command(
     from cuda_agent.agent.loop import AgentConfig, run_agent
     from cuda_agent.agent.resume import ResumeError, resume_run
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
-    from cuda_agent.records import TrajectoryWriter
+    from cuda_agent.trajectory import TrajectoryWriter
 
     state = None
     try:

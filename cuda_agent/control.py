@@ -10,7 +10,8 @@ run folder's `control/`.
 
 Files rather than a socket: the agent and the app can each exit and come back (detach,
 re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
-all. This module is low-level like records.py: the TUI imports it without the agent loop.
+all. This module is low-level like records.py and follow.py: the TUI imports it without the agent
+loop.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from cuda_agent.records import read_new_lines
+from cuda_agent.follow import read_new_lines
 
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
 

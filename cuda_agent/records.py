@@ -1,30 +1,14 @@
-"""Trajectory records (DESIGN decision 7): one JSONL per run, append-only, each record flushed and
-fsynced as it happens, so a crash loses at most the line being written. The TUI, batch and the
-exporters read these types without importing the agent loop.
-
-Secrets never reach the file (cuda_agent/secrets.py): config values under credential-named keys
-are dropped with any credential-shaped value, and every string of every record is redacted by
-value (the environment's credential variables, the configured model keys the loop registers
-with `add_secrets`, also URL-encoded or JSON-escaped) and by shape (provider tokens, URL
-passwords...).
+"""Trajectory record types (DESIGN decision 7): the lines of a run's trajectory.jsonl. A leaf: it
+imports nothing of cuda_agent, so the TUI, batch and the exporters read these types without the
+agent loop. Writing and reading the file is trajectory.py's.
 """
 
 from __future__ import annotations
 
-import json
-import os
-import platform
-import re
 import time
-from importlib import metadata
-from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, Field, TypeAdapter
-
-from cuda_agent.secrets import REDACTED, Redactor, scrub_config
-
-__all__ = ["REDACTED", "Redactor", "scrub_config"]  # re-exported: redaction lives in cuda_agent/secrets.py
 
 
 class _Record(BaseModel):
@@ -164,125 +148,3 @@ def evaluation_from(step: int, data: dict) -> Evaluation | None:
                       reward=v["reward"], time_ms=timing("timing"), eager_ms=timing("eager"),
                       compile_ms=timing("compiled"), speedup_eager=v.get("speedup_vs_eager"),
                       speedup_compile=v.get("speedup_vs_compile"))
-
-
-def make_header(run_id: str, task: TaskInfo, model: str, config: dict, messages: list[dict],
-                tools: list[dict]) -> Header:
-    return Header(run_id=run_id, task=task, model=model, config=scrub_config(config),
-                  versions=software_versions(), messages=messages, tools=tools)
-
-
-def software_versions() -> dict[str, str]:
-    """What produced the run; nvcc only when it answers (its version is cached per process)."""
-    from cuda_agent import __version__
-
-    out = {"cuda-agent": __version__, "python": platform.python_version()}
-    try:
-        out["torch"] = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        pass
-    try:
-        from cuda_agent.kernels.toolkit import find_nvcc, nvcc_version
-
-        found = re.search(r"release ([\d.]+)", nvcc_version(find_nvcc()))
-        if found:
-            out["nvcc"] = found.group(1)
-    except Exception:  # no toolkit here: the header says nothing rather than failing the run
-        pass
-    return out
-
-
-class TrajectoryWriter:
-    """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
-    `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
-
-    def __init__(self, path: Path | str, secrets: tuple = ()):
-        self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _drop_torn_tail(self.path)  # a resumed run must not glue its first record onto a torn line
-        self._file = open(self.path, "a", encoding="utf-8")
-        self._scrub = Redactor(extra=secrets)
-
-    def add_secrets(self, *values) -> None:
-        """More values never to write: plain strings or (name, value) pairs (the model's key)."""
-        self._scrub.add(*values)
-
-    def write(self, record: _Record) -> None:
-        obj = self._scrub(record.model_dump(mode="json"))
-        line = json.dumps(obj, ensure_ascii=False)
-        try:
-            line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written escaped
-            line = json.dumps(_encodable(obj), ensure_ascii=False)
-        self._file.write(line + "\n")
-        self._file.flush()
-        os.fsync(self._file.fileno())
-
-    def close(self) -> None:
-        if not self._file.closed:
-            self._file.close()
-
-    def __enter__(self) -> TrajectoryWriter:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def _encodable(obj: Any) -> Any:
-    """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
-    so the file reads back as plain UTF-8)."""
-    if isinstance(obj, str):
-        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(obj, dict):
-        return {_encodable(k): _encodable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_encodable(v) for v in obj]
-    return obj
-
-
-def read_new_lines(path: Path, offset: int) -> tuple[list[str], int]:
-    """The complete lines appended to `path` after byte `offset`, and the offset after them. A line
-    still being written (no newline yet) is left for the next call. Followers of append-only files
-    (the app on a trajectory, the agent on its control commands) read with this."""
-    if not path.exists():
-        return [], offset
-    with open(path, "rb") as f:
-        f.seek(offset)
-        data = f.read()
-    end = data.rfind(b"\n") + 1
-    lines = [x for x in data[:end].decode("utf-8", "replace").splitlines() if x.strip()]
-    return lines, offset + end
-
-
-def read_trajectory(path: Path | str) -> list[Record]:
-    """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
-    anywhere else is corruption and raises ValueError naming the line."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
-    records = []
-    for i, line in enumerate(lines):
-        if not line.strip():
-            continue
-        try:
-            records.append(_ADAPTER.validate_json(line))
-        except ValueError as e:
-            if i == len(lines) - 1:  # no newline after it: the write never finished
-                break
-            raise ValueError(f"{path}:{i + 1}: not a trajectory record: {e}") from e
-    return records
-
-
-def _drop_torn_tail(path: Path) -> None:
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
-        return
-    tail = data[data.rfind(b"\n") + 1:]
-    try:
-        _ADAPTER.validate_json(tail)  # whole but for its newline: keep it
-        with open(path, "ab") as f:
-            f.write(b"\n")
-    except ValueError:
-        with open(path, "r+b") as f:
-            f.truncate(len(data) - len(tail))

@@ -6,7 +6,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
-from cuda_agent.records import read_trajectory
+from cuda_agent.trajectory import read_trajectory
 
 TASK = Path(__file__).parent / "harness" / "cpu_task"
 

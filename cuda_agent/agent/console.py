@@ -18,7 +18,8 @@ from rich.text import Text
 
 from cuda_agent.agent.loop import Decision
 from cuda_agent.agent.protocol import ToolCall
-from cuda_agent.records import Evaluation, ModelTurn, ToolResultRecord, TrajectoryWriter
+from cuda_agent.records import Evaluation, ModelTurn, ToolResultRecord
+from cuda_agent.trajectory import TrajectoryWriter
 
 
 class LiveWriter(TrajectoryWriter):

@@ -39,13 +39,14 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, StopRequested
+from cuda_agent.agent.header import make_header
 from cuda_agent.agent.prompts import system_message, task_message
 from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
-                                ToolResultRecord, TrajectoryWriter, Trim, UserMessage, evaluation_from, make_header,
-                                scrub_config)
-from cuda_agent.secrets import Redactor, configured_secrets
+                                ToolResultRecord, Trim, UserMessage, evaluation_from)
+from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
+from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
 
 if TYPE_CHECKING:

@@ -27,7 +27,8 @@ from typing import Any
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.records import (Evaluation, Header, ModelTurn, Record, ToolResultRecord, UserMessage,
-                                evaluation_from, read_trajectory)
+                                evaluation_from)
+from cuda_agent.trajectory import read_trajectory
 from cuda_agent.workspace import VersionInfo, Workspace
 
 TRAJECTORY = "trajectory.jsonl"

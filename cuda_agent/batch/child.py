@@ -51,7 +51,8 @@ def run_agent_task(job: TaskJob) -> TaskRow:
     from cuda_agent.cli_optimize import _model, finalize, run_summary
     from cuda_agent.environment import Environment
     from cuda_agent.pool import make_pool
-    from cuda_agent.records import Closing, TrajectoryWriter, read_trajectory
+    from cuda_agent.records import Closing
+    from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
     from cuda_agent.workspace import Workspace
 
     pool = make_pool(job.pool)

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from cuda_agent.records import Closing, Evaluation, Header, ModelTurn, read_trajectory
+from cuda_agent.records import Closing, Evaluation, Header, ModelTurn
 from cuda_agent.results.final import Reverification
+from cuda_agent.trajectory import read_trajectory
 from cuda_agent.workspace import VersionInfo, Workspace
 
 PLOT = "speedup.png"

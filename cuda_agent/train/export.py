@@ -1,7 +1,7 @@
 """Runs -> training data (DESIGN decision 7): SFT chat JSONL, RFT (the best run per task), and
 verl's parquet of tasks.
 
-Read from trajectories only (records.py; no agent loop). The rules:
+Read from trajectories only (records.py, trajectory.py; no agent loop). The rules:
 - A run's messages are the raw history (system, task, assistant turns with their tool calls,
   tool results, a person's messages), so trainers re-tokenise with their own chat template.
 - Turns the model did not write as they ran are never presented as its own: a turn a person
@@ -10,7 +10,7 @@ Read from trajectories only (records.py; no agent loop). The rules:
   messages are user turns marked in the metadata. `--drop-marked` leaves such runs out instead.
 - Context trimming changed what the model saw; the export keeps the full observations and lists
   the trimmed steps in the metadata (`--drop-trimmed` leaves those runs out).
-- Secrets: every string is redacted again on the way out (records.Redactor), though the
+- Secrets: every string is redacted again on the way out (secrets.Redactor), though the
   trajectory was already written redacted.
 - A task's reward is the milestone reward of the best correct version the run found (the
   closing record's), -1 when none.
@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cuda_agent.records import (Closing, Header, ModelTurn, Redactor, ToolResultRecord, Trim, UserMessage,
-                                read_trajectory)
+from cuda_agent.records import Closing, Header, ModelTurn, ToolResultRecord, Trim, UserMessage
+from cuda_agent.secrets import Redactor
+from cuda_agent.trajectory import read_trajectory
 
 Format = Literal["sft", "rft", "verl"]
 DATA_SOURCE = "cuda-agent"

@@ -11,8 +11,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.control import AgentState, Launch, agent_running, read_launch, read_state
+from cuda_agent.follow import read_new_lines
 from cuda_agent.records import (Closing, Evaluation, FormatErrorRecord, Header, ModelTurn, Resume,
-                                ToolResultRecord, Trim, UserMessage, parse_record, read_new_lines)
+                                ToolResultRecord, Trim, UserMessage, parse_record)
 from cuda_agent.workspace.trailers import VersionInfo
 
 

@@ -16,7 +16,7 @@ from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
-from cuda_agent.records import TrajectoryWriter, read_trajectory
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.task import load_task
 
 TASK = Path(__file__).parent.parent / "harness" / "cpu_task"

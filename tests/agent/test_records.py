@@ -6,9 +6,11 @@ import json
 
 import pytest
 
-from cuda_agent.records import (REDACTED, CallRecord, Closing, Evaluation, FormatErrorRecord, ModelTurn,
-                                TaskInfo, ToolResultRecord, TrajectoryWriter, Trim, UserMessage, evaluation_from,
-                                make_header, read_trajectory, scrub_config)
+from cuda_agent.agent.header import make_header
+from cuda_agent.records import (CallRecord, Closing, Evaluation, FormatErrorRecord, ModelTurn, TaskInfo,
+                                ToolResultRecord, Trim, UserMessage, evaluation_from)
+from cuda_agent.secrets import REDACTED, scrub_config
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
 KEY = "sk-proj-RECORDSKEY0123456789abcdef"
 

@@ -21,7 +21,7 @@ from cuda_agent.cli import app
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
-from cuda_agent.records import TrajectoryWriter, read_trajectory
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.task import load_task
 from test_context import assert_paired
 from test_loop import FINISH, LIST, TASK, WRITE_HONEST, call, turn

@@ -6,7 +6,7 @@ from pathlib import Path
 
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.summary import Summary, metrics
-from cuda_agent.records import read_trajectory
+from cuda_agent.trajectory import read_trajectory
 
 from batch_helpers import CPU_TASK, cache_dir, cli
 

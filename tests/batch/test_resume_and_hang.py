@@ -9,7 +9,7 @@ import time
 
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.summary import Summary
-from cuda_agent.records import read_trajectory
+from cuda_agent.trajectory import read_trajectory
 
 from batch_helpers import HANG, NO_MODEL, TASK_SRC, batch_args, cache_dir, cli, command, honest_script, make_tasks
 

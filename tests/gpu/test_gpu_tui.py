@@ -18,7 +18,7 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable  # noqa: E402
 
 from cuda_agent.control import read_state  # noqa: E402
-from cuda_agent.records import read_trajectory  # noqa: E402
+from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.tui.launch import start_agent  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen  # noqa: E402

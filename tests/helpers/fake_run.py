@@ -10,7 +10,8 @@ from pathlib import Path
 
 from cuda_agent.eval.verdict import Finding, Timing, Verdict
 from cuda_agent.records import (CallRecord, Closing, Evaluation, Header, ModelTurn, TaskInfo, ToolResultRecord,
-                                TrajectoryWriter, UserMessage)
+                                UserMessage)
+from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace.history import History, init_repo
 
 T0 = 1796000000.0  # 2026-11-29, a fixed clock for every record

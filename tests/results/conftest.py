@@ -13,7 +13,7 @@ from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
-from cuda_agent.records import TrajectoryWriter
+from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.task import load_task
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"

@@ -16,7 +16,7 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable, Static, TextArea  # noqa: E402
 
 from cuda_agent.control import read_state  # noqa: E402
-from cuda_agent.records import read_trajectory  # noqa: E402
+from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.tui import agent_process  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen  # noqa: E402

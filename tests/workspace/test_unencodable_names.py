@@ -13,9 +13,10 @@ from cuda_agent.agent.resume import TRAJECTORY, resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.records import ModelTurn, ToolResultRecord, TrajectoryWriter, read_trajectory
+from cuda_agent.records import ModelTurn, ToolResultRecord
 from cuda_agent.tools.base import ToolContext
 from cuda_agent.tools.files import DeleteFile, ListFiles
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.workspace import Workspace
 
 RAW = b"kernels/bad\xff\xfename.cu"  # not UTF-8: os.fsdecode gives 'bad\udcff\udcfename.cu'

@@ -1,0 +1,101 @@
+"""A run's trajectory.jsonl (DESIGN decision 7): one JSONL per run, append-only, each record
+flushed and fsynced as it happens, so a crash loses at most the line being written; read back
+whole, a torn last line is skipped. The record types are records.py's.
+
+Secrets never reach the file (cuda_agent/secrets.py): every string of every record is redacted by
+value (the environment's credential variables, the configured model keys the loop registers with
+`add_secrets`, also URL-encoded or JSON-escaped) and by shape (provider tokens, URL passwords...);
+the header's and resume's configs are scrubbed before that (agent/header.py, secrets.scrub_config).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from cuda_agent.records import Record, parse_record
+from cuda_agent.secrets import Redactor
+
+
+class TrajectoryWriter:
+    """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
+    `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
+
+    def __init__(self, path: Path | str, secrets: tuple = ()):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        _drop_torn_tail(self.path)  # a resumed run must not glue its first record onto a torn line
+        self._file = open(self.path, "a", encoding="utf-8")
+        self._scrub = Redactor(extra=secrets)
+
+    def add_secrets(self, *values) -> None:
+        """More values never to write: plain strings or (name, value) pairs (the model's key)."""
+        self._scrub.add(*values)
+
+    def write(self, record: Record) -> None:
+        obj = self._scrub(record.model_dump(mode="json"))
+        line = json.dumps(obj, ensure_ascii=False)
+        try:
+            line.encode("utf-8")
+        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written escaped
+            line = json.dumps(_encodable(obj), ensure_ascii=False)
+        self._file.write(line + "\n")
+        self._file.flush()
+        os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self._file.close()
+
+    def __enter__(self) -> TrajectoryWriter:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _encodable(obj: Any) -> Any:
+    """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
+    so the file reads back as plain UTF-8)."""
+    if isinstance(obj, str):
+        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
+    if isinstance(obj, dict):
+        return {_encodable(k): _encodable(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_encodable(v) for v in obj]
+    return obj
+
+
+def read_trajectory(path: Path | str) -> list[Record]:
+    """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
+    anywhere else is corruption and raises ValueError naming the line."""
+    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    records = []
+    for i, line in enumerate(lines):
+        if not line.strip():
+            continue
+        try:
+            records.append(parse_record(line))
+        except ValueError as e:
+            if i == len(lines) - 1:  # no newline after it: the write never finished
+                break
+            raise ValueError(f"{path}:{i + 1}: not a trajectory record: {e}") from e
+    return records
+
+
+def _drop_torn_tail(path: Path) -> None:
+    if not path.is_file() or path.stat().st_size == 0:
+        return
+    data = path.read_bytes()
+    if data.endswith(b"\n"):
+        return
+    tail = data[data.rfind(b"\n") + 1:]
+    try:
+        parse_record(tail)  # whole but for its newline: keep it
+        with open(path, "ab") as f:
+            f.write(b"\n")
+    except ValueError:
+        with open(path, "r+b") as f:
+            f.truncate(len(data) - len(tail))
