@@ -3,28 +3,20 @@ pool/ (docs/batch.md). Heavy imports (torch, litellm, matplotlib, pyarrow) happe
 
 from __future__ import annotations
 
-import os
-
 import json
 from pathlib import Path
 from typing import Optional
 
 import typer
 
+from cuda_agent.cli_settings import fail, resolve_or_exit
+
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
-
-
-def _fail(message: str) -> None:
-    from rich.console import Console
-    from rich.markup import escape
-
-    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
 
 
 def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     if gpus and device:
-        _fail("give --gpus (GPU indices) or --device, not both")
+        fail("give --gpus (GPU indices) or --device, not both")
     if not gpus:
         from cuda_agent.eval.settings import default_device
 
@@ -32,28 +24,35 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     try:
         ids = [int(g) for g in gpus.split(",") if g.strip()]
     except ValueError:
-        _fail(f"--gpus {gpus!r}: give GPU indices separated by commas, e.g. --gpus 0,1")
+        fail(f"--gpus {gpus!r}: give GPU indices separated by commas, e.g. --gpus 0,1")
     import torch
 
     n = torch.cuda.device_count()
     bad = [i for i in ids if not 0 <= i < n]
     if not ids or bad:
-        _fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them"
+        fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them"
               + ("" if n else ", or leave --gpus out to run on the CPU (host-only test kernels)"))
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
+
+
+def _set_device(resolved) -> str | None:
+    """The device a settings file or CUDA_AGENT_EVAL__DEVICE gives, if any."""
+    return resolved.settings.eval.device if "eval.device" in resolved.origins else None
 
 
 def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     """[the device each task runs on]; the batch joins the cluster once it has a task to run, and runs
     as many at once as the cluster has room for unless -j says otherwise."""
     if gpus:
-        _fail("--gpus picks this machine's GPUs; with --ray the cluster's GPUs are Ray's to place: leave it out")
+        fail("--gpus picks this machine's GPUs; with --ray the cluster's GPUs are Ray's to place: leave it out")
     if device not in (None, "cpu") and not device.startswith("cuda"):
-        _fail(f"--device {device}: with --ray give cpu (host-only kernels) or leave it out (a GPU per task)")
+        fail(f"--device {device}: with --ray give cpu (host-only kernels) or leave it out (a GPU per task)")
     return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
-def _eval_config(path: Optional[Path], no_compile: bool) -> dict:
+def _eval_config(path: Optional[Path], no_compile: bool, no_sandbox: bool = False) -> dict:
+    """The eval settings the flags give: --eval-config's JSON, then --no-compile-baseline and
+    --no-sandbox (checked with the other layers by cli_settings.resolve_or_exit)."""
     from cuda_agent.eval.settings import EvalConfig
 
     data = {}
@@ -62,10 +61,12 @@ def _eval_config(path: Optional[Path], no_compile: bool) -> dict:
             data = json.loads(path.read_text())
             EvalConfig.model_validate(data)
         except (OSError, ValueError) as e:
-            _fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
+            fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
                   'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
     if no_compile:
         data["baselines"] = ["eager"]
+    if no_sandbox:
+        data["sandbox"] = False
     return data
 
 
@@ -87,7 +88,7 @@ def batch_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
     task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
-    max_steps: int = typer.Option(50, "--max-steps", min=1, help="Model turns at most, per task."),
+    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Model turns at most, per task [setting: limits.max_steps; default 50]."),
     max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most, per task."),
     max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
     max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most, per task."),
@@ -101,8 +102,6 @@ def batch_command(
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
     130 stopped by Ctrl-C (run the same command again to resume)."""
-    if no_sandbox:  # read by EvalConfig and the shell, in this process and every task's child
-        os.environ["CUDA_AGENT_NO_SANDBOX"] = "1"
     from rich.console import Console
 
     from cuda_agent.batch.session import BatchError, BatchSettings, run_batch
@@ -110,59 +109,65 @@ def batch_command(
 
     if eval_only:
         if candidates is None or model or script:
-            _fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
+            fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
         if not candidates.is_dir():
-            _fail(f"candidates folder not found: {candidates} (it needs <task id>/model_new.py per task)")
+            fail(f"candidates folder not found: {candidates} (it needs <task id>/model_new.py per task)")
         if max_total_cost is not None:
-            _fail("--max-total-cost caps model spending: --eval-only runs no model, leave it out")
+            fail("--max-total-cost caps model spending: --eval-only runs no model, leave it out")
     elif candidates is not None:
-        _fail("--candidates goes with --eval-only")
-    elif (model is None) == (script is None):
-        _fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
+        fail("--candidates goes with --eval-only")
+    elif model and script:
+        fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
+    resolved = resolve_or_exit({
+        "model": model, "api_base": api_base,
+        "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
+                   "target_speedup": target_speedup},
+        "eval": _eval_config(eval_config, no_compile, no_sandbox), "tools": {"allow_shell": True if allow_shell else None}},
+        detect_device=False)  # each task's device is the pool's
+    if not eval_only and script is None and not resolved.settings.model:
+        fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
     try:
         entries = discover(task_dir, filter_, limit)
     except TaskDirError as e:
-        _fail(str(e))
+        fail(str(e))
     if script is not None:
         if not script.exists():
-            _fail(f"script not found: {script}")
+            fail(f"script not found: {script}")
         lacking = [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]
         if lacking:
-            _fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
+            fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
     if not eval_only:
         from cuda_agent.workspace.paths import enclosing_git_root
 
         owner = enclosing_git_root(out)
         if owner is not None:
-            _fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
+            fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
                   "pass --out DIR outside it")
     if ray:
         from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
 
-        devices = _ray_devices(gpus, device)
+        devices = _ray_devices(gpus, device or _set_device(resolved))
         try:  # before any work: ray missing or the address unreachable is one line now
             import_ray()
             check_address(ray)
         except RayError as e:
-            _fail(str(e))
+            fail(str(e))
         # paths the task processes get must not depend on this process's folder: they run elsewhere
         entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
     else:
-        devices = _devices(gpus, device)
-    timeout = task_timeout if task_timeout is not None else (max_wall + 1800 if max_wall else None)
+        devices = _devices(gpus, device or _set_device(resolved))
+    wall = resolved.settings.limits.max_wall_s
+    timeout = task_timeout if task_timeout is not None else (wall + 1800 if wall else None)
     settings = BatchSettings(
         mode="eval" if eval_only else "agent", task_dir=task_dir, out=out.resolve(), devices=devices,
         concurrency=concurrency, slots_per_device=slots, task_timeout=timeout, redo=redo,
-        retry_failed=retry_failed, eval_config=_eval_config(eval_config, no_compile), model=model,
-        api_base=api_base, script=script.resolve() if script else None, allow_shell=allow_shell,
-        limits={"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
-                "target_speedup": target_speedup},
+        retry_failed=retry_failed, run=resolved.settings, script=script.resolve() if script else None,
         candidates=candidates.resolve() if candidates else None, ray=ray, max_total_cost=max_total_cost)
     console = Console(stderr=True)
     try:
         summary, stopped = run_batch(settings, entries, console)
     except BatchError as e:
-        _fail(str(e))
+        fail(str(e))
     finally:
         if ray:
             from cuda_agent.pool.ray_cluster import disconnect
@@ -194,7 +199,7 @@ def compare_command(
     try:
         (a, rows_a), (b, rows_b) = load_run(run_a), load_run(run_b)
     except (BatchError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     h2h = head_to_head(rows_a, rows_b)
     if json_out:
         print(json.dumps({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json"), "head_to_head": h2h},
@@ -228,7 +233,7 @@ def baselines_command(
     try:
         entries = discover(task_dir, filter_, limit)
     except TaskDirError as e:
-        _fail(str(e))
+        fail(str(e))
     cfg = EvalConfig.model_validate(_eval_config(eval_config, no_compile))
     console, failed = Console(), 0
     ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
@@ -255,11 +260,11 @@ def tasks_import(
     from cuda_agent.batch.importer import import_parquet
 
     if not parquet.is_file():
-        _fail(f"parquet file not found: {parquet}")
+        fail(f"parquet file not found: {parquet}")
     try:
         report = import_parquet(parquet, out)
     except (ImportError, ValueError) as e:
-        _fail(str(e))
+        fail(str(e))
     console = Console()
     for r in report.rejected:
         console.print(f"rejected row {r.row} ({r.ops}): {r.error}", highlight=False, markup=False)

@@ -32,6 +32,10 @@ def tui_command(
         Console(stderr=True).print("[red]error[/]: the app needs Textual: pip install 'cuda-agent[tui]'",
                                    highlight=False)
         raise typer.Exit(2)
-    extra = (["--script", str(script.resolve())] if script else
-             ["--model", model, *(["--api-base", api_base] if api_base else [])] if model else None)
-    RunApp(run_dir.resolve(), resume_args=extra).run()
+    resume_with = None
+    if model or script:  # the settings here, with the model given now
+        from cuda_agent.cli_settings import resolve_or_exit
+
+        settings = resolve_or_exit({"model": model, "api_base": api_base}, detect_device=False).settings
+        resume_with = (settings, str(script.resolve()) if script else None)
+    RunApp(run_dir.resolve(), resume_with=resume_with).run()

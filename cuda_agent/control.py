@@ -5,13 +5,13 @@ run folder's `control/`.
   message, approve mode on/off, a decision on a pending tool call);
 - `state.json`: rewritten whole (write, then rename) by the agent: its pid, paused, approve
   mode, the call waiting for a decision, and whether it is still running;
-- `launch.json`: how the run was started (model, api base or script, limits), so a client can
-  resume it with the same settings.
+- `launch.json`: how the run was started (its settings, or the script), so a client can resume
+  it the same way.
 
 Files rather than a socket: the agent and the app can each exit and come back (detach,
 re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
 all. This module is low-level like records.py and follow.py: the TUI imports it without the agent
-loop.
+loop (it needs only the settings' types).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cuda_agent.follow import read_new_lines
+from cuda_agent.settings import Settings
 
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
 
@@ -58,12 +59,10 @@ class AgentState(BaseModel):
 
 
 class Launch(BaseModel):
-    """What the agent was started with, for resuming it the same way (never a key)."""
+    """What the agent was started with, for resuming it the same way (settings hold no key)."""
 
-    model: str | None = None
-    api_base: str | None = None
-    script: str | None = None
-    options: list[str] = []  # the limit flags, as given on the command line
+    settings: Settings
+    script: str | None = None  # a scripted model instead of settings.model
 
 
 def control_dir(run_dir: Path) -> Path:

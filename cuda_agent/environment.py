@@ -17,8 +17,9 @@ from typing import Any
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.reference import write_private
 from cuda_agent.secrets import Redactor
+from cuda_agent.settings import ToolSettings
 from cuda_agent.task import Task, TaskError, load_task, source_digest
-from cuda_agent.tools.base import ToolContext, ToolResult
+from cuda_agent.tools.base import TaskCopy, ToolContext, ToolResult
 from cuda_agent.tools.registry import default_tools, dispatch, schemas
 from cuda_agent.workspace import Workspace
 
@@ -32,21 +33,20 @@ class StepResult:
 
 class Environment:
     def __init__(self, workspace: Workspace, eval_config: EvalConfig | None = None,
-                 settings: dict[str, Any] | None = None):
+                 tool_settings: ToolSettings | None = None):
         self.workspace = workspace
         self.eval_config = eval_config or EvalConfig()
-        self.settings = dict(settings or {})
-        self.settings.setdefault("cache_dir", self.eval_config.cache_dir)
-        self.settings.setdefault("arch", self.eval_config.arch)
-        self.tools = default_tools(self.settings)
+        self.tool_settings = tool_settings or ToolSettings()
+        self.tools = default_tools(self.tool_settings)
         # every observation leaves without credentials (cuda_agent/secrets.py); the loop adds its model's keys
         self.redactor = Redactor()
-        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, settings=self.settings,
-                               redact=self.redactor.text)
         self._reference_dir: tempfile.TemporaryDirectory | None = None
+        self._reference: Task | None = None
+        record = workspace.record.task
         # the profile and sanitize tools run the reference task from this private copy
-        self.settings["reference_task_path"] = f"{self.reference_task().path}::{workspace.record.task.class_name}"
-        self.settings["reference_task_hash"] = workspace.record.task.source_hash  # to check that copy against
+        copy = TaskCopy(ref=f"{self.reference_task().path}::{record.class_name}", hash=record.source_hash)
+        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, tools=self.tool_settings,
+                               eval=self.eval_config, task_copy=copy, redact=self.redactor.text)
 
     @classmethod
     def create(cls, task: Task, runs_dir: Path = Path("runs"), **kw) -> Environment:
@@ -71,7 +71,13 @@ class Environment:
         return best.reward if best is not None else -1
 
     def reference_task(self) -> Task:
-        """The task as the workspace was created with it, from its first commit (a private copy)."""
+        """The task as the workspace was created with it, from its first commit (a private copy),
+        loaded once per run: the prompt, every evaluator and the profilers share it."""
+        if self._reference is None:
+            self._reference = self._load_reference()
+        return self._reference
+
+    def _load_reference(self) -> Task:
         ws = self.workspace
         if self._reference_dir is None:
             self._reference_dir = tempfile.TemporaryDirectory(prefix="cuda-agent-ref-")
@@ -102,6 +108,7 @@ class Environment:
         if self._reference_dir is not None:
             self._reference_dir.cleanup()
             self._reference_dir = None
+            self._reference = None
 
     def __enter__(self) -> Environment:
         return self

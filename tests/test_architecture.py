@@ -115,3 +115,17 @@ def test_cycles_are_reported_as_chains():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, f"{len(found)} import cycle(s):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_the_library_never_imports_the_command_line():
+    """The CLI modules (cli.py, cli_*.py) compose the library; no library module reaches back into
+    them (a batch task's process, the TUI and the training glue share cuda_agent/run.py instead)."""
+    graph = import_graph()
+    is_cli = lambda m: m == "cuda_agent.cli" or m.startswith("cuda_agent.cli_")  # noqa: E731
+    upward = sorted((a, b) for a, b in graph.edges if is_cli(b) and not is_cli(a))
+    assert not upward, "library modules importing the command line: " + ", ".join(f"{a} -> {b}" for a, b in upward)
+
+
+def test_records_import_nothing_of_the_project():
+    """records.py is the trajectory's types, a leaf everything may import (TUI, export, resume)."""
+    assert not set(import_graph().successors("cuda_agent.records"))

@@ -33,11 +33,12 @@ import json
 import time
 import uuid
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal
+from typing import TYPE_CHECKING, Callable
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ValidationError
 
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
+from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, StopRequested
 from cuda_agent.agent.header import make_header
 from cuda_agent.agent.prompts import system_message, task_message
@@ -55,18 +56,6 @@ if TYPE_CHECKING:
 LOW_WATER = 0.8  # a trimming pass goes down to this share of the budget, so passes are rare
 NO_CALL_NATIVE = ("Your last reply called no tool. Every turn must call one of the tools; "
                   "call `finish` when you are done.")
-
-
-class AgentConfig(BaseModel):
-    model_config = ConfigDict(extra="forbid")  # a misspelt limit in a config file is an error, not ignored
-
-    max_steps: int = Field(50, ge=1)  # model turns
-    max_cost: float | None = None  # dollars, over the priced turns (unpriced ones count as 0)
-    max_tokens: int | None = None  # prompt + completion tokens summed over turns (what is billed)
-    max_wall_s: float | None = None
-    target_speedup: float | None = None  # stop once the best correct version is this much faster...
-    target_baseline: Literal["compile", "eager"] = "compile"  # ...than this baseline
-    max_format_errors: int = Field(3, ge=1)  # turns in a row with no usable tool call
 
 
 class Decision(BaseModel):
@@ -106,6 +95,7 @@ class Agent:
                  checkpoint: Callable[[], None] | None = None):
         self.model, self.env, self.config, self.writer = model, env, config, writer
         self.approval, self.inbox, self.checkpoint = approval, inbox, checkpoint
+        self.settings_record: dict | None = None  # the run's resolved settings and their origins
         keys = configured_secrets(model)  # the model's api key(s): redacted like the environment's
         self.redact = Redactor(extra=keys)
         for holder in (env, writer):
@@ -309,8 +299,11 @@ class Agent:
 
     def _config(self) -> dict:
         model_config = getattr(self.model, "config", None)  # LitellmModel's settings (never its key)
+        tools = getattr(self.env, "tool_settings", None)  # resume offers the same tools again
         return {"agent": self.config.model_dump(mode="json"), "eval": self.env.eval_config.model_dump(mode="json"),
-                "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {}}
+                "tools": tools.model_dump(mode="json") if tools is not None else {},
+                "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {},
+                **({"settings": self.settings_record} if self.settings_record else {})}
 
     def _header(self, run_id: str):
         t = self.env.workspace.record.task
@@ -326,10 +319,14 @@ class Agent:
 def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,
               approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
               checkpoint: Callable[[], None] | None = None,
-              run_id: str | None = None, resume_state: ResumeState | None = None) -> RunResult:
+              run_id: str | None = None, resume_state: ResumeState | None = None,
+              settings_record: dict | None = None) -> RunResult:
     """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`.
     `approval` is asked before each well-formed tool call; `inbox` is polled before each query for
     messages a person typed (recorded as injected); `checkpoint` runs before each turn (it may
     block while paused, or raise StopRequested). `resume_state` (from resume.resume_run)
-    continues a run: `writer` must append to that run's trajectory; steps continue from it."""
-    return Agent(model, env, config, writer, approval, inbox, checkpoint).run(run_id, resume_state)
+    continues a run: `writer` must append to that run's trajectory; steps continue from it.
+    `settings_record` (cuda_agent.settings.Resolved.record()) goes into the header as it is."""
+    agent = Agent(model, env, config, writer, approval, inbox, checkpoint)
+    agent.settings_record = settings_record
+    return agent.run(run_id, resume_state)

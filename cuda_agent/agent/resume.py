@@ -26,6 +26,7 @@ from typing import Any
 
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.settings import ToolSettings
 from cuda_agent.records import (Evaluation, Header, ModelTurn, Record, ToolResultRecord, UserMessage,
                                 evaluation_from)
 from cuda_agent.trajectory import read_trajectory
@@ -77,9 +78,15 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     if workspace.record.task.source_hash != header.task.hash:
         raise ResumeError(f"{run_dir}: the workspace's task record (hash {workspace.record.task.source_hash}) is not "
                           f"the task this run started with ({header.task.hash}); start a new run from the task file")
-    config = EvalConfig.model_validate({**header.config.get("eval", {}), **(eval_overrides or {})})
-    allow_shell = any(t.get("function", {}).get("name") == "shell" for t in header.tools)
-    env = Environment(workspace, config, settings={"allow_shell": allow_shell})
+    # a header written by an older release may hold settings since retired: those are dropped
+    recorded = {k: v for k, v in header.config.get("eval", {}).items() if k in EvalConfig.model_fields}
+    config = EvalConfig.model_validate({**recorded, **(eval_overrides or {})})
+    tools = ToolSettings.model_validate({k: v for k, v in header.config.get("tools", {}).items()
+                                         if k in ToolSettings.model_fields})
+    # the tools the model was offered are the run's own: runs recorded before tool settings were
+    # kept say so only through the shell's schema
+    tools.allow_shell = any(t.get("function", {}).get("name") == "shell" for t in header.tools)
+    env = Environment(workspace, config, tools)
     state = rebuild(records)
     _recover_versions(state, records, workspace.versions())
     if state.previous_stop == "finished":

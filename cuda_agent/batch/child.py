@@ -1,6 +1,6 @@
 """A task's process: `python -m cuda_agent.batch.child JOB.json`. Runs the agent on one task the
-way `optimize` does (same run folder; cli_optimize.finalize and run_summary), or scores one
-candidate (eval mode), with evaluations through the pool; writes its TaskRow to job.result_path.
+way `optimize` does (cuda_agent/run.py, the same run folder), or scores one candidate (eval mode),
+with evaluations through the pool; writes its TaskRow to job.result_path.
 
 SIGINT (the batch was stopped) ends the loop with a closing record and skips re-verification:
 the task is resumed and finalized next time. A run whose trajectory already ends with a closing
@@ -30,61 +30,30 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def _eval_config(job: TaskJob):
-    from cuda_agent.eval.settings import EvalConfig
-
-    return EvalConfig.model_validate({**job.eval_config, "device": job.device})
-
-
-def _load(job: TaskJob):
-    from cuda_agent.task import TaskError, load_task
-
-    try:
-        return load_task(str(job.task_path)), None
-    except TaskError as e:
-        return None, job.row("load_error", error=str(e))
+def _settings(job: TaskJob):
+    """The job's settings on the device the pool gave it."""
+    return job.settings.model_copy(update={"eval": job.settings.eval.model_copy(update={"device": job.device})})
 
 
 def run_agent_task(job: TaskJob) -> TaskRow:
-    from cuda_agent.agent.loop import AgentConfig, RunResult, run_agent
-    from cuda_agent.agent.resume import resume_run
-    from cuda_agent.cli_optimize import _model, finalize, run_summary
-    from cuda_agent.environment import Environment
     from cuda_agent.pool import make_pool
-    from cuda_agent.records import Closing
-    from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
-    from cuda_agent.workspace import Workspace
+    from cuda_agent.run import RunError, RunSpec, run_task
 
     pool = make_pool(job.pool)
-    trajectory = job.run_dir / "trajectory.jsonl"
-    state, closing = None, None
-    if job.resume:
-        env, _, state = resume_run(job.run_dir, eval_overrides={"device": job.device})
-        last = read_trajectory(trajectory)[-1]
-        closing = last if isinstance(last, Closing) and last.stop_reason != "interrupted" else None
-    else:
-        task, failed = _load(job)
-        if failed:
-            return failed
-        env = Environment(Workspace.create(task, path=job.run_dir / "workspace"), _eval_config(job),
-                          settings={"allow_shell": job.allow_shell})
-    # every evaluation of the run goes through the pool (tools reach the evaluator via ctx)
-    env.ctx.evaluator_factory = lambda: pool.evaluator(env.reference_task(), env.eval_config)
-    final, final_error = None, None
-    with env:
-        if closing is not None:  # the loop had ended; only the re-verification was cut off
-            result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
-                               closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
-        else:
-            llm = _model(job.model, job.api_base, job.script, skip=state.steps if state else 0)
-            limits = AgentConfig(**job.limits)
-            with TrajectoryWriter(trajectory) as writer:
-                result = run_agent(llm, env, limits, writer, run_id=job.run_dir.name, resume_state=state)
-        if result.stop_reason == "interrupted":
-            raise KeyboardInterrupt
-        with pool.slot(job.device):  # re-verification is an evaluation too
-            final, final_error = finalize(env, job.run_dir, result)
-    _, s = run_summary(job.run_dir, result, final, final_error)
+    settings = _settings(job)
+    spec = (RunSpec(resume=job.run_dir, script=job.script) if job.resume
+            else RunSpec(task=str(job.task_path), workspace=job.run_dir / "workspace", script=job.script))
+    try:
+        # every evaluation of the run goes through the pool, re-verification in a slot of its own
+        done = run_task(spec, settings, evaluator_factory=lambda env: lambda: pool.evaluator(env.reference_task(),
+                                                                                            env.eval_config),
+                        finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
+                        closed_only_finalize=True)
+    except RunError as e:
+        return job.row("load_error", error=str(e))
+    if done.stop_reason == "interrupted":  # re-verified when the batch runs again
+        raise KeyboardInterrupt
+    s = done.summary()
     v = s["verified"] or {}
     reward = s["verified_reward"]
     return job.row("done", correct=reward is not None, reward=-1 if reward is None else reward,
@@ -92,16 +61,19 @@ def run_agent_task(job: TaskJob) -> TaskRow:
                    time_ms=v.get("time_ms"), eager_ms=v.get("eager_ms"), compile_ms=v.get("compile_ms"),
                    steps=s["steps"], tokens=s["tokens"], cost=s["cost"], stop_reason=s["stop_reason"],
                    error=s["error"].splitlines()[0][:500] if s["error"] else None, wall_s=s["wall_s"],
-                   report=s["report"], dropin=s["dropin"], trajectory=str(trajectory))
+                   report=s["report"], dropin=s["dropin"], trajectory=str(job.run_dir / "trajectory.jsonl"))
 
 
 def run_eval(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
 
-    task, failed = _load(job)
-    if failed:
-        return failed
-    ev = make_pool(job.pool).evaluator(task, _eval_config(job), warm=False)
+    from cuda_agent.task import TaskError, load_task
+
+    try:
+        task = load_task(str(job.task_path))
+    except TaskError as e:
+        return job.row("load_error", error=str(e))
+    ev = make_pool(job.pool).evaluator(task, _settings(job).eval, warm=False)
     try:
         verdict = ev.evaluate(job.candidate)
     finally:

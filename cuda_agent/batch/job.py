@@ -9,12 +9,13 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.pool import PoolSpec
+from cuda_agent.settings import Settings
 
 
 class TaskJob(BaseModel):
@@ -27,14 +28,9 @@ class TaskJob(BaseModel):
     log_path: Path
     device: str = ""  # filled in by the runner from the pool
     pool: PoolSpec
-    eval_config: dict[str, Any] = {}  # EvalConfig fields (device set from `device`)
+    settings: Settings = Settings()  # the run's settings (eval.device is replaced by `device`)
     resume: bool = False  # continue the run in run_dir (agent mode)
-    # agent mode
-    model: str | None = None
-    api_base: str | None = None
-    script: Path | None = None
-    limits: dict[str, Any] = {}  # AgentConfig fields
-    allow_shell: bool = False
+    script: Path | None = None  # agent mode: a scripted model instead of settings.model
     # eval mode
     candidate: Path | None = None
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from collections import deque
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel
 from rich.console import Console
@@ -19,6 +19,7 @@ from cuda_agent.batch.rows import TaskRow, read_rows, write_rows
 from cuda_agent.batch.summary import Summary, summarize
 from cuda_agent.batch.tasks import TaskEntry
 from cuda_agent.pool import PoolSpec, make_pool
+from cuda_agent.settings import Settings
 
 MANIFEST = "batch.json"
 
@@ -37,12 +38,8 @@ class BatchSettings(BaseModel):
     task_timeout: float | None = None
     redo: bool = False
     retry_failed: bool = False
-    eval_config: dict[str, Any] = {}
-    model: str | None = None
-    api_base: str | None = None
+    run: Settings = Settings()  # every task's run settings (model, limits, eval, tools); the device is the pool's
     script: Path | None = None  # one file for every task, or a folder of <task id>.json
-    limits: dict[str, Any] = {}
-    allow_shell: bool = False
     candidates: Path | None = None  # eval mode: <candidates>/<task id>/model_new.py
     ray: str | None = None  # a Ray cluster's address, or auto; joined only when there is a task to run
     max_total_cost: float | None = None  # dollars over the whole batch (every row in results.jsonl)
@@ -58,9 +55,11 @@ def check_manifest(s: BatchSettings) -> None:
                              "same task folder and mode, or give another --out")
         return
     s.out.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps({"mode": s.mode, "task_dir": str(s.task_dir.resolve()), "model": s.model,
-                                "script": str(s.script) if s.script else None, "limits": s.limits,
-                                "eval_config": s.eval_config, "devices": s.devices}, indent=1, default=str) + "\n")
+    path.write_text(json.dumps({"mode": s.mode, "task_dir": str(s.task_dir.resolve()), "model": s.run.model,
+                                "script": str(s.script) if s.script else None,
+                                "limits": s.run.limits.model_dump(mode="json"),
+                                "eval_config": s.run.eval.model_dump(mode="json"), "devices": s.devices},
+                               indent=1, default=str) + "\n")
 
 
 def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> tuple[Summary, bool]:
@@ -121,7 +120,7 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
         console.print(f"the batch's cost cap (--max-total-cost {s.max_total_cost:g}) is reached: ${budget.spent():.2f} "
                       f"spent, {budget.refused} task(s) not started; run again with a higher cap to go on",
                       highlight=False)
-    summary = summary_of(s.out, rows, entries, s.mode, s.model, s.task_dir)
+    summary = summary_of(s.out, rows, entries, s.mode, s.run.model, s.task_dir)
     write_summary(s.out, summary, [rows[i] for i in ids if i in rows])
     return summary, stopped
 
@@ -147,8 +146,8 @@ class CostCap:
             self.refused = self.queued  # this job and every one after it
             return False
         self.queued -= 1
-        own = job.limits.get("max_cost")
-        job.limits = {**job.limits, "max_cost": left if own is None else min(own, left)}
+        own = job.settings.limits.max_cost
+        job.settings.limits.max_cost = left if own is None else min(own, left)
         return True
 
 
@@ -177,6 +176,5 @@ def _job(s: BatchSettings, layout: Layout, e: TaskEntry, pool: PoolSpec, resume:
         script = script / f"{e.id}.json"
     return TaskJob(mode=s.mode, task_id=e.id, task_path=e.path, level=e.level, run_dir=layout.run_dir(e.id),
                    result_path=layout.log(e.id, "result.json"), log_path=layout.log(e.id, "log"), pool=pool,
-                   eval_config=s.eval_config, resume=resume, model=s.model, api_base=s.api_base, script=script,
-                   limits=s.limits, allow_shell=s.allow_shell,
+                   settings=s.run.model_copy(deep=True), resume=resume, script=script,
                    candidate=(s.candidates / e.id).resolve() if s.candidates else None)

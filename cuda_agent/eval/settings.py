@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.jail import sandbox_enabled
@@ -13,6 +13,8 @@ from cuda_agent.eval.tolerance import Tolerances
 
 
 class EvalConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
+
     device: str = "cuda:0"  # "cpu" runs the same pipeline on CPU tensors (host-only kernels; tests)
     n_sets: int = Field(5, ge=1)  # correctness input sets, seeds drawn anew each evaluation
     timing_sets: int = Field(3, ge=1)  # input sets rotated while timing (fewer if memory is short)

@@ -16,10 +16,12 @@ import statistics
 import time
 from typing import Any, Callable, Sequence
 
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 
 class TimingConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")  # a misspelt setting is an error, not ignored
+
     warmup_ms: float = 100.0  # at least this long (and 3 calls): clocks ramp up from idle
     min_reps: int = 20
     max_reps: int = 300

@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 
 class DtypeTol(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     rtol: float = Field(ge=0)
     atol: float = Field(ge=0)
@@ -39,7 +39,7 @@ class Tolerances(BaseModel):
     Defaults follow KernelBench for fp32 (1e-4); integer and bool outputs are always exact.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     float32: DtypeTol = DtypeTol(rtol=1e-4, atol=1e-4)
     float16: DtypeTol = DtypeTol(rtol=1e-2, atol=1e-2)

@@ -23,7 +23,7 @@ SECTIONS = ("SpeedOfLight", "Occupancy", "LaunchStats", "MemoryWorkloadAnalysis"
 NVTX_FILTER = f"{NVTX_RANGE}/"  # a push/pop range by that name
 DEFAULT_TIMEOUT = 300.0  # seconds: each kernel is replayed once per pass (tens of passes)
 
-MISSING = ("ncu (Nsight Compute) not found: install Nsight Compute or set the ncu_path setting; "
+MISSING = ("ncu (Nsight Compute) not found: install Nsight Compute or set the tools.ncu_path setting; "
            "until then use benchmark timings and compile's register/shared-memory report")
 NOT_PERMITTED = ("ncu is not permitted to read this GPU's performance counters (ERR_NVGPUCTRPERM): it runs "
                  "in the jail, without admin rights; an admin must allow profiling for all users (driver option "
@@ -52,14 +52,14 @@ def ncu_command(ncu: Path | str, task_ref: str, candidate: Path, warmup: int = 1
 
 
 def profile_candidate(ncu: Path, task_ref: str, candidate: Path, kernels_dir: Path,
-                      timeout: float = DEFAULT_TIMEOUT) -> NcuResult:
+                      timeout: float = DEFAULT_TIMEOUT, sandbox: bool | None = None) -> NcuResult:
     """Run ncu on one forward of `candidate` whose kernels are already built in `kernels_dir`."""
     try:
         run = run_wrapped(ncu_command(ncu, task_ref, candidate), cwd=candidate, timeout=timeout,
-                          env={"CUDA_AGENT_KERNELS": str(kernels_dir)})
+                          env={"CUDA_AGENT_KERNELS": str(kernels_dir)}, sandbox=sandbox)
     except OSError as e:
         return NcuResult(ok=False, error=f"ncu at {ncu} could not be started ({e.strerror or e}): "
-                                         "reinstall Nsight Compute or set the ncu_path setting")
+                                         "reinstall Nsight Compute or set the tools.ncu_path setting")
     return interpret(run, timeout)
 
 

@@ -10,7 +10,7 @@ are every input, output, parameter and buffer read or written once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Mapping
 
 from pydantic import BaseModel
 
@@ -72,9 +72,9 @@ def detect_gpu_name() -> str | None:
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
-def gpu_peaks(gpu_name: str | None, settings: dict[str, Any] | None = None) -> Peaks | None:
-    """The datasheet row for the GPU (H200 before H100: names are substrings), with any of
-    settings' peak_* values taking over; None when neither knows the GPU."""
+def gpu_peaks(gpu_name: str | None, settings: Mapping[str, float | None] | None = None) -> Peaks | None:
+    """The datasheet row for the GPU (H200 before H100: names are substrings), with any of the
+    peak_* settings given (ToolSettings) taking over; None when neither knows the GPU."""
     settings = settings or {}
     base = next((p for key, p in DATASHEET.items() if gpu_name and key in gpu_name.upper()), None)
     given = {field: float(settings[key]) for key, field in OVERRIDES.items() if settings.get(key)}

@@ -71,7 +71,8 @@ class Wrapped:
         return self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr
 
 
-def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None) -> Wrapped:
+def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None,
+                sandbox: bool | None = None) -> Wrapped:
     """Run argv in the jail; stdout and stderr go to files (ncu's CSV can be large and must not be
     cut), the whole jail is killed on timeout and whatever it left behind is killed at the end.
     What the command may read: every existing path its arguments and `env` name (the task, the
@@ -81,7 +82,8 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     named = [*argv, *env.values(), *map(str, tool_installs(argv[0]))]
     readable = [p for p in _paths_named(named, cwd) if p != cwd and cwd not in p.parents]
     # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
-    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, enabled=sandbox_enabled())
+    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env,
+                enabled=sandbox_enabled() if sandbox is None else sandbox)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out, \
             tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:

@@ -22,7 +22,7 @@ PRINT_LIMIT = 20
 ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 DEFAULT_TIMEOUT = 300.0  # seconds; racecheck and initcheck slow every memory access down
 MISSING = ("compute-sanitizer not found: it ships with the CUDA toolkit (bin/ or compute-sanitizer/); install "
-           "the toolkit or set the sanitizer_path setting")
+           "the toolkit or set the tools.sanitizer_path setting")
 
 
 class SanitizeResult(BaseModel):
@@ -44,15 +44,15 @@ def sanitizer_command(sanitizer: Path | str, tool: str, task_ref: str, candidate
 
 
 def sanitize_candidate(sanitizer: Path, tool: str, task_ref: str, candidate: Path, kernels_dir: Path,
-                       timeout: float = DEFAULT_TIMEOUT) -> SanitizeResult:
+                       timeout: float = DEFAULT_TIMEOUT, sandbox: bool | None = None) -> SanitizeResult:
     """Run `tool` on one forward of `candidate` whose kernels are already built in `kernels_dir`."""
     env = {**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}
     try:
         run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate,
-                          timeout=timeout, env=env)
+                          timeout=timeout, env=env, sandbox=sandbox)
     except OSError as e:
         return SanitizeResult(ok=False, error=f"compute-sanitizer at {sanitizer} could not be started "
-                              f"({e.strerror or e}): reinstall the CUDA toolkit or set the sanitizer_path setting")
+                              f"({e.strerror or e}): reinstall the CUDA toolkit or set the tools.sanitizer_path setting")
     return interpret(run, tool, timeout)
 
 

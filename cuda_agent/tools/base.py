@@ -8,9 +8,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 
 from pydantic import BaseModel, ValidationError
+
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.settings import ToolSettings
+
+if TYPE_CHECKING:
+    from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.workspace import Workspace
 
 MAX_OBSERVATION = 8000  # characters a single observation may take in the model's context
 
@@ -26,20 +33,31 @@ class ToolResult(BaseModel):
     seconds: float = 0.0
 
 
+@dataclass(frozen=True)
+class TaskCopy:
+    """The run's private copy of its task (`path::Class`, outside the workspace) and the hash it
+    must have: profile and sanitize run the reference from it, never from the workspace."""
+
+    ref: str
+    hash: str
+
+
 @dataclass
 class ToolContext:
-    """What a tool acts on. `workspace` is a cuda_agent.workspace.Workspace; `evaluator` is made on
-    first use by `evaluator_factory` (it starts worker processes, so only tools that need it pay)."""
+    """What a tool acts on. `evaluator` is made on first use by `evaluator_factory` (it starts
+    jailed processes, so only tools that need it pay). `eval` gives the build (arch, cache_dir)."""
 
-    workspace: Any
-    evaluator_factory: Any = None
-    settings: dict[str, Any] = field(default_factory=dict)
+    workspace: Workspace
+    evaluator_factory: Callable[[], Evaluator] | None = None
+    tools: ToolSettings = field(default_factory=ToolSettings)
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    task_copy: TaskCopy | None = None
     # credentials out of every observation (cuda_agent.secrets.Redactor), before it is bounded
     redact: Callable[[str], str] | None = None
-    _evaluator: Any = None
+    _evaluator: Evaluator | None = None
 
     @property
-    def evaluator(self) -> Any:
+    def evaluator(self) -> Evaluator:
         if self._evaluator is None:
             if self.evaluator_factory is None:
                 raise ToolError("no evaluator is configured for this workspace")

@@ -33,7 +33,7 @@ class Compile(Tool):
         kdir = ctx.workspace.root / "kernels"
         if not any(kdir.glob("*.cu")):
             raise ToolError("kernels/ has no .cu file yet: create one with edit_file (mode create)")
-        r = build_kernels(kdir, _cache(ctx) / "build", arch=ctx.settings.get("arch"), ptxas_verbose=True,
+        r = build_kernels(kdir, _cache(ctx) / "build", arch=ctx.eval.arch, ptxas_verbose=True,
                           lineinfo=True)
         if not r.ok:
             return ToolResult(status="error", observation=f"compile failed:\n{r.errors}\n\nfix the first error, "
@@ -56,7 +56,7 @@ class Compile(Tool):
 def r_arch(ctx: ToolContext) -> str:
     from cuda_agent.kernels.toolkit import detect_arch
 
-    return ctx.settings.get("arch") or detect_arch()
+    return ctx.eval.arch or detect_arch()
 
 
 class VerifyArgs(BaseModel):
@@ -66,7 +66,7 @@ class VerifyArgs(BaseModel):
 def _cache(ctx: ToolContext) -> Path:
     from cuda_agent.eval.baselines import default_cache_dir
 
-    return Path(ctx.settings.get("cache_dir") or default_cache_dir())
+    return ctx.eval.cache_dir or default_cache_dir()
 
 
 def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
@@ -92,21 +92,25 @@ def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
                       data={"verdict": verdict.model_dump(), "commit": info.sha, "version": info.version})
 
 
-class Verify(Tool):
+class Evaluate(Tool):
+    """verify and benchmark: one evaluation of the workspace, without or with timing."""
+
+    Args = VerifyArgs
+    timing: bool
+
+    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
+        return _evaluate(ctx, timing=self.timing)
+
+
+class Verify(Evaluate):
     name = "verify"
     description = ("Check correctness of the workspace as it is (build, 5 fresh random input sets against a "
                    "float64 reference, guards); no timing. Commits the result as a version.")
-    Args = VerifyArgs
-
-    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
-        return _evaluate(ctx, timing=False)
+    timing = False
 
 
-class Benchmark(Tool):
+class Benchmark(Evaluate):
     name = "benchmark"
     description = ("Full evaluation: correctness, then timing (L2 flushed, median of many reps) against eager "
                    "and torch.compile, and the reward. Commits the result as a version.")
-    Args = VerifyArgs
-
-    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
-        return _evaluate(ctx, timing=True)
+    timing = True

@@ -1,8 +1,7 @@
 """profile: Nsight Compute on one forward of the workspace's candidate, summarised for the model
 (per kernel: time, throughput, occupancy and its limiter, resources, stalls, ncu's advice), then
-where it sits on the roofline and what to try next. The reference task comes from the run's
-settings (`reference_task_path`, the Environment's private copy of the first commit), never from
-the workspace."""
+where it sits on the roofline and what to try next (the outline shared with sanitize:
+tools/wrapped.py)."""
 
 from __future__ import annotations
 
@@ -10,56 +9,35 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cuda_agent.profiling.ncu import DEFAULT_TIMEOUT, MISSING, KernelProfile, find_ncu, profile_candidate
-from cuda_agent.profiling.roofline import Roofline, count_task, detect_gpu_name, gpu_peaks, roofline, roofline_text
-from cuda_agent.profiling.runner import build_for_tools, short_name
-from cuda_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from cuda_agent.profiling.ncu import MISSING, KernelProfile, find_ncu, profile_candidate
+from cuda_agent.profiling.roofline import OVERRIDES, Roofline, count_task, detect_gpu_name, gpu_peaks, roofline, roofline_text
+from cuda_agent.profiling.runner import short_name
+from cuda_agent.tools.base import ToolContext, ToolResult
+from cuda_agent.tools.wrapped import WrappedTool
 
 SHOWN_KERNELS = 6  # the longest launches; the rest are summed in one line
 SHOWN_RULES = 3
 _COSTS: dict[str, object] = {}  # task ref -> TaskCost, counted once per process
 
 
-def reference_task_ref(ctx: ToolContext) -> str:
-    ref = ctx.settings.get("reference_task_path")
-    if not ref:
-        raise ToolError("no reference task is configured for this run (settings['reference_task_path'], set by the "
-                        "Environment): profile and sanitize cannot run here; use verify and benchmark")
-    return str(ref)
-
-
-def built_kernels(ctx: ToolContext) -> Path:
-    """Build kernels/*.cu with -lineinfo; a failed build is the model's to fix."""
-    from cuda_agent.eval.baselines import default_cache_dir
-
-    root = Path(ctx.workspace.root)
-    if not any((root / "kernels").glob("*.cu")):
-        raise ToolError("kernels/ has no .cu file yet: write a kernel and compile it first")
-    built = build_for_tools(root, Path(ctx.settings.get("cache_dir") or default_cache_dir()), ctx.settings.get("arch"))
-    if not built.ok:
-        first = "\n".join(built.errors.strip().splitlines()[:8])
-        raise ToolError(f"the kernels do not build; run compile and fix the first error:\n{first}")
-    return built.out_dir
-
-
 class ProfileArgs(BaseModel):
     pass
 
 
-class Profile(Tool):
+class Profile(WrappedTool):
     name = "profile"
     description = ("Profile one forward of the current kernels with Nsight Compute: per kernel its duration, compute "
                    "and memory throughput (% of peak), achieved/theoretical occupancy and its limiter, registers, "
                    "shared memory, DRAM bytes, top warp stalls and ncu's advice, then the roofline floor. 10-60 s.")
     Args = ProfileArgs
+    missing = MISSING
 
-    def execute(self, args: ProfileArgs, ctx: ToolContext) -> ToolResult:
-        ncu = find_ncu(ctx.settings.get("ncu_path"))
-        if ncu is None:
-            return ToolResult(status="error", observation=f"profile: {MISSING}", data={"available": False})
-        task_ref, kernels_dir = reference_task_ref(ctx), built_kernels(ctx)
-        timeout = float(ctx.settings.get("profile_timeout_s") or DEFAULT_TIMEOUT)
-        res = profile_candidate(ncu, task_ref, Path(ctx.workspace.root), kernels_dir, timeout)
+    def program(self, ctx: ToolContext) -> Path | None:
+        return find_ncu(str(ctx.tools.ncu_path) if ctx.tools.ncu_path else None)
+
+    def wrapped(self, args: ProfileArgs, ctx: ToolContext, ncu: Path, task_ref: str, kernels: Path) -> ToolResult:
+        res = profile_candidate(ncu, task_ref, Path(ctx.workspace.root), kernels, ctx.tools.profile_timeout_s,
+                                sandbox=ctx.eval.sandbox)
         if not res.ok:
             return ToolResult(status="error", observation=f"profile: {res.error}",
                               data={"available": True, "error": res.error})
@@ -79,7 +57,7 @@ def _roofline(ctx: ToolContext, task_ref: str, measured_us: float) -> tuple[str,
         cost = _COSTS[task_ref]
     except Exception as e:  # a task the counter cannot run: the kernel metrics still stand
         return f"roofline: the task's FLOPs and bytes could not be counted ({type(e).__name__}: {e})", None
-    peaks = gpu_peaks(ctx.settings.get("gpu_name") or detect_gpu_name(), ctx.settings)
+    peaks = gpu_peaks(ctx.tools.gpu_name or detect_gpu_name(), ctx.tools.model_dump(include=set(OVERRIDES)))
     point = roofline(cost, peaks, measured_us or None) if peaks else None
     return roofline_text(cost, peaks, measured_us or None), point
 

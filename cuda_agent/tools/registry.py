@@ -5,36 +5,33 @@ offered, in the order it is defined there."""
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
 from typing import Any
 
+from cuda_agent.settings import ToolSettings
+
 from .base import Tool, ToolContext, ToolResult, bound
 
-# in the order the model sees them; modules not written yet are skipped
+# in the order the model sees them
 TOOL_MODULES = (
     "cuda_agent.tools.files",
-    "cuda_agent.tools.harness_tools",  # compile, verify, benchmark (for now in one module)
-    "cuda_agent.tools.compile",
-    "cuda_agent.tools.verify",
-    "cuda_agent.tools.benchmark",
+    "cuda_agent.tools.harness_tools",  # compile, verify, benchmark
     "cuda_agent.tools.profile_tool",  # profile (ncu)
     "cuda_agent.tools.sanitize_tool",  # sanitize (compute-sanitizer)
     "cuda_agent.tools.shell",
     "cuda_agent.tools.finish",
 )
-OPT_IN = {"shell": "allow_shell"}  # tool name -> the setting that must be true to offer it
+OPT_IN = {"shell": "allow_shell"}  # tool name -> the ToolSettings flag that must be true to offer it
 
 
-def default_tools(settings: dict[str, Any]) -> list[Tool]:
+def default_tools(settings: ToolSettings) -> list[Tool]:
     tools: list[Tool] = []
     for path in TOOL_MODULES:
-        if importlib.util.find_spec(path) is None:
-            continue  # not written yet; a module that exists but fails to import still raises
         module = importlib.import_module(path)
         for obj in vars(module).values():
-            if isinstance(obj, type) and issubclass(obj, Tool) and obj.__module__ == path:
-                if obj.name not in OPT_IN or settings.get(OPT_IN[obj.name]):
+            # a tool is a class that names itself there; shared outlines (no name of their own) are not
+            if isinstance(obj, type) and issubclass(obj, Tool) and obj.__module__ == path and "name" in vars(obj):
+                if obj.name not in OPT_IN or getattr(settings, OPT_IN[obj.name]):
                     tools.append(obj())
     names = [t.name for t in tools]
     if len(set(names)) != len(names):

@@ -9,9 +9,9 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cuda_agent.profiling.sanitizer import DEFAULT_TIMEOUT, MISSING, SanitizerReport, find_sanitizer, sanitize_candidate
-from cuda_agent.tools.base import Tool, ToolContext, ToolResult
-from cuda_agent.tools.profile_tool import built_kernels, reference_task_ref
+from cuda_agent.profiling.sanitizer import MISSING, SanitizerReport, find_sanitizer, sanitize_candidate
+from cuda_agent.tools.base import ToolContext, ToolResult
+from cuda_agent.tools.wrapped import WrappedTool
 
 SHOWN_FINDINGS = 6
 
@@ -35,20 +35,21 @@ class SanitizeArgs(BaseModel):
                                 "initcheck: reads of uninitialised global memory")
 
 
-class Sanitize(Tool):
+class Sanitize(WrappedTool):
     name = "sanitize"
     description = ("Run compute-sanitizer (memcheck, racecheck or initcheck) on one forward of the current kernels "
                    "and list what it finds with kernel, source line, thread and address. Finds bugs that random "
                    "inputs miss. 10-120 s.")
     Args = SanitizeArgs
+    missing = MISSING
 
-    def execute(self, args: SanitizeArgs, ctx: ToolContext) -> ToolResult:
-        sanitizer = find_sanitizer(ctx.settings.get("sanitizer_path"))
-        if sanitizer is None:
-            return ToolResult(status="error", observation=f"sanitize: {MISSING}", data={"available": False})
-        task_ref, kernels_dir = reference_task_ref(ctx), built_kernels(ctx)
-        timeout = float(ctx.settings.get("sanitize_timeout_s") or DEFAULT_TIMEOUT)
-        res = sanitize_candidate(sanitizer, args.tool, task_ref, Path(ctx.workspace.root), kernels_dir, timeout)
+    def program(self, ctx: ToolContext) -> Path | None:
+        return find_sanitizer(str(ctx.tools.sanitizer_path) if ctx.tools.sanitizer_path else None)
+
+    def wrapped(self, args: SanitizeArgs, ctx: ToolContext, sanitizer: Path, task_ref: str,
+                kernels: Path) -> ToolResult:
+        res = sanitize_candidate(sanitizer, args.tool, task_ref, Path(ctx.workspace.root), kernels,
+                                 ctx.tools.sanitize_timeout_s, sandbox=ctx.eval.sandbox)
         data = {"available": True, "tool": args.tool, "report": res.report.model_dump() if res.report else None}
         if not res.ok:
             partial = findings_text(res.report) if res.report and res.report.findings else ""

@@ -16,7 +16,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from .base import Tool, ToolContext, ToolError, ToolResult
 from cuda_agent.jail import Jail, JailUnavailable, kill_group, sandbox_enabled
 
-DEFAULT_TIMEOUT = 60  # seconds; settings["shell_timeout"] is both the default and the most allowed
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
 
 
@@ -31,26 +30,26 @@ class Shell(Tool):
         timeout: int = Field(0, ge=0, description="seconds before the command is killed; 0 = the run's limit")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
-        if not ctx.settings.get("allow_shell"):
+        if not ctx.tools.allow_shell:
             raise ToolError("the shell is disabled in this run (allow_shell is off); use view_file, "
                             "edit_file and list_files for files, and compile, verify, benchmark, profile")
-        cap = int(ctx.settings.get("shell_timeout") or DEFAULT_TIMEOUT)
+        cap = ctx.tools.shell_timeout_s  # both the default and the most one call may ask for
         limit = min(a.timeout or cap, cap)
         try:
-            rc, out, timed_out = run_command(a.command, Path(ctx.workspace.root), limit)
+            rc, out, timed_out = run_command(a.command, Path(ctx.workspace.root), limit, sandbox=ctx.eval.sandbox)
         except JailUnavailable as e:
             raise ToolError(f"the shell runs only in the jail: {e}") from None
-        capped = f" (capped at the run's limit of {cap} s)" if a.timeout > cap else ""
-        head = (f"timed out after {limit} s{capped}: killed" if timed_out else f"exit code {rc}")
+        capped = f" (capped at the run's limit of {cap:g} s)" if a.timeout > cap else ""
+        head = (f"timed out after {limit:g} s{capped}: killed" if timed_out else f"exit code {rc}")
         return ToolResult(observation=f"{head}\n{out}" if out else f"{head} (no output)",
                           status="error" if timed_out or rc != 0 else "ok",
                           data={"exit_code": rc, "timed_out": timed_out, "timeout": limit})
 
 
-def run_command(command: str, cwd: Path, timeout: float) -> tuple[int, str, bool]:
+def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = None) -> tuple[int, str, bool]:
     """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
     cwd = Path(cwd).resolve()
-    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, enabled=sandbox_enabled())
+    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, enabled=sandbox_enabled() if sandbox is None else sandbox)
     proc = jail.popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                       stderr=subprocess.STDOUT)
     out = _Collector(proc.stdout)

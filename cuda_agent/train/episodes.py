@@ -28,6 +28,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.settings import ToolSettings
 from cuda_agent.task import DEFAULT_CLASS, Task, TaskError, load_task
 
 
@@ -94,13 +95,12 @@ class EpisodeHost:
     """One episode's KernelEnv, driven by name: reset(row's extra_info), tools(), step(name, args),
     episode_reward(), close(). Made a Ray actor as it is by RayEpisode."""
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, settings: EpisodeSettings):
         from cuda_agent.train.rl_env import KernelEnv
 
-        self.settings = EpisodeSettings.model_validate(settings)
-        s = self.settings
+        self.settings = s = settings
         self.env = KernelEnv(s.runs_dir, eval_config=s.eval, max_steps=s.max_steps,
-                             settings={"allow_shell": s.allow_shell})
+                             tool_settings=ToolSettings(allow_shell=s.allow_shell))
 
     def reset(self, extra_info: dict[str, Any]) -> list[dict]:
         return self.env.reset(task_from_row(extra_info, self.settings.runs_dir / "tasks"))
@@ -127,7 +127,7 @@ class EpisodeHost:
 class LocalEpisode:
     """The host in this process; each call in a thread."""
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, settings: EpisodeSettings):
         self.host = EpisodeHost(settings)
 
     async def call(self, method: str, *args: Any) -> Any:
@@ -143,13 +143,13 @@ _remote_host = None  # EpisodeHost as a Ray actor class, made once per process
 class RayEpisode:
     """The host as a Ray actor on the evaluation pool (module doc)."""
 
-    def __init__(self, settings: dict[str, Any]):
+    def __init__(self, settings: EpisodeSettings):
         import ray
 
         global _remote_host
         if _remote_host is None:
             _remote_host = ray.remote(max_restarts=0)(EpisodeHost)
-        s = EpisodeSettings.model_validate(settings)
+        s = settings
         share = 1 / s.evals_per_gpu
         opts: dict[str, Any] = {"num_cpus": 1, "num_gpus": share if s.eval.device.startswith("cuda") else 0}
         if s.ray_resource:
@@ -167,6 +167,5 @@ class RayEpisode:
             self.ray.kill(self.actor)  # its GPU share goes back to the pool
 
 
-def open_episode(settings: dict[str, Any]) -> LocalEpisode | RayEpisode:
-    pool = EpisodeSettings.model_validate(settings).pool
-    return RayEpisode(settings) if pool == "ray" else LocalEpisode(settings)
+def open_episode(settings: EpisodeSettings) -> LocalEpisode | RayEpisode:
+    return RayEpisode(settings) if settings.pool == "ray" else LocalEpisode(settings)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.task import Task
+from cuda_agent.settings import ToolSettings
 
 
 @dataclass
@@ -29,22 +30,22 @@ class Step:
 
 class KernelEnv:
     def __init__(self, runs_dir: Path, *, eval_config=None, max_steps: int = 150, native_tools: bool = True,
-                 settings: dict[str, Any] | None = None):
+                 tool_settings: ToolSettings | None = None):
         self.runs_dir, self.eval_config, self.max_steps = Path(runs_dir), eval_config, max_steps
-        self.native_tools, self.settings = native_tools, settings
+        self.native_tools, self.tool_settings = native_tools, tool_settings
         self.env = None
         self.steps = 0
 
     def reset(self, task: Task) -> list[dict]:
         """A fresh workspace for `task`; the first observation: the system and task messages the
         agent loop would start from."""
-        from cuda_agent.agent.loop import AgentConfig
+        from cuda_agent.agent.limits import AgentConfig
         from cuda_agent.agent.prompts import system_message, task_message
         from cuda_agent.environment import Environment
 
         self.close()
         self.env = Environment.create(task, runs_dir=self.runs_dir, eval_config=self.eval_config,
-                                      settings=self.settings)
+                                      tool_settings=self.tool_settings)
         self.steps = 0
         ev = self.env.eval_config
         user = task_message(self.env.reference_task(), device=ev.device, baselines=list(ev.baselines),

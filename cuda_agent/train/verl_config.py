@@ -162,11 +162,12 @@ def compose_written(out: Path):
 
 def tool_entries(episodes: EpisodeSettings) -> list[dict]:
     """verl's tool config: each tool of an episode as a CudaAgentTool with its schema in verl's form."""
+    from cuda_agent.settings import ToolSettings
     from cuda_agent.tools.registry import default_tools, schemas
 
     return [{"class_name": "cuda_agent.train.verl_glue.CudaAgentTool", "config": {"type": "native"},
              "tool_schema": tool_schema_for_verl(s)}
-            for s in schemas(default_tools({"allow_shell": episodes.allow_shell}))]
+            for s in schemas(default_tools(ToolSettings(allow_shell=episodes.allow_shell)))]
 
 
 def agent_loop_entry(episodes: EpisodeSettings) -> dict:

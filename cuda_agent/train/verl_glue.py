@@ -45,7 +45,7 @@ EPISODE_KEY = "episode_id"  # the create_kwargs key that names the episode a too
 _episodes: dict[str, Any] = {}
 
 
-def open_episode_for(settings: dict[str, Any]) -> str:
+def open_episode_for(settings: EpisodeSettings) -> str:
     """Open an episode (not yet reset) and return its id."""
     episode_id = uuid4().hex
     _episodes[episode_id] = open_episode(settings)
@@ -112,9 +112,10 @@ _registry_tools: dict[str, CudaAgentTool] = {}  # made from our registry when ve
 
 
 def _our_schema(name: str) -> dict:
+    from cuda_agent.settings import ToolSettings
     from cuda_agent.tools.registry import default_tools, schemas
 
-    found = [s for s in schemas(default_tools({"allow_shell": True})) if s["function"]["name"] == name]
+    found = [s for s in schemas(default_tools(ToolSettings(allow_shell=True))) if s["function"]["name"] == name]
     if not found:
         raise ValueError(f"cuda-agent has no tool named {name!r}")
     return found[0]
@@ -134,9 +135,9 @@ class CudaAgentLoop(AgentLoopBase):
         super().__init__(*args, **kwargs)
         if isinstance(episodes, DictConfig):
             episodes = OmegaConf.to_container(episodes, resolve=True)
-        self.settings = EpisodeSettings.model_validate(episodes or {}).model_dump(mode="json")
+        self.settings = EpisodeSettings.model_validate(episodes or {})
         multi_turn = self.rollout_config.multi_turn
-        self.max_turns = multi_turn.max_assistant_turns or self.settings["max_steps"]
+        self.max_turns = multi_turn.max_assistant_turns or self.settings.max_steps
         self.max_tool_response_length = multi_turn.max_tool_response_length
         self.response_length = self.rollout_config.response_length
         self.tool_parser = ToolParser.get_tool_parser(multi_turn.format, self.tokenizer)

@@ -10,6 +10,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from cuda_agent.run import RunRequest
 
 START_TIMEOUT_S = 600.0  # the agent's start: importing torch, making the workspace, the reference
 
@@ -30,14 +34,17 @@ class AgentProcess:
             return None
 
 
-def start_agent(args: list[str], log: Path, *, approve: bool = False) -> tuple[AgentProcess, Path]:
-    """Run `cuda-agent <args> --control` in the background; return it and its run folder once the
-    folder exists. Raises RuntimeError with the agent's own last words when it fails to start."""
+def start_agent(request: RunRequest, log: Path) -> tuple[AgentProcess, Path]:
+    """Run `python -m cuda_agent.run REQUEST.json` (cuda_agent/run.py) in the background, steered
+    through the run folder; return it and its run folder once the folder exists. Raises
+    RuntimeError with the agent's own last words when it fails to start."""
     fd, name = tempfile.mkstemp(prefix="cuda-agent-run-", suffix=".txt")  # empty until the agent writes it
     os.close(fd)
     announce = Path(name)
-    argv = [sys.executable, "-m", "cuda_agent.cli", *args, "--control", "--announce", str(announce), "--quiet",
-            *(["--confirm"] if approve else [])]
+    fd, name = tempfile.mkstemp(prefix="cuda-agent-request-", suffix=".json")
+    with os.fdopen(fd, "w") as f:
+        f.write(request.model_copy(update={"control": True, "announce": announce}).model_dump_json())
+    argv = [sys.executable, "-m", "cuda_agent.run", name]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
@@ -57,3 +64,4 @@ def start_agent(args: list[str], log: Path, *, approve: bool = False) -> tuple[A
         raise RuntimeError(f"the agent did not make its run folder within {START_TIMEOUT_S:.0f} s; see {log}")
     finally:
         announce.unlink(missing_ok=True)
+        Path(name).unlink(missing_ok=True)  # read by then, or the agent is gone

@@ -45,13 +45,14 @@ class RunApp(Steering, App):
     ]
 
     def __init__(self, run_dir: Path, *, agent=None, poll_s: float = POLL_S, gpu: bool = True,
-                 resume_args: list[str] | None = None):
+                 resume_with: tuple | None = None):
         super().__init__()
         self.view = RunView(run_dir)
         self.agent = agent  # the AgentProcess this app started, if any
         self.poll_s = poll_s
         self.gpu = GpuStatus(gpu)
-        self.resume_args = resume_args  # extra flags for resuming (model / script), from `cuda-agent tui`
+        # (Settings, script or None) for resuming, from `cuda-agent tui --model/--script`
+        self.resume_with = resume_with
         self.selected: int | None = None  # version shown in the Kernel, Diff and Profile tabs
         self.diff_base: int | None = None
         # pending calls with an approval screen open or already decided (the agent's state lists a

@@ -7,12 +7,12 @@ import time
 from pathlib import Path
 
 from cuda_agent.control import Launch, write_launch
+from cuda_agent.run import RunRequest
 from cuda_agent.tui.agent_process import start_agent
 
 
-def launch_with_tui(child_args: list[str], runs_dir: Path, *, approve: bool, model: str | None,
-                    api_base: str | None, script: Path | None, limit_flags: list[str]) -> int:
-    """`optimize --tui`: the agent in its own process, the app in this one. Returns the exit code."""
+def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:
+    """The agent in its own process, the app in this one. Returns the exit code."""
     from rich.console import Console
 
     from cuda_agent.tui.app import RunApp
@@ -21,12 +21,12 @@ def launch_with_tui(child_args: list[str], runs_dir: Path, *, approve: bool, mod
     console = Console(stderr=True)
     console.print("starting the agent...", highlight=False)
     try:
-        agent, run_dir = start_agent(child_args, log, approve=approve)
+        agent, run_dir = start_agent(request, log)
     except RuntimeError as e:
         console.print(f"[red]error[/]: {e}", highlight=False)
         return 4
-    write_launch(run_dir, Launch(model=model, api_base=api_base, script=str(Path(script).resolve()) if script else None,
-                                 options=limit_flags))
+    script = request.spec.script
+    write_launch(run_dir, Launch(settings=request.settings, script=str(Path(script).resolve()) if script else None))
     if log.exists():  # the agent keeps writing to it: a rename follows the open file
         log.rename(run_dir / "agent.log")
     RunApp(run_dir, agent=agent).run()

@@ -10,7 +10,7 @@ from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen
 
 class Steering:
     """Actions of RunApp (a Textual App) that steer the agent. They use the app's `view` (RunView),
-    `agent` (the AgentProcess it started, if any), `resume_args`, and its sets `_asking` (pending
+    `agent` (the AgentProcess it started, if any), `resume_with`, and its sets `_asking` (pending
     calls with an approval open or decided) and `_deferred` (put off with Escape)."""
 
     def _live(self) -> bool:
@@ -70,30 +70,32 @@ class Steering:
         if self.view.live():
             self.notify("the run is already going")
             return
-        args = self.resume_command()
-        if args is None:
+        request = self.resume_request()
+        if request is None:
             self.notify("no model known for this run: start the app with `cuda-agent tui RUN_DIR --model M` "
                         "(or --script FILE)", severity="error")
             return
         try:
-            self.agent, _ = agent_process.start_agent(args, self.view.run_dir / "agent.log")
+            self.agent, _ = agent_process.start_agent(request, self.view.run_dir / "agent.log")
         except RuntimeError as e:
             self.notify(str(e), severity="error")
             return
         self.notify("resumed")
 
-    def resume_command(self) -> list[str] | None:
-        launch = self.view.launch()
-        args = ["optimize", "--resume", str(self.view.run_dir)]
-        if self.resume_args:
-            return args + self.resume_args
-        if launch is None or not (launch.model or launch.script):
-            return None
-        if launch.script:
-            args += ["--script", launch.script]
+    def resume_request(self):
+        """The run continued with what `cuda-agent tui` was given, else what it was launched with."""
+        from cuda_agent.run import RunRequest, RunSpec
+
+        if self.resume_with is not None:
+            settings, script = self.resume_with
         else:
-            args += ["--model", launch.model] + (["--api-base", launch.api_base] if launch.api_base else [])
-        return args + launch.options
+            launch = self.view.launch()
+            if launch is None:
+                return None
+            settings, script = launch.settings, launch.script
+        if not (script or settings.model):
+            return None
+        return RunRequest(spec=RunSpec(resume=self.view.run_dir, script=script), settings=settings, control=True)
 
     def action_quit_app(self) -> None:
         if self.view.live() and (self.agent is None or self.agent.running()):

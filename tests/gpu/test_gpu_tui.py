@@ -20,12 +20,14 @@ from textual.widgets import DataTable  # noqa: E402
 from cuda_agent.control import read_state  # noqa: E402
 from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tui.app import RunApp  # noqa: E402
-from cuda_agent.tui.launch import start_agent  # noqa: E402
+from cuda_agent.run import RunRequest, RunSpec  # noqa: E402
+from cuda_agent.settings import Settings  # noqa: E402
+from cuda_agent.tui.agent_process import start_agent  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "scale_add_small"
-EXTRA_ARGS: list[str] = []  # a CPU dry run of this script sets "--device", "cpu", ...
+EXTRA_SETTINGS: dict = {}  # a CPU dry run of this test sets {"eval": {"device": "cpu", ...}}
 
 
 def demo_with_profile(tmp_path) -> Path:
@@ -61,9 +63,9 @@ async def until(pilot, cond, what, timeout):
 @pytest.mark.gpu
 def test_a_real_session_driven_through_the_app(tmp_path):
     script = demo_with_profile(tmp_path)
-    agent, run_dir = start_agent(["optimize", str(EXAMPLE / "model.py"), "--script", str(script),
-                                  "--out", str(tmp_path / "runs"), "--max-steps", "20", *EXTRA_ARGS],
-                                 tmp_path / "agent.log", approve=True)
+    settings = Settings.model_validate({"out": str(tmp_path / "runs"), "limits": {"max_steps": 20}, **EXTRA_SETTINGS})
+    request = RunRequest(spec=RunSpec(task=str(EXAMPLE / "model.py"), script=script), settings=settings, approve=True)
+    agent, run_dir = start_agent(request, tmp_path / "agent.log")
     results = os.environ.get("CUDA_AGENT_RESULTS_DIR")
     approved: list[str] = []
     seen_status: list[str] = []

@@ -178,7 +178,7 @@ def test_the_environment_checks_the_first_commit_before_running_it(tmp_path):
     p.write_text(TASK)
     with Environment.create(load_task(str(p)), runs_dir=tmp_path / "runs",
                             eval_config=EvalConfig(device="cpu", cache_dir=tmp_path / "cache")) as env:
-        assert env.settings["reference_task_hash"] == env.workspace.record.task.source_hash
+        assert env.ctx.task_copy.hash == env.workspace.record.task.source_hash
         root = env.workspace.root
         marker = tmp_path / "ran"
         forged = root / "forged.py"
@@ -193,9 +193,14 @@ def test_the_environment_checks_the_first_commit_before_running_it(tmp_path):
         obj.unlink()
         obj.write_bytes(zlib.compress(b"blob %d\0" % len(data) + data))
         assert git("show", f"{first}:model.py").startswith("open(")
-        with pytest.raises(TaskError, match="first commit"):
-            env.reference_task()
-        assert not marker.exists()
+        # the run loaded its task once, before the forgery: what it judges against stays the same
+        assert env.reference_task().source_hash == env.workspace.record.task.source_hash
+    # a process that opens the workspace again (a resume) reads the forged first commit: refused
+    from cuda_agent.workspace import Workspace
+
+    with pytest.raises(TaskError, match="first commit"):
+        Environment(Workspace.open(root.parent), EvalConfig(device="cpu", cache_dir=tmp_path / "cache"))
+    assert not marker.exists()
 
 
 def test_evaluate_refuses_when_the_judges_task_copy_changed(tmp_path):

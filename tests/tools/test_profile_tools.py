@@ -18,7 +18,8 @@ from cuda_agent.profiling import runner
 from cuda_agent.profiling.ncu import SECTIONS, find_ncu, ncu_command
 from cuda_agent.profiling.sanitizer import ENV, find_sanitizer, sanitizer_command
 from cuda_agent.tools import profile_tool, sanitize_tool
-from cuda_agent.tools.base import ToolContext
+from cuda_agent.settings import ToolSettings  # noqa: E402
+from cuda_agent.tools.base import TaskCopy, ToolContext
 from cuda_agent.tools.registry import default_tools
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,8 +67,8 @@ def stub(tmp_path, monkeypatch):
 def workspace(tmp_path, candidate: Path, task: Path, **settings) -> ToolContext:
     root = tmp_path / "ws"
     shutil.copytree(candidate, root)
-    settings = {"reference_task_path": str(task), "gpu_name": "NVIDIA H200", **settings}
-    return ToolContext(workspace=SimpleNamespace(root=root), settings=settings)
+    return ToolContext(workspace=SimpleNamespace(root=root), tools=ToolSettings(gpu_name="NVIDIA H200", **settings),
+                       task_copy=TaskCopy(ref=str(task), hash="unchecked"))
 
 
 def layernorm(tmp_path, stub, **settings):
@@ -124,7 +125,7 @@ def test_tools_are_found_or_reported_missing(tmp_path, monkeypatch, stub):
 
 
 def test_both_tools_are_offered():
-    names = [t.name for t in default_tools({})]
+    names = [t.name for t in default_tools(ToolSettings())]
     assert names.index("benchmark") < names.index("profile") < names.index("sanitize") < names.index("finish")
 
 
@@ -234,7 +235,7 @@ def test_sanitize_without_the_tool_is_one_line(tmp_path, stub, monkeypatch):
 
 
 def default_by_name(name):
-    return next(t for t in default_tools({}) if t.name == name)
+    return next(t for t in default_tools(ToolSettings()) if t.name == name)
 
 
 # -- on the GPU machine: the real tools
@@ -242,7 +243,7 @@ def default_by_name(name):
 def real_ctx(tmp_path, candidate, task):
     root = tmp_path / "ws"
     shutil.copytree(candidate, root)
-    return ToolContext(workspace=SimpleNamespace(root=root), settings={"reference_task_path": str(task)})
+    return ToolContext(workspace=SimpleNamespace(root=root), task_copy=TaskCopy(ref=str(task), hash="unchecked"))
 
 
 @pytest.mark.gpu

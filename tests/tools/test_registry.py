@@ -6,6 +6,7 @@ import re
 import pytest
 from pydantic import BaseModel
 
+from cuda_agent.settings import ToolSettings  # noqa: E402
 from cuda_agent.tools import registry
 from cuda_agent.tools.base import Tool, ToolContext
 from cuda_agent.tools.registry import default_tools, dispatch, schemas
@@ -16,10 +17,10 @@ def names(tools):
 
 
 def test_default_tools_shell_only_when_allowed():
-    base = names(default_tools({}))
+    base = names(default_tools(ToolSettings()))
     assert {"view_file", "edit_file", "list_files", "finish"} <= set(base) and "shell" not in base
     assert base[-1] == "finish"
-    assert "shell" in names(default_tools({"allow_shell": True}))
+    assert "shell" in names(default_tools(ToolSettings(allow_shell=True)))
 
 
 def test_a_new_module_is_all_it_takes(monkeypatch, tmp_path):
@@ -35,7 +36,7 @@ def test_a_new_module_is_all_it_takes(monkeypatch, tmp_path):
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "TOOL_MODULES",
                         ("cuda_agent.tools.not_written_yet", *registry.TOOL_MODULES, "extra_tools_for_test"))
-    tools = default_tools({})
+    tools = default_tools(ToolSettings())
     assert names(tools)[-1] == "ping" and names(tools).count("ping") == 1
     assert dispatch(tools, "ping", {}, None).observation == "pong"
 
@@ -45,7 +46,7 @@ def test_schemas_are_valid_function_definitions():
         import jsonschema
     except ImportError:
         jsonschema = None
-    tools = default_tools({"allow_shell": True})
+    tools = default_tools(ToolSettings(allow_shell=True))
     for s in schemas(tools):
         assert s["type"] == "function"
         fn = s["function"]
@@ -66,7 +67,7 @@ def test_schemas_are_valid_function_definitions():
 
 def test_schema_accepts_what_the_tool_accepts():
     jsonschema = pytest.importorskip("jsonschema")
-    tools = {t.name: t for t in default_tools({})}
+    tools = {t.name: t for t in default_tools(ToolSettings())}
     validator = jsonschema.Draft202012Validator(tools["edit_file"].schema()["function"]["parameters"])
     assert validator.is_valid({"mode": "insert", "path": "a.cu", "insert_line": 0, "new_str": "x"})
     assert not validator.is_valid({"mode": "insert"})
@@ -74,7 +75,7 @@ def test_schema_accepts_what_the_tool_accepts():
 
 
 def test_dispatch_runs_a_tool(ctx):
-    tools = default_tools({})
+    tools = default_tools(ToolSettings())
     r = dispatch(tools, "view_file", '{"path": "model_new.py"}', ctx)
     assert r.status == "ok" and "def forward" in r.observation
     r = dispatch(tools, "finish", {"summary": "done: 2x faster"}, ctx)
@@ -91,7 +92,7 @@ def test_dispatch_runs_a_tool(ctx):
     ("shell", {"command": "ls"}, "no tool named 'shell'"),
 ])
 def test_dispatch_errors_are_results(ctx, name, args, says):
-    r = dispatch(default_tools({}), name, args, ctx)
+    r = dispatch(default_tools(ToolSettings()), name, args, ctx)
     assert r.status == "error" and says in r.observation
 
 

@@ -9,6 +9,7 @@ import time
 import pytest
 from procs import running  # tests/helpers
 
+from cuda_agent.settings import ToolSettings
 from cuda_agent.tools.base import MAX_OBSERVATION, ToolContext
 from cuda_agent.tools.shell import Shell
 
@@ -17,7 +18,7 @@ shell = Shell()
 
 @pytest.fixture
 def sh(ws) -> ToolContext:
-    return ToolContext(workspace=ws, settings={"allow_shell": True})
+    return ToolContext(workspace=ws, tools=ToolSettings(allow_shell=True))
 
 
 def test_off_by_default(ctx, ws):
@@ -52,7 +53,7 @@ def test_background_leftovers_are_killed_when_command_ends(sh, ws):
 
 
 def test_timeout_is_capped_by_settings(ws):
-    ctx = ToolContext(workspace=ws, settings={"allow_shell": True, "shell_timeout": 1})
+    ctx = ToolContext(workspace=ws, tools=ToolSettings(allow_shell=True, shell_timeout_s=1))
     t0 = time.monotonic()
     r = shell.run({"command": "sleep 100", "timeout": 600}, ctx)
     assert time.monotonic() - t0 < 5

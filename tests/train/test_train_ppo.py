@@ -10,6 +10,7 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verl")
 
+from cuda_agent.settings import ToolSettings  # noqa: E402
 from cuda_agent.cli import app  # noqa: E402
 from cuda_agent.tools.registry import default_tools, schemas  # noqa: E402
 from cuda_agent.train.verl_config import compose_written  # noqa: E402
@@ -55,7 +56,7 @@ def test_dry_run_writes_verls_config_with_the_papers_recipe_and_prints_the_comma
     assert cfg.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu is None  # verl's own defaults kept
 
     tools = initialize_tools_from_config(rollout.multi_turn.tool_config_path)  # verl's loader
-    assert [t.name for t in tools] == [s["function"]["name"] for s in schemas(default_tools({}))]
+    assert [t.name for t in tools] == [s["function"]["name"] for s in schemas(default_tools(ToolSettings()))]
     assert {type(t).__name__ for t in tools} == {"CudaAgentTool"}
     from omegaconf import OmegaConf
 

@@ -18,14 +18,15 @@ from verl.workers.rollout.replica import TokenOutput  # noqa: E402
 
 from cuda_agent.train import verl_glue  # noqa: E402
 from cuda_agent.train.ppo_config import PPOConfig  # noqa: E402
+from cuda_agent.train.episodes import EpisodeSettings  # noqa: E402
 from cuda_agent.train.verl_config import tool_schema_for_verl, write_run  # noqa: E402
 from verl_fixtures import (TASK, candidate_files, cpu_parquet, cpu_row, eval_rewards, eval_settings,  # noqa: E402,F401
                            slow_honest, tiny_model, tokenizer)
 
 
-def episode_settings(root: Path, **kw) -> dict:
-    return {"runs_dir": str(root / "rl-runs"), "pool": "local", "max_steps": 40,
-            "eval": eval_settings(root / "cache"), **kw}
+def episode_settings(root: Path, **kw) -> EpisodeSettings:
+    return EpisodeSettings.model_validate({"runs_dir": str(root / "rl-runs"), "pool": "local", "max_steps": 40,
+                                           "eval": eval_settings(root / "cache"), **kw})
 
 
 def create_kwargs(row: dict, name: str, episode_id: str) -> dict:

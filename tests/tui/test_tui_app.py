@@ -17,6 +17,8 @@ from textual.widgets import DataTable, Static, TextArea  # noqa: E402
 
 from cuda_agent.control import read_state  # noqa: E402
 from cuda_agent.trajectory import read_trajectory  # noqa: E402
+from cuda_agent.run import RunRequest, RunSpec  # noqa: E402
+from cuda_agent.settings import Settings  # noqa: E402
 from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.tui import agent_process  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen  # noqa: E402
@@ -55,9 +57,15 @@ def script(tmp_path, *calls) -> Path:
     return path
 
 
-def agent_args(tmp_path, script_path):
-    return ["optimize", str(TASK / "model.py"), "--script", str(script_path), "--out", str(tmp_path / "runs"),
-            "--device", "cpu", "--no-compile-baseline", "--max-steps", "20"]
+def settings(tmp_path) -> Settings:
+    return Settings.model_validate({"out": str(tmp_path / "runs"), "limits": {"max_steps": 20},
+                                    "eval": {"device": "cpu", "baselines": ["eager"]}})
+
+
+def agent_request(tmp_path, script_path, approve: bool = False) -> RunRequest:
+    """What `optimize TASK --script S --device cpu --no-compile-baseline --max-steps 20 --tui` starts."""
+    return RunRequest(spec=RunSpec(task=str(TASK / "model.py"), script=script_path), settings=settings(tmp_path),
+                      approve=approve)
 
 
 KERNEL = call("edit_file", mode="create", path="kernels/scale_add.cu",
@@ -92,8 +100,8 @@ def records(run_dir, kind):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("finished")
-    agent, run_dir = start_agent(agent_args(tmp, script(tmp, KERNEL, MODEL_NEW, call("verify"), call("benchmark"),
-                                                        call("finish", summary="fused"))), tmp / "agent.log")
+    agent, run_dir = start_agent(agent_request(tmp, script(tmp, KERNEL, MODEL_NEW, call("verify"), call("benchmark"),
+                                                           call("finish", summary="fused"))), tmp / "agent.log")
     assert agent.wait(300) is not None, (tmp / "agent.log").read_text()
     return run_dir
 
@@ -133,10 +141,10 @@ def test_browsing_a_finished_run(finished_run):
 def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
     path = script(tmp_path, call("list_files"), call("view_file", path="model.py"), call("list_files"),
                   call("list_files"), call("finish", summary="looked around"))
-    agent, run_dir = start_agent(agent_args(tmp_path, path), tmp_path / "agent.log", approve=True)
+    agent, run_dir = start_agent(agent_request(tmp_path, path, approve=True), tmp_path / "agent.log")
 
     async def scenario():
-        app = RunApp(run_dir, agent=agent, poll_s=0.1, gpu=False, resume_args=["--script", str(path)])
+        app = RunApp(run_dir, agent=agent, poll_s=0.1, gpu=False, resume_with=(settings(tmp_path), str(path)))
         async with app.run_test(size=(100, 30)) as pilot:
             # step 1: list_files waits for a decision; reject it with a reason
             await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval screen")
@@ -201,7 +209,7 @@ def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
 
 def test_quit_can_detach_and_a_new_app_attaches(tmp_path):
     path = script(tmp_path, call("list_files"), call("finish", summary="done"))
-    agent, run_dir = start_agent(agent_args(tmp_path, path), tmp_path / "agent.log", approve=True)
+    agent, run_dir = start_agent(agent_request(tmp_path, path, approve=True), tmp_path / "agent.log")
 
     async def first():
         app = RunApp(run_dir, agent=agent, poll_s=0.1, gpu=False)

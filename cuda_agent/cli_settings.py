@@ -1,0 +1,63 @@
+"""`cuda-agent config show`, and what every command does with settings: flags in, the resolved
+settings out (cuda_agent/settings.py), or a one-line error and exit code 2."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, NoReturn, Optional
+
+import typer
+
+config_app = typer.Typer(no_args_is_help=True, help="Settings: what a run would use here, and where each value comes from.")
+
+
+def fail(message: str) -> NoReturn:
+    from rich.console import Console
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)
+
+
+def resolve_or_exit(flags: dict[str, Any], *, detect_device: bool = True):
+    """The settings with `flags` on top (None: not given). The device, when no layer set it, is
+    cuda:0 where torch sees a GPU and cpu elsewhere (host-only test kernels)."""
+    from cuda_agent.settings import SettingsError, resolve
+
+    try:
+        resolved = resolve(flags)
+    except SettingsError as e:
+        fail(str(e))
+    if detect_device and "eval.device" not in resolved.origins:
+        from cuda_agent.eval.settings import default_device
+
+        resolved.settings.eval.device = default_device()
+    return resolved
+
+
+@config_app.command("show")
+def show_command(
+    json_out: bool = typer.Option(False, "--json", help="Print JSON: values and origins."),
+    project_dir: Optional[Path] = typer.Option(None, "--project-dir", help="Where to look for cuda-agent.toml (default: here)."),
+) -> None:
+    """Every setting with its value and the layer it came from: default < user file < project file
+    (cuda-agent.toml) < environment (CUDA_AGENT_*, nested with __) < flag."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from cuda_agent.settings import PROJECT_FILE, SettingsError, resolve, user_file
+
+    try:
+        resolved = resolve(project_dir=project_dir)
+    except SettingsError as e:
+        fail(str(e))
+    if json_out:
+        print(json.dumps({"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins}, indent=1))
+        return
+    table = Table(title=f"settings (user file {user_file()}, project file {(project_dir or Path.cwd()) / PROJECT_FILE})")
+    for col in ("setting", "value", "from"):
+        table.add_column(col)
+    for name, value, origin in resolved.rows():
+        table.add_row(name, json.dumps(value), origin, style=None if origin == "default" else "bold")
+    Console().print(table)

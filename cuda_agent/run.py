@@ -1,0 +1,248 @@
+"""One task run, from the task to its report: the one path `optimize`, a batch's task process and
+the TUI's agent process take (`python -m cuda_agent.run REQUEST.json` is that process).
+
+    open the run (a new workspace for the task, or the run folder to resume)
+    -> the model (an LLM through litellm, or a scripted one)
+    -> the agent loop (limits, approval, the control channel)
+    -> finalize (re-verify the best version, report.md, the drop-in)
+    -> RunOutcome (typed; its exit code and the `--json` summary)
+
+The caller chooses only what differs: how the trajectory is shown (a live writer), who approves
+tool calls, where evaluations run (a batch's pool) and whether an interrupted run is finalized.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ContextManager
+
+from pydantic import BaseModel, ConfigDict
+
+from cuda_agent.eval.verdict import Verdict
+from cuda_agent.settings import Settings
+from cuda_agent.workspace.trailers import VersionInfo
+
+if TYPE_CHECKING:
+    from cuda_agent.agent.loop import RunResult
+    from cuda_agent.agent.protocol import Model
+    from cuda_agent.agent.resume import ResumeState
+    from cuda_agent.environment import Environment
+    from cuda_agent.results.finalize import FinalOutputs
+    from cuda_agent.trajectory import TrajectoryWriter
+
+# exit codes (README.md): 0 improved (> 5% faster than torch.compile), 1 correct but not faster,
+# 2 bad usage, 3 no correct version, 4 the run failed (model or harness error)
+EXIT_IMPROVED, EXIT_CORRECT, EXIT_USAGE, EXIT_NONE, EXIT_ERROR = 0, 1, 2, 3, 4
+TRAJECTORY = "trajectory.jsonl"
+
+
+class RunSpec(BaseModel):
+    """What one run is about. Exactly one of `task` (start) and `resume` (continue) is given."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    task: str | None = None  # path/to/file.py[::Class]
+    inputs: Path | None = None  # get_inputs()/get_init_inputs() when the task file lacks them
+    resume: Path | None = None  # a run folder to continue (its task, eval settings and tools are its own)
+    workspace: Path | None = None  # where the new run's workspace goes (a batch's task folder); default:
+    #                                a new run folder under settings.out
+    script: Path | None = None  # a scripted model (JSON list of responses) instead of settings.model
+
+
+class RunRequest(BaseModel):
+    """A run handed to its own process (the TUI's agent): the spec, the resolved settings, and how
+    it is steered."""
+
+    spec: RunSpec
+    settings: Settings
+    control: bool = False  # take commands from the run folder's control channel
+    approve: bool = False  # every tool call waits for approval (through the control channel)
+    announce: Path | None = None  # write the run folder's path here once it exists
+    settings_record: dict | None = None  # the settings' origins for the header (settings.Resolved.record())
+
+
+class RunError(ValueError):
+    """The run cannot start: a task that does not load, a run folder that cannot be continued."""
+
+
+class RunOutcome(BaseModel):
+    """How a run ended and what it left: the loop's counters and the re-verified result."""
+
+    run_dir: Path
+    stop_reason: str
+    steps: int
+    tokens: int
+    cost: float | None
+    wall_s: float
+    loop_error: str | None = None  # the model's or the harness's error, when one ended the loop
+    finalize_error: str | None = None  # why there is no report, when finalizing failed
+    best: VersionInfo | None = None  # the version that passed re-verification
+    verified: Verdict | None = None  # its verdict with the re-verification's input sets
+    report: Path | None = None
+    dropin: Path | None = None
+
+    @property
+    def error(self) -> str | None:
+        return self.loop_error or self.finalize_error
+
+    @property
+    def exit_code(self) -> int:
+        if self.stop_reason.startswith(("model_error", "error")) or self.finalize_error:
+            return EXIT_ERROR
+        if self.verified is None:
+            return EXIT_NONE
+        return EXIT_IMPROVED if self.verified.reward == 3 else EXIT_CORRECT
+
+    def summary(self) -> dict:
+        """What `optimize --json` prints and a batch row is made from."""
+        v = self.verified
+        return {"run_dir": str(self.run_dir), "stop_reason": self.stop_reason, "steps": self.steps,
+                "tokens": self.tokens, "cost": self.cost, "wall_s": round(self.wall_s, 1), "error": self.error,
+                "best": self.best.model_dump(mode="json") if self.best else None,
+                "verified_reward": v.reward if v else None,
+                "verified": {"speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
+                             "time_ms": v.timing.median_ms if v.timing else None,
+                             "eager_ms": v.eager.median_ms if v.eager else None,
+                             "compile_ms": v.compiled.median_ms if v.compiled else None} if v else None,
+                "report": str(self.report) if self.report else None,
+                "dropin": str(self.dropin) if self.dropin else None}
+
+
+def open_run(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeState | None]:
+    """The environment of a new run, or of the run to continue and where it stopped."""
+    from cuda_agent.agent.resume import ResumeError, resume_run
+    from cuda_agent.environment import Environment
+    from cuda_agent.task import TaskError, load_task
+    from cuda_agent.workspace import Workspace, WorkspaceError
+
+    if (spec.task is None) == (spec.resume is None):
+        raise RunError("give a task to start a run, or a run folder to resume, not both")
+    try:
+        if spec.resume is not None:
+            env, _, state = resume_run(spec.resume, eval_overrides={"device": settings.eval.device})
+            return env, state
+        task = load_task(spec.task, inputs=spec.inputs)
+        ws = (Workspace.create(task, path=spec.workspace) if spec.workspace
+              else Workspace.create(task, runs_dir=settings.out))
+        return Environment(ws, settings.eval, settings.tools), None
+    except (TaskError, WorkspaceError, ResumeError, ValueError) as e:  # a corrupt trajectory is a ValueError
+        raise RunError(str(e)) from None
+
+
+def make_model(settings: Settings, script: Path | None, skip: int = 0) -> Model:
+    """The model the run talks to: a scripted one (its first `skip` responses already used) or an
+    LLM through litellm (imported only here: GPU machines need not have it)."""
+    if script is not None:
+        from cuda_agent.agent.scripted_model import ScriptedModel
+
+        scripted = ScriptedModel.from_json(script)
+        del scripted.responses[:skip]  # one response per turn: a resumed replay goes on where it stopped
+        return scripted
+    if not settings.model:
+        raise RunError("no model: pass --model, set CUDA_AGENT_MODEL, or put model = \"...\" in cuda-agent.toml")
+    from cuda_agent.agent.litellm_model import LitellmModel
+
+    return LitellmModel(settings.model, api_base=settings.api_base)
+
+
+def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, ResumeState | None] | None = None,
+             writer: Callable[[Path, Model], TrajectoryWriter] | None = None, approval: Any = None,
+             remote: Any = None, evaluator_factory: Callable[[Environment], Callable[[], Any]] | None = None,
+             finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
+             finalize_interrupted: bool = True, closed_only_finalize: bool = False,
+             on_start: Callable[[Path, Model], None] | None = None,
+             on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None) -> RunOutcome:
+    """Run the agent on one task and finalize it. `opened` is open_run()'s result when the caller
+    opened it already; `writer(path, model)` makes the trajectory writer (default: a plain one);
+    `remote` is a control channel (agent.remote.RemoteControl); `evaluator_factory(env)` replaces
+    the environment's own evaluators (a batch's pool), `finalize_slot()` is held while the best
+    version is re-verified. `finalize_interrupted=False` leaves a run the batch stopped for its next
+    start; `closed_only_finalize`: a resumed run whose trajectory ends with a closing (stopped
+    while re-verifying) is only finalized. `settings_record` is what the header keeps of the settings
+    (default: their values)."""
+    from cuda_agent.agent.loop import RunResult, run_agent
+    from cuda_agent.records import Closing
+    from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
+
+    env, state = opened or open_run(spec, settings)
+    run_dir = env.workspace.root.parent
+    trajectory = run_dir / TRAJECTORY
+    closing = None
+    if spec.resume is not None and closed_only_finalize:
+        last = read_trajectory(trajectory)[-1]
+        closing = last if isinstance(last, Closing) and last.stop_reason != "interrupted" else None
+    if evaluator_factory is not None:
+        env.ctx.evaluator_factory = evaluator_factory(env)
+    result: RunResult | None = None
+    final, final_error = None, None
+    with env:
+        if closing is not None:
+            result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
+                               closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
+        else:
+            model = make_model(settings, spec.script, skip=state.steps if state else 0)
+            if on_start is not None:
+                on_start(run_dir, model)
+            out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)
+            try:
+                result = run_agent(model, env, settings.limits, out, run_id=run_dir.name, resume_state=state,
+                                   approval=remote.approval if remote else approval,
+                                   inbox=remote.inbox if remote else None,
+                                   checkpoint=remote.checkpoint if remote else None,
+                                   settings_record=settings_record or {"values": settings.model_dump(mode="json")})
+            finally:
+                out.close()
+                if remote is not None:
+                    remote.close(result.stop_reason if result else "error")
+        if result.stop_reason != "interrupted" or finalize_interrupted:
+            if on_finalize is not None:
+                on_finalize()
+            with finalize_slot():
+                final, final_error = finalize(env, run_dir, result)
+    return outcome(run_dir, result, final, final_error)
+
+
+def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalOutputs | None, str | None]:
+    """Re-verify the run's best version, write report.md and the drop-in: (outputs or None, the
+    error text when that failed)."""
+    from cuda_agent.results import finalize_run
+
+    try:  # the result is what passes again with more input sets, not the run's own check
+        return finalize_run(env, run_dir, result, run_dir / TRAJECTORY), None
+    except Exception as e:  # the run's records stay; say why there is no report
+        return None, f"finalizing the run failed: {type(e).__name__}: {e}"
+
+
+def outcome(run_dir: Path, result: RunResult, final: FinalOutputs | None, final_error: str | None) -> RunOutcome:
+    verified = final.reverification.verified if final else None
+    return RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
+                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
+                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
+                      report=final.report if final else None, dropin=final.dropin if final else None)
+
+
+def main(argv: list[str]) -> int:
+    """`python -m cuda_agent.run REQUEST.json`: a run in its own process, steered through its run
+    folder (what `optimize --tui` and the app's resume start)."""
+    from cuda_agent.agent.remote import RemoteControl
+
+    request = RunRequest.model_validate_json(Path(argv[1]).read_text())
+    try:
+        opened = open_run(request.spec, request.settings)
+    except RunError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    run_dir = opened[0].workspace.root.parent
+    remote = RemoteControl(run_dir, approve_mode=request.approve) if request.control else None
+    if request.announce is not None:
+        request.announce.write_text(str(run_dir))
+    done = run_task(request.spec, request.settings, opened=opened, remote=remote,
+                    settings_record=request.settings_record)
+    print(f"{done.stop_reason} after {done.steps} steps; {run_dir}")
+    return done.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,167 @@
+"""Every setting of a run, typed, and where each value came from.
+
+Five layers, later ones win: the defaults below < the user's file (~/.config/cuda-agent/config.toml,
+or $XDG_CONFIG_HOME/cuda-agent/config.toml) < the project's file (./cuda-agent.toml) < the
+environment (CUDA_AGENT_*, nested fields with `__`: CUDA_AGENT_EVAL__N_SETS=8) < command-line flags.
+`cuda-agent config show` prints the result with each value's layer; a run records it in its header.
+pydantic-settings reads the files and the environment; the merge is ours so that every leaf keeps
+its origin.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from cuda_agent.agent.limits import AgentConfig
+from cuda_agent.eval.settings import EvalConfig
+
+PROJECT_FILE = "cuda-agent.toml"
+LAYERS = ("default", "user file", "project file", "environment", "flag")
+
+
+class ToolSettings(BaseModel):
+    """What the model's tools may do and where the profilers are."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    allow_shell: bool = False  # offer the shell tool (in the jail, the workspace writable)
+    shell_timeout_s: float = Field(60.0, gt=0)  # the default and the most one shell call may ask for
+    ncu_path: Path | None = None  # default: next to nvcc, PATH, then Nsight Compute's own folders
+    sanitizer_path: Path | None = None
+    profile_timeout_s: float = Field(300.0, gt=0)  # ncu replays each kernel once per pass
+    sanitize_timeout_s: float = Field(300.0, gt=0)  # racecheck and initcheck slow every access down
+    gpu_name: str | None = None  # which datasheet row the roofline uses; default: GPU 0's name (NVML)
+    # datasheet peaks for a GPU the roofline does not know (all three), or to correct one
+    peak_fp32_tflops: float | None = Field(None, gt=0)
+    peak_tensor_tflops: float | None = Field(None, gt=0)
+    peak_hbm_tbps: float | None = Field(None, gt=0)
+
+
+class Settings(BaseModel):
+    """One run's settings. Only what a user may set: a run's own facts (its task, its folders) are
+    arguments, not settings. A plain model: validating one (a job file, a header) reads nothing else."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: str | None = None  # litellm model name (openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen)
+    api_base: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
+    out: Path = Path("runs")  # where `optimize` makes run folders
+    limits: AgentConfig = AgentConfig()
+    eval: EvalConfig = EvalConfig()
+    tools: ToolSettings = ToolSettings()
+
+
+class _Reader(BaseSettings, Settings):
+    """The same fields, for pydantic-settings' file and environment sources to read into dicts."""
+
+    model_config = SettingsConfigDict(env_prefix="CUDA_AGENT_", env_nested_delimiter="__", extra="forbid")
+
+
+class SettingsError(ValueError):
+    """A setting that does not validate, named with the layer it came from."""
+
+
+class Resolved(BaseModel):
+    settings: Settings
+    origins: dict[str, str]  # dotted field -> the layer its value came from (LAYERS)
+
+    def rows(self) -> list[tuple[str, Any, str]]:
+        """(dotted name, value, origin) for every leaf setting, in the model's order."""
+        flat = _flatten(self.settings.model_dump(mode="json"))
+        return [(k, v, self.origins.get(k, "default")) for k, v in flat.items()]
+
+    def record(self) -> dict[str, Any]:
+        """What a run's header keeps: the values and, for the ones not at their default, where from."""
+        return {"values": self.settings.model_dump(mode="json"),
+                "origins": {k: o for k, o in self.origins.items() if o != "default"}}
+
+
+def user_file() -> Path:
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "cuda-agent" / "config.toml"
+
+
+def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = None,
+            user: Path | None = None) -> Resolved:
+    """The settings from every layer; `flags` is a nested dict of what the command line gave (None
+    values count as not given). Raises SettingsError naming the layer of a bad value."""
+    project = (project_dir or Path.cwd()) / PROJECT_FILE
+    layers = [("user file", _toml(user or user_file())), ("project file", _toml(project)),
+              ("environment", _environment()), ("flag", _drop_none(flags or {}))]
+    merged: dict[str, Any] = {}
+    origins: dict[str, str] = {}
+    for name, data in layers:
+        _merge(merged, data, origins, name, "")
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"])
+        layer = next((o for k, o in origins.items() if where == k or where.startswith(k + ".")
+                      or k.startswith(where + ".")), "default")
+        source = {"user file": str(user or user_file()), "project file": str(project),
+                  "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"), "flag": "the command line"}[layer] \
+            if layer != "default" else "the defaults"
+        msg = "it is not a setting" if err["type"] == "extra_forbidden" else err["msg"]
+        raise SettingsError(f"setting {where or '(top level)'} from {source}: {msg}; fix it there "
+                            "(`cuda-agent config show` lists every setting)") from None
+    return Resolved(settings=settings, origins=origins)
+
+
+def _toml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {}
+    try:
+        return TomlConfigSettingsSource(_Reader, toml_file=path)()
+    except Exception as e:  # tomllib's decode error names line and column
+        raise SettingsError(f"{path} is not valid TOML ({e}); fix it or move it away") from None
+
+
+def _environment() -> dict[str, Any]:
+    try:
+        return EnvSettingsSource(_Reader)()
+    except Exception as e:  # a nested field given as JSON that does not parse
+        raise SettingsError(f"a CUDA_AGENT_* environment variable does not parse: {e}") from None
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    out = {}
+    for k, v in d.items():
+        if isinstance(v, dict):
+            v = _drop_none(v)
+            if v:
+                out[k] = v
+        elif v is not None:
+            out[k] = v
+    return out
+
+
+def _merge(into: dict, data: dict, origins: dict[str, str], layer: str, prefix: str) -> None:
+    for k, v in data.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict) and isinstance(into.get(k), dict):
+            _merge(into[k], v, origins, layer, key + ".")
+            continue
+        if isinstance(v, dict):
+            into[k] = {}
+            _merge(into[k], v, origins, layer, key + ".")
+            continue
+        into[k] = v
+        for old in [o for o in origins if o.startswith(key + ".")]:
+            del origins[old]  # a whole table replaced by a value
+        origins[key] = layer
+
+
+def _flatten(d: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for k, v in d.items():
+        if isinstance(v, dict) and v:
+            out.update(_flatten(v, f"{prefix}{k}."))
+        else:
+            out[f"{prefix}{k}"] = v
+    return out
