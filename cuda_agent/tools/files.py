@@ -3,129 +3,29 @@ takes must be a plain name (cuda_agent.filenames: letters, digits, `_ - . /`) an
 workspace's `resolve`, which refuses escapes (`..`, absolute paths, symlinks out, .git) and writes
 to protected files; the refusals come back to the model as observations. Names made some other way
 (the shell) are listed escaped and flagged, and delete_file / rename_file take them exactly as
-list_files shows them, so a bad name can always be undone."""
+list_files shows them, so a bad name can always be undone. How paths are checked is file_paths.py's,
+how text is read, shown and written file_text.py's."""
 
 from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-from difflib import SequenceMatcher
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ..filenames import name_problem, path_error
+from ..filenames import name_problem
 from ..filenames import shown as display
 from .base import MAX_OBSERVATION, Tool, ToolContext, ToolError, ToolResult
+from .file_paths import check_removable, locate, resolve
+from .file_text import human, line_at, lines_of, no_match, numbered, occurrences, read_text, span, write_atomic
 
-MAX_FILE_BYTES = 8 * 1024 * 1024  # bigger than any kernel source; reading it all would waste memory
-MAX_LINE_CHARS = 400  # one minified line must not eat the whole observation
 LIST_LIMIT = 300  # entries list_files shows before cutting
 # .cuda-agent is the workspace's own record, not the model's work
 HIDDEN_DIRS = {".git", ".cuda-agent", "__pycache__", "build", ".pytest_cache", ".mypy_cache", ".ruff_cache"}
 HIDDEN_SUFFIXES = (".o", ".so", ".a", ".pyc", ".cubin", ".fatbin")
 BAD_NAME = "  [name not allowed: rename_file or delete_file it]"
-
-
-# ---- shared helpers -------------------------------------------------------------------------
-
-def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
-    """`path` checked against the file-name rule, then the workspace's answer for it; refusals
-    become ToolErrors (the model's mistake)."""
-    refused = path_error(path)
-    if refused is not None:
-        parts = path.split("/")
-        if ".." not in parts and not path.startswith("/") and os.path.lexists(Path(ctx.workspace.root) / path):
-            refused += "; this one exists: rename it with rename_file or delete it with delete_file"
-        raise ToolError(refused)
-    return _workspace_resolve(ctx, path, for_write=for_write)
-
-
-def _workspace_resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
-    try:
-        return ctx.workspace.resolve(path, for_write=for_write)
-    except Exception as e:
-        if isinstance(e, ValueError) or any(c.__name__ == "WorkspaceError" for c in type(e).__mro__):
-            raise ToolError(str(e)) from None
-        raise
-
-
-def read_text(p: Path, shown: str) -> str:
-    if p.is_dir():
-        raise ToolError(f"{shown} is a folder; list_files with path={shown!r} shows what is in it")
-    if not p.is_file():
-        raise ToolError(f"{shown} does not exist; list_files shows the workspace's files")
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
-        raise ToolError(f"{shown} is {human(size)}, too large to open here (limit {human(MAX_FILE_BYTES)})")
-    data = p.read_bytes()
-    if b"\0" in data:
-        raise ToolError(f"{shown} is a binary file; only text files can be viewed or edited")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError:
-        raise ToolError(f"{shown} is not UTF-8 text; only text files can be viewed or edited") from None
-
-
-def lines_of(text: str) -> list[str]:
-    """Lines split on '\\n' only, so numbers agree with offsets counted the same way."""
-    parts = text.split("\n")
-    if parts[-1] == "":
-        parts.pop()
-    return parts
-
-
-def line_at(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
-
-
-def numbered(lines: list[str], start: int, end: int, budget: int) -> tuple[str, int]:
-    """Lines start..end (1-based, inclusive) as `  12| text`, stopping before `budget` characters.
-    Returns the text and the last line shown."""
-    width = max(4, len(str(end)))
-    out, used, last = [], 0, start - 1
-    for n in range(start, end + 1):
-        text = lines[n - 1].rstrip("\r")
-        if len(text) > MAX_LINE_CHARS:
-            text = f"{text[:MAX_LINE_CHARS]}...[{len(text) - MAX_LINE_CHARS} more characters]"
-        row = f"{n:>{width}}| {text}"
-        if out and used + len(row) + 1 > budget:
-            break
-        out.append(row)
-        used += len(row) + 1
-        last = n
-    return "\n".join(out), last
-
-
-def write_atomic(p: Path, text: str) -> None:
-    """Write through a temporary file and rename, so a crash never leaves half a file. A symlink
-    at `p` is replaced by the file, never written through."""
-    mode = p.stat().st_mode & 0o7777 if p.is_file() and not p.is_symlink() else 0o644
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(text.encode("utf-8"))
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
-def span(first: int, last: int) -> str:
-    return f"line {first}" if first == last else f"lines {first}-{last}"
-
-
-def human(n: float) -> str:
-    for unit in ("B", "KB", "MB"):
-        if n < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} GB"
 
 
 # ---- view_file ------------------------------------------------------------------------------
@@ -252,43 +152,6 @@ class EditFile(Tool):
                           data={"path": a.path, "lines": n, "overwrote": existed})
 
 
-def occurrences(text: str, sub: str) -> list[int]:
-    """Start offsets of `sub`, overlapping ones included (they make a replace just as ambiguous)."""
-    hits, i = [], text.find(sub)
-    while i >= 0:
-        hits.append(i)
-        i = text.find(sub, i + 1)
-    return hits
-
-
-def no_match(text: str, old: str, shown: str) -> str:
-    """Why old_str was not found, with the most similar lines of the file and their numbers."""
-    lines, want = lines_of(text), lines_of(old) or [old]
-    n = len(want)
-    target = "\n".join(s.strip() for s in want)  # indentation aside: a common cause of misses
-    best: list[tuple[float, int]] = []  # the two best windows that do not overlap: (score, index)
-    for i in range(max(1, min(len(lines), 20000) - n + 1)):
-        sm = SequenceMatcher(None, "\n".join(s.strip() for s in lines[i:i + n]), target, autojunk=False)
-        floor = best[-1][0] if len(best) == 2 else 0.0
-        if not (sm.real_quick_ratio() > floor and sm.quick_ratio() > floor and (r := sm.ratio()) > floor):
-            continue
-        clash = [b for b in best if abs(b[1] - i) < n]
-        if all(b[0] < r for b in clash):
-            best = sorted([*(b for b in best if b not in clash), (r, i)], reverse=True)[:2]
-    if not best or best[0][0] < 0.5:
-        return f"old_str was not found in {shown} and nothing similar is there; view_file {shown} to see its text"
-    parts = [f"old_str was not found in {shown}."]
-    for r, i in best:
-        if r < 0.5:
-            continue
-        end = min(i + min(n, 12), len(lines))
-        body, _ = numbered(lines, i + 1, end, 2000)
-        note = " (differs only in whitespace)" if r == 1.0 else ""
-        parts.append(f"Closest text, {span(i + 1, end)}{note}:\n{body}")
-    parts.append("Copy the exact text, indentation included, from these lines or from view_file.")
-    return "\n".join(parts)
-
-
 def _edited(summary: str, text: str, first: int, last: int, data: dict[str, Any]) -> ToolResult:
     """The edit's summary and a few numbered lines around the change, to check it at a glance."""
     lines = lines_of(text)
@@ -360,50 +223,6 @@ def _walk(folder: Path, depth: int, rows: list[str], prefix: str = "") -> tuple[
 
 
 # ---- delete_file, rename_file -----------------------------------------------------------------
-
-def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
-    """The entry `given` names and its real relative path. Each part matches an entry's real name or
-    its name as list_files shows it (escaped), so a name the rule refuses can still be reached. A
-    symlink at the end is the entry itself, never followed; folders on the way must be real ones."""
-    text = given.strip().rstrip("/")
-    if not text or text == ".":
-        raise ToolError("give the path of a file or folder, as list_files shows it (e.g. kernels/old.cu)")
-    if text.startswith("/"):
-        raise ToolError(f"absolute path {display(text)} is not allowed: give it as list_files shows it (kernels/a.cu)")
-    parts = text.split("/")
-    if any(p in ("", ".", "..") for p in parts):
-        raise ToolError(f"path {display(text)} has an empty, '.' or '..' part: give it as list_files shows it")
-    folder = Path(ctx.workspace.root).resolve()
-    real: list[str] = []
-    for i, part in enumerate(parts):
-        try:
-            names = [e.name for e in os.scandir(folder)]
-        except OSError as e:
-            raise ToolError(f"cannot list {display('/'.join(real)) or '.'}: {e.strerror or e}") from None
-        name = part if part in names else next((n for n in names if display(n) == part), None)
-        if name is None:
-            raise ToolError(f"{display(text)} does not exist; list_files shows the workspace's files")
-        real.append(name)
-        if i < len(parts) - 1:
-            folder = folder / name
-            if folder.is_symlink() or not folder.is_dir():
-                raise ToolError(f"{display('/'.join(real))} is not a folder (a file or a symlink); "
-                                "give the path as list_files shows it")
-    return folder / real[-1], "/".join(real)
-
-
-def check_removable(ctx: ToolContext, entry: Path, rel: str) -> None:
-    """Refuse .git, protected files and the workspace's record, as writes to them are refused."""
-    from cuda_agent.workspace.paths import META_DIR, PROTECTED
-
-    first = rel.split("/", 1)[0]
-    if first == ".git":
-        raise ToolError(f"{display(rel)} is inside .git: the history is kept by the harness")
-    if rel in PROTECTED or first == META_DIR:
-        raise ToolError(f"{rel} is protected (read-only): it cannot be deleted or renamed")
-    if name_problem(rel) is None and not entry.is_symlink():
-        _workspace_resolve(ctx, rel, for_write=True)  # the workspace's own rules, where it can judge the name
-
 
 class DeleteFile(Tool):
     name = "delete_file"

@@ -15,13 +15,13 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.eval.guards import check_candidate_static
-from cuda_agent.eval.guards.static_py import (
+from cuda_agent.eval.guards.static_py import check_model_new
+from cuda_agent.eval.guards.static_py_rules import (
     CROSSING_ATTRS,
     FRAME_ATTRS,
     MODULE_NAMES,
     SOFT_MODULE_NAMES,
     SOFT_MODULE_OK,
-    check_model_new,
 )
 
 ROOT = Path(__file__).resolve().parents[2]

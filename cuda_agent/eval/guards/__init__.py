@@ -3,6 +3,6 @@ forward, input mutation, side streams at run time...) run inside the evaluation 
 docs/guards.md lists every guard id, what it catches and the test that shows it."""
 
 from cuda_agent.eval.guards.static import check_candidate_static
-from cuda_agent.eval.guards.static_py import DEFAULT_ALLOWED_IMPORTS
+from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 
 __all__ = ["DEFAULT_ALLOWED_IMPORTS", "check_candidate_static"]

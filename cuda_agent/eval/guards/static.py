@@ -10,7 +10,8 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from cuda_agent.eval.guards.static_cu import check_cuda_source
-from cuda_agent.eval.guards.static_py import DEFAULT_ALLOWED_IMPORTS, check_model_new, dedupe
+from cuda_agent.eval.guards.static_py import check_model_new, dedupe
+from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 from cuda_agent.eval.verdict import Finding
 
 SOURCE_EXTS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl"})
