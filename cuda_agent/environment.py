@@ -61,8 +61,7 @@ class Environment:
 
     def step(self, name: str, args: Any) -> StepResult:
         result = dispatch(self.tools, name, args, self.ctx)  # observations redacted there, before bounding
-        verdict = result.data.get("verdict")
-        return StepResult(result=result, reward=verdict["reward"] if verdict else None,
+        return StepResult(result=result, reward=result.verdict.reward if result.verdict else None,
                           done=bool(result.data.get("finished")))
 
     def episode_reward(self) -> int:

@@ -73,11 +73,11 @@ class FormatErrorRecord(_Record):
     message: str
 
 
-class Evaluation(_Record):
-    type: Literal["evaluation"] = "evaluation"
-    step: int
-    commit: str | None = None
-    version: int | None = None
+class VersionMetrics(BaseModel):
+    """What an evaluated version scored: the evaluation record and the version's git trailers
+    (workspace.trailers.VersionInfo) both carry these, made from the verdict in one place
+    (workspace.trailers.metrics_of)."""
+
     status: str
     reward: int
     time_ms: float | None = None
@@ -85,6 +85,13 @@ class Evaluation(_Record):
     compile_ms: float | None = None
     speedup_eager: float | None = None
     speedup_compile: float | None = None
+
+
+class Evaluation(_Record, VersionMetrics):
+    type: Literal["evaluation"] = "evaluation"
+    step: int
+    commit: str | None = None
+    version: int | None = None
 
 
 class UserMessage(_Record):
@@ -137,14 +144,3 @@ def parse_record(line: str | bytes) -> Record:
     """One trajectory line as its record type (ValueError when it is not one)."""
     return _ADAPTER.validate_json(line)
 
-
-def evaluation_from(step: int, data: dict) -> Evaluation | None:
-    """The evaluation record a tool result's data implies (verify and benchmark carry a verdict)."""
-    v = data.get("verdict")
-    if not v:
-        return None
-    timing = lambda key: (v.get(key) or {}).get("median_ms")  # noqa: E731
-    return Evaluation(step=step, commit=data.get("commit"), version=data.get("version"), status=v["status"],
-                      reward=v["reward"], time_ms=timing("timing"), eager_ms=timing("eager"),
-                      compile_ms=timing("compiled"), speedup_eager=v.get("speedup_vs_eager"),
-                      speedup_compile=v.get("speedup_vs_compile"))

@@ -45,7 +45,7 @@ from cuda_agent.agent.prompts import system_message, task_message
 from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
-                                ToolResultRecord, Trim, UserMessage, evaluation_from)
+                                ToolResultRecord, Trim, UserMessage)
 from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
@@ -216,19 +216,19 @@ class Agent:
     def _execute(self, call: ToolCall, malformed: bool, decision: Decision | None) -> tuple[bool, int | None]:
         if decision is not None and not decision.approve:
             observation = f"A person rejected this call: {decision.reason or 'no reason given'}"
-            status, seconds, data, done, reward = "rejected", 0.0, {}, False, None
+            status, seconds, data, done, reward, version = "rejected", 0.0, {}, False, None, None
         else:
             args = decision.edited_arguments if decision and decision.edited_arguments is not None else call.arguments
             out = self.env.step(call.name, args)
             r = out.result
             observation = f"Format error: {r.observation}" if malformed else r.observation
-            status, seconds, data, done, reward = r.status, r.seconds, r.data, out.done, out.reward
+            status, seconds, data, done, reward = r.status, r.seconds, r.record_data(), out.done, out.reward
+            version = r.version
         observation = self.redact.text(observation)  # the environment redacted already; this covers the rest
         self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
                                            status=status, seconds=seconds, data=data, format_error=malformed))
-        evaluation = evaluation_from(self.steps, data)
-        if evaluation is not None:
-            self.writer.write(evaluation)
+        if version is not None:  # an evaluation committed as a version: its record, from the same metrics
+            self.writer.write(version.evaluation(self.steps))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
         return done, reward
 

@@ -27,8 +27,7 @@ from typing import Any
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.settings import ToolSettings
-from cuda_agent.records import (Evaluation, Header, ModelTurn, Record, ToolResultRecord, UserMessage,
-                                evaluation_from)
+from cuda_agent.records import Header, ModelTurn, Record, ToolResultRecord, UserMessage
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.workspace import VersionInfo, Workspace
 
@@ -150,18 +149,16 @@ def _recover_versions(state: ResumeState, records: list[Record], versions: list[
     """Evaluation records for versions the trajectory lacks: from a tool result whose evaluation
     record was cut off, else from the commit's trailers (and then the model is told)."""
     evaluated = {r.commit for r in records if r.type == "evaluation"}
-    for r in records:
-        e = evaluation_from(r.step, r.data) if r.type == "tool_result" else None
-        if e is not None and e.commit not in evaluated:
-            state.records.append(e)
-            state.recovered.append(e.version)
-            evaluated.add(e.commit)
+    by_sha = {v.sha: v for v in versions}
+    for r in records:  # at the step of the tool result that reported it
+        commit = r.data.get("commit") if r.type == "tool_result" else None
+        if commit in by_sha and commit not in evaluated:
+            state.records.append(by_sha[commit].evaluation(r.step))
+            state.recovered.append(by_sha[commit].version)
+            evaluated.add(commit)
     unseen = [v for v in versions if v.sha not in evaluated]
     for v in unseen:
-        state.records.append(Evaluation(step=state.steps, commit=v.sha, version=v.version, status=v.status,
-                                        reward=v.reward, time_ms=v.time_ms, eager_ms=v.eager_ms,
-                                        compile_ms=v.compile_ms, speedup_eager=v.speedup_eager,
-                                        speedup_compile=v.speedup_compile))
+        state.records.append(v.evaluation(state.steps))
         state.recovered.append(v.version)
     if unseen:
         told = "; ".join(_describe(v) for v in unseen)

@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
 from pydantic import BaseModel, ValidationError
 
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.verdict import Verdict
 from cuda_agent.settings import ToolSettings
+from cuda_agent.workspace.trailers import VersionInfo
 
 if TYPE_CHECKING:
     from cuda_agent.eval.evaluator import Evaluator
@@ -29,8 +31,18 @@ class ToolError(Exception):
 class ToolResult(BaseModel):
     observation: str  # what the model reads, bounded
     status: Literal["ok", "error"] = "ok"
-    data: dict[str, Any] = {}  # structured result for trajectories (verdicts, paths, counts)
+    data: dict[str, Any] = {}  # structured result for trajectories (paths, counts, profiles)
     seconds: float = 0.0
+    # verify and benchmark: the evaluation and the version it was committed as
+    verdict: Verdict | None = None
+    version: VersionInfo | None = None
+
+    def record_data(self) -> dict[str, Any]:
+        """`data` as the trajectory keeps it, the verdict and its commit included."""
+        if self.verdict is None:
+            return self.data
+        committed = {"commit": self.version.sha, "version": self.version.version} if self.version else {}
+        return {**self.data, "verdict": self.verdict.model_dump(mode="json"), **committed}
 
 
 @dataclass(frozen=True)

@@ -88,8 +88,8 @@ def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
     if best is not None:
         timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
         tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
-    return ToolResult(observation=text + tail, status="ok" if verdict.correct else "error",
-                      data={"verdict": verdict.model_dump(), "commit": info.sha, "version": info.version})
+    return ToolResult(observation=text + tail, status="ok" if verdict.correct else "error", verdict=verdict,
+                      version=info)
 
 
 class Evaluate(Tool):

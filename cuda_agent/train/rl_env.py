@@ -63,7 +63,7 @@ class KernelEnv:
         done = out.done or self.steps >= self.max_steps
         reward = env.episode_reward() if done else out.reward
         return Step(observation=out.result.observation, reward=reward, done=done,
-                    info={"status": out.result.status, "version": out.result.data.get("version"),
+                    info={"status": out.result.status, "version": out.result.version.version if out.result.version else None,
                           "version_reward": out.reward, "workspace": str(env.workspace.root)})
 
     def episode_reward(self) -> int:

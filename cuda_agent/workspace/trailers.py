@@ -6,31 +6,28 @@ from __future__ import annotations
 import math
 from datetime import datetime, timezone
 
-from pydantic import BaseModel
-
 from ..eval.verdict import Verdict
+from ..records import Evaluation, VersionMetrics
 
 NONE = "n/a"  # a metric the verdict does not have (no timing for an incorrect version)
 # one `git log` record per commit: fields split by US, records by RS, trailers as git parses them
 LOG_FORMAT = "%H%x1f%ct%x1f%s%x1f%(trailers:only,unfold)%x1e"
 
 
-class VersionInfo(BaseModel):
+class VersionInfo(VersionMetrics):
     """One evaluated version, as its commit's trailers record it."""
 
     sha: str
     version: int
-    status: str
     correct: bool
-    reward: int
-    time_ms: float | None = None
-    eager_ms: float | None = None
-    compile_ms: float | None = None
-    speedup_eager: float | None = None
-    speedup_compile: float | None = None
     guards: list[str] = []
     subject: str = ""
     when: datetime
+
+    def evaluation(self, step: int) -> Evaluation:
+        """The trajectory's record of this version, evaluated at `step`."""
+        return Evaluation(step=step, commit=self.sha, version=self.version,
+                          **self.model_dump(include=set(VersionMetrics.model_fields)))
 
     def rank(self) -> tuple[int, float]:
         """Larger is better: reward first, then the lower time (a missing time ranks last)."""
@@ -58,17 +55,26 @@ def subject_line(verdict: Verdict, version: int) -> str:
     return f"{head} ({', '.join(guards)})" if guards else head
 
 
+def metrics_of(verdict: Verdict) -> VersionMetrics:
+    """The one place a verdict becomes the metrics its version's trailers and records carry."""
+    median = lambda t: t.median_ms if t else None  # noqa: E731
+    return VersionMetrics(status=verdict.status, reward=verdict.reward, time_ms=median(verdict.timing),
+                          eager_ms=median(verdict.eager), compile_ms=median(verdict.compiled),
+                          speedup_eager=verdict.speedup_vs_eager, speedup_compile=verdict.speedup_vs_compile)
+
+
 def version_message(verdict: Verdict, version: int, note: str = "") -> str:
     """The full commit message: subject, the note as body, then the trailer block (last paragraph)."""
+    m = metrics_of(verdict)
     trailers = {
-        "Status": verdict.status,
+        "Status": m.status,
         "Correct": "yes" if verdict.correct else "no",
-        "Reward": str(verdict.reward),
-        "Time-Ms": _num(verdict.timing.median_ms if verdict.timing else None),
-        "Eager-Ms": _num(verdict.eager.median_ms if verdict.eager else None),
-        "Compile-Ms": _num(verdict.compiled.median_ms if verdict.compiled else None),
-        "Speedup-Eager": _num(verdict.speedup_vs_eager),
-        "Speedup-Compile": _num(verdict.speedup_vs_compile),
+        "Reward": str(m.reward),
+        "Time-Ms": _num(m.time_ms),
+        "Eager-Ms": _num(m.eager_ms),
+        "Compile-Ms": _num(m.compile_ms),
+        "Speedup-Eager": _num(m.speedup_eager),
+        "Speedup-Compile": _num(m.speedup_compile),
         "Guards": ",".join(_failing_guards(verdict)) or "none",
         "Version": str(version),
     }

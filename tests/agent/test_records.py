@@ -8,7 +8,7 @@ import pytest
 
 from cuda_agent.agent.header import make_header
 from cuda_agent.records import (CallRecord, Closing, Evaluation, FormatErrorRecord, ModelTurn, TaskInfo,
-                                ToolResultRecord, Trim, UserMessage, evaluation_from)
+                                ToolResultRecord, Trim, UserMessage)
 from cuda_agent.secrets import REDACTED, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
@@ -114,10 +114,22 @@ def test_writer_redacts_by_value_short_keys_urls_and_added_secrets(tmp_path, mon
                            "n": 3}
 
 
-def test_evaluation_from_a_verdict():
-    verdict = {"status": "correct", "reward": 3, "timing": {"median_ms": 0.5}, "eager": {"median_ms": 1.0},
-               "compiled": None, "speedup_vs_eager": 2.0, "speedup_vs_compile": None}
-    e = evaluation_from(7, {"verdict": verdict, "commit": "abc", "version": 2})
+def test_a_versions_record_and_trailers_come_from_the_same_metrics():
+    """A verdict becomes metrics in one place (metrics_of): the commit's trailers carry them, and
+    the evaluation record made from the parsed version has them too."""
+    from cuda_agent.eval.verdict import Timing, Verdict
+    from cuda_agent.records import VersionMetrics
+    from cuda_agent.workspace.trailers import metrics_of, parse_log, version_message
+
+    t = lambda ms: Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, reps=20,  # noqa: E731
+                          warmup=3, input_sets=3)
+    verdict = Verdict(status="correct", correct=True, reward=3, timing=t(0.5), eager=t(1.0),
+                      speedup_vs_eager=2.0)
+    message = version_message(verdict, 2)
+    subject, _, rest = message.partition("\n\n")
+    trailers = rest.rsplit("\n\n", 1)[-1]
+    (info,) = parse_log("\x1f".join(["abc", "1700000000", subject, trailers]) + "\x1e")
+    e = info.evaluation(7)
     assert (e.step, e.commit, e.version, e.reward, e.time_ms, e.eager_ms, e.compile_ms, e.speedup_eager) == \
         (7, "abc", 2, 3, 0.5, 1.0, None, 2.0)
-    assert evaluation_from(7, {"ok": True}) is None
+    assert metrics_of(verdict).model_dump() == e.model_dump(include=set(VersionMetrics.model_fields))

@@ -64,8 +64,8 @@ def test_scripted_tool_sequence_gives_real_verdicts_and_a_real_profile(tmp_path)
     assert "scale_add" in by[2].result.observation and "registers" in by[2].result.observation
     assert "status: correct" in by[3].result.observation and by[3].reward >= 1
     for i in (4, 9):  # both timed against eager and torch.compile
-        v = by[i].result.data["verdict"]
-        assert v["timing"]["median_ms"] > 0 and v["speedup_vs_eager"] and v["speedup_vs_compile"], v
+        v = by[i].result.verdict
+        assert v.timing.median_ms > 0 and v.speedup_vs_eager and v.speedup_vs_compile, v
     assert "rebuilt" in by[7].result.observation  # the improved kernel really recompiled
     if find_ncu() is not None and "not permitted" not in by[5].result.observation:
         assert by[5].result.status == "ok", by[5].result.observation

@@ -34,8 +34,7 @@ def test_a_new_module_is_all_it_takes(monkeypatch, tmp_path):
         "    def execute(self, args, ctx):\n"
         "        return ToolResult(observation='pong')\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    monkeypatch.setattr(registry, "TOOL_MODULES",
-                        ("cuda_agent.tools.not_written_yet", *registry.TOOL_MODULES, "extra_tools_for_test"))
+    monkeypatch.setattr(registry, "TOOL_MODULES", (*registry.TOOL_MODULES, "extra_tools_for_test"))
     tools = default_tools(ToolSettings())
     assert names(tools)[-1] == "ping" and names(tools).count("ping") == 1
     assert dispatch(tools, "ping", {}, None).observation == "pong"
