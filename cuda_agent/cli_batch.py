@@ -9,7 +9,8 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import fail, resolve_or_exit
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -73,8 +74,8 @@ def _eval_config(path: Optional[Path], no_compile: bool, no_sandbox: bool = Fals
 def batch_command(
     task_dir: Path = typer.Argument(..., help="Folder of task files (KernelBench level folders work as they are)."),
     out: Path = typer.Option(..., "--out", help="The batch's run folder; run again with the same --out to resume."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", envvar="CUDA_AGENT_MODEL", help="litellm model name."),
-    api_base: Optional[str] = typer.Option(None, "--api-base", envvar="CUDA_AGENT_API_BASE", help="OpenAI-compatible server URL."),
+    model: Optional[str] = MODEL,
+    api_base: Optional[str] = API_BASE,
     script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one JSON file for every task, or a folder of <task id>.json."),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
     candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task."),
@@ -88,15 +89,15 @@ def batch_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
     task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Model turns at most, per task [setting: limits.max_steps; default 50]."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most, per task."),
+    max_steps: Optional[int] = MAX_STEPS,
+    max_cost: Optional[float] = MAX_COST,
     max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most, per task."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most, per task."),
-    target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop a task once it is this much faster than torch.compile."),
-    allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool (off by default)."),
-    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it."),
-    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline."),
+    max_tokens: Optional[int] = MAX_TOKENS,
+    max_wall: Optional[float] = MAX_WALL,
+    target_speedup: Optional[float] = TARGET_SPEEDUP,
+    allow_shell: bool = ALLOW_SHELL,
+    no_sandbox: bool = NO_SANDBOX,
+    no_compile: bool = NO_COMPILE,
     ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs cuda-agent[distributed]."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes

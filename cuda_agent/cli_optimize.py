@@ -20,26 +20,27 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import fail, resolve_or_exit
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit)
 
 
 def optimize_command(
     task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen [setting: model]."),
-    api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama) [setting: api_base]."),
+    model: Optional[str] = MODEL,
+    api_base: Optional[str] = API_BASE,
     script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders, not inside a git repository [setting: out; default runs]."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders, not inside a git repository (setting: out; default runs)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, cpu without a GPU: host-only test kernels) [setting: eval.device]."),
-    max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Model turns at most [setting: limits.max_steps; default 50]."),
-    max_cost: Optional[float] = typer.Option(None, "--max-cost", help="Dollars at most (priced turns) [setting: limits.max_cost]."),
-    max_tokens: Optional[int] = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most [setting: limits.max_tokens]."),
-    max_wall: Optional[float] = typer.Option(None, "--max-wall", help="Seconds of wall time at most [setting: limits.max_wall_s]."),
-    target_speedup: Optional[float] = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile [setting: limits.target_speedup]."),
-    allow_shell: bool = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail [setting: tools.allow_shell]."),
-    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it [setting: eval.sandbox]."),
-    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline [setting: eval.baselines]."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, cpu without a GPU: host-only test kernels) (setting: eval.device)."),
+    max_steps: Optional[int] = MAX_STEPS,
+    max_cost: Optional[float] = MAX_COST,
+    max_tokens: Optional[int] = MAX_TOKENS,
+    max_wall: Optional[float] = MAX_WALL,
+    target_speedup: Optional[float] = TARGET_SPEEDUP,
+    allow_shell: bool = ALLOW_SHELL,
+    no_sandbox: bool = NO_SANDBOX,
+    no_compile: bool = NO_COMPILE,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
     confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),

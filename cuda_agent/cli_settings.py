@@ -61,3 +61,17 @@ def show_command(
     for name, value, origin in resolved.rows():
         table.add_row(name, json.dumps(value), origin, style=None if origin == "default" else "bold")
     Console().print(table)
+
+
+# The flags optimize and batch share, declared once; each is a setting too (docs/settings.md), so
+# None means "not given": the files and CUDA_AGENT_* decide. In a batch the limits are per task.
+MODEL = typer.Option(None, "--model", "-m", help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen (setting: model).")
+API_BASE = typer.Option(None, "--api-base", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama) (setting: api_base).")
+MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Model turns at most (per task in a batch) (setting: limits.max_steps; default 50).")
+MAX_COST = typer.Option(None, "--max-cost", help="Dollars at most over priced turns (per task) (setting: limits.max_cost).")
+MAX_TOKENS = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most (per task) (setting: limits.max_tokens).")
+MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most (per task) (setting: limits.max_wall_s).")
+TARGET_SPEEDUP = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile (setting: limits.target_speedup).")
+ALLOW_SHELL = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail (setting: tools.allow_shell).")
+NO_SANDBOX = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it (setting: eval.sandbox).")
+NO_COMPILE = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (setting: eval.baselines).")
