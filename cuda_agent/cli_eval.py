@@ -8,19 +8,21 @@ from typing import Optional
 
 import typer
 
+from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, resolve_or_exit
+
 
 def eval_command(
     task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Folder with model_new.py and kernels/*.cu."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, or cpu when no GPU: host-only kernels)."),
-    sets: int = typer.Option(5, "--sets", min=1, help="Correctness input sets (fresh seeds each run)."),
-    tolerance: str = typer.Option("kernelbench", "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2) or cuda-agent (1e-2 for all)."),
-    allow_precision: bool = typer.Option(False, "--allow-precision", help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing."),
-    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (reward then uses eager only)."),
-    arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one)."),
-    timeout: float = typer.Option(120.0, "--timeout", help="Seconds allowed per worker step before it is killed."),
-    no_sandbox: bool = typer.Option(False, "--no-sandbox", help="Run the candidate without the jail (when bubblewrap cannot run here); recorded in the verdict."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, or cpu when no GPU: host-only kernels) (setting: eval.device)."),
+    sets: Optional[int] = typer.Option(None, "--sets", min=1, help="Correctness input sets, fresh seeds each run (setting: eval.n_sets; default 5)."),
+    tolerance: Optional[str] = typer.Option(None, "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances)."),
+    allow_precision: bool = typer.Option(False, "--allow-precision", help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing (setting: eval.allow_precision)."),
+    no_compile: bool = NO_COMPILE,
+    arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one) (setting: eval.arch)."),
+    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per worker step before it is killed (setting: eval.timeout_s; default 120)."),
+    no_sandbox: bool = NO_SANDBOX,
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
@@ -29,7 +31,6 @@ def eval_command(
     from rich.markup import escape
 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
-    from cuda_agent.eval.settings import EvalConfig, default_device
     from cuda_agent.eval.tolerance import Tolerances
     from cuda_agent.task import TaskError, load_task
 
@@ -44,18 +45,20 @@ def eval_command(
         raise typer.Exit(2)
     import torch
 
-    dev = device or default_device()
+    cfg = resolve_or_exit({"eval": {"device": device, "n_sets": sets, "arch": arch, "timeout_s": timeout,
+                                    "allow_precision": True if allow_precision else None,
+                                    "baselines": ["eager"] if no_compile else None,
+                                    "sandbox": False if no_sandbox else None}}).settings.eval
+    dev = cfg.device
     if dev.startswith("cuda") and not torch.cuda.is_available():
         console.print("[red]error[/]: no CUDA GPU is visible to torch; run on a GPU machine or pass --device cpu")
         raise typer.Exit(2)
-    try:
-        tol = Tolerances.preset(tolerance)
-    except (KeyError, ValueError):
-        console.print(f"[red]error[/]: unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
-        raise typer.Exit(2)
-    cfg = EvalConfig(device=dev, n_sets=sets, tolerances=tol, allow_precision=allow_precision, arch=arch,
-                     timeout_s=timeout, baselines=["eager"] if no_compile else ["eager", "compile"],
-                     sandbox=not no_sandbox)
+    if tolerance is not None:
+        try:
+            cfg.tolerances = Tolerances.preset(tolerance)
+        except (KeyError, ValueError):
+            console.print(f"[red]error[/]: unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
+            raise typer.Exit(2)
     from cuda_agent.eval.evaluator import Evaluator
 
     with console.status("evaluating..."):
