@@ -7,6 +7,7 @@ import os
 
 import pytest
 
+from cuda_agent.settings import ToolSettings
 from cuda_agent.filenames import name_problem, shown
 from cuda_agent.tools.files import DeleteFile, EditFile, ListFiles, RenameFile, ViewFile
 from cuda_agent.tools.registry import default_tools, dispatch
@@ -54,7 +55,7 @@ def test_other_names_are_refused_in_one_line_saying_what_to_do(ctx, ws, path, sa
 
 
 def test_a_lone_surrogate_from_the_models_json_is_an_error_not_a_crash(ctx):
-    tools = default_tools({})
+    tools = default_tools(ToolSettings())
     r = dispatch(tools, "edit_file", '{"mode": "create", "path": "kernels/\\ud800.cu", "file_text": "x"}', ctx)
     assert r.status == "error" and "\\ud800" in r.observation and encodable(r.observation)
     r = dispatch(tools, "view_file", '{"path": "\\udcff"}', ctx)
@@ -175,5 +176,5 @@ def test_rename_refusals(ctx, ws):
 
 
 def test_the_new_tools_are_offered_with_the_file_tools():
-    names = [t.name for t in default_tools({})]
+    names = [t.name for t in default_tools(ToolSettings())]
     assert names[:5] == ["view_file", "edit_file", "list_files", "delete_file", "rename_file"]
