@@ -51,9 +51,10 @@ class Settings(BaseModel):
     model: str | None = None  # litellm model name (openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen)
     api_base: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
     out: Path = Path("runs")  # where `optimize` makes run folders
-    limits: AgentConfig = AgentConfig()
-    eval: EvalConfig = EvalConfig()
-    tools: ToolSettings = ToolSettings()
+    # made per Settings: EvalConfig's sandbox default reads CUDA_AGENT_NO_SANDBOX when it is made
+    limits: AgentConfig = Field(default_factory=AgentConfig)
+    eval: EvalConfig = Field(default_factory=EvalConfig)
+    tools: ToolSettings = Field(default_factory=ToolSettings)
 
 
 class _Reader(BaseSettings, Settings):

@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.pool import PoolSpec
@@ -28,7 +28,7 @@ class TaskJob(BaseModel):
     log_path: Path
     device: str = ""  # filled in by the runner from the pool
     pool: PoolSpec
-    settings: Settings = Settings()  # the run's settings (eval.device is replaced by `device`)
+    settings: Settings = Field(default_factory=Settings)  # the run's settings (eval.device is replaced by `device`)
     resume: bool = False  # continue the run in run_dir (agent mode)
     script: Path | None = None  # agent mode: a scripted model instead of settings.model
     # eval mode

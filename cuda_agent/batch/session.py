@@ -8,7 +8,7 @@ from collections import deque
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 from rich.console import Console
 
 from cuda_agent.batch.job import TaskJob
@@ -38,7 +38,7 @@ class BatchSettings(BaseModel):
     task_timeout: float | None = None
     redo: bool = False
     retry_failed: bool = False
-    run: Settings = Settings()  # every task's run settings (model, limits, eval, tools); the device is the pool's
+    run: Settings = Field(default_factory=Settings)  # every task's run settings (model, limits, eval, tools); the device is the pool's
     script: Path | None = None  # one file for every task, or a folder of <task id>.json
     candidates: Path | None = None  # eval mode: <candidates>/<task id>/model_new.py
     ray: str | None = None  # a Ray cluster's address, or auto; joined only when there is a task to run
