@@ -11,9 +11,10 @@ import sys
 import pytest
 from typer.testing import CliRunner
 
-from cuda_agent import doctor
+from cuda_agent import doctor, doctor_checks, doctor_facts
 from cuda_agent.cli import app
-from cuda_agent.doctor import Check, Driver, Facts, Gpu
+from cuda_agent.doctor import Check
+from cuda_agent.doctor_facts import Driver, Facts, Gpu
 
 
 def _has_gpu() -> bool:
@@ -66,7 +67,7 @@ def test_no_gpu_is_a_plain_required_failure():
     gpu = by_name(checks, "GPU / driver")
     assert not gpu.ok and gpu.status == "FAIL"
     assert gpu.detail.startswith("no NVIDIA GPU / driver found (NVML: ")
-    assert gpu.fix == doctor.NO_GPU_FIX
+    assert gpu.fix == doctor_checks.NO_GPU_FIX
     assert doctor.exit_code(checks) == 1
 
 
@@ -94,7 +95,7 @@ def test_module_entry_point_json_parses_and_exits_1():
 
 
 def test_real_nvcc_is_found_with_its_version():
-    if doctor.find_tool("nvcc") is None:
+    if doctor_facts.find_tool("nvcc") is None:
         pytest.skip("no CUDA toolkit here")
     nvcc = by_name(doctor.run_checks(), "nvcc")
     assert re.match(r"nvcc \d+\.\d+ at /\S+ \(from ", nvcc.detail), nvcc.detail
@@ -113,7 +114,7 @@ def test_importing_the_cli_imports_neither_torch_nor_pynvml():
 
 
 def test_cuda_home_comes_first_and_release_is_parsed(fake_cuda):
-    found = doctor.check_nvcc(facts_with("no driver"))
+    found = doctor_checks.check_nvcc(facts_with("no driver"))
     assert found.ok
     assert found.detail == f"nvcc 13.0 at {fake_cuda} (from CUDA_HOME/bin)"
 
@@ -122,7 +123,7 @@ def test_missing_nvcc_says_what_to_install(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     monkeypatch.setenv("CUDA_HOME", str(tmp_path / "nowhere"))
     monkeypatch.delenv("CUDA_PATH", raising=False)
-    monkeypatch.setattr(doctor, "DEFAULT_CUDA_BIN", tmp_path / "none")
+    monkeypatch.setattr(doctor_facts, "DEFAULT_CUDA_BIN", tmp_path / "none")
     nvcc = by_name(doctor.run_checks(), "nvcc")
     assert not nvcc.ok and nvcc.status == "FAIL"
     assert nvcc.detail.startswith("nvcc not found")
@@ -131,14 +132,14 @@ def test_missing_nvcc_says_what_to_install(tmp_path, monkeypatch):
 
 def test_nvcc_that_cannot_serve_the_gpu_fails(fake_cuda):
     v100_old_driver = Driver("535.1", (12, 2), [Gpu("Tesla V100", 32.0, (7, 0))])
-    found = doctor.check_nvcc(facts_with(v100_old_driver))
+    found = doctor_checks.check_nvcc(facts_with(v100_old_driver))
     assert not found.ok
     assert "cannot build for sm_70" in found.fix
     assert "the driver supports CUDA 12.2 only" in found.fix
 
 
 def test_nvcc_that_serves_the_gpu_names_its_arch(fake_cuda):
-    found = doctor.check_nvcc(facts_with(Driver("580.1", (13, 0), [H200])))
+    found = doctor_checks.check_nvcc(facts_with(Driver("580.1", (13, 0), [H200])))
     assert found.ok and found.detail.endswith("builds for sm_90")
 
 
@@ -146,7 +147,7 @@ def test_nvcc_that_serves_the_gpu_names_its_arch(fake_cuda):
 
 
 def test_gpu_detail_lists_driver_and_each_gpu():
-    found = doctor.check_gpu(facts_with(Driver("580.159.03", (13, 0), [H200, H200])))
+    found = doctor_checks.check_gpu(facts_with(Driver("580.159.03", (13, 0), [H200, H200])))
     assert found.ok
     assert found.detail == (
         "driver 580.159.03 (supports CUDA 13.0); "
@@ -156,15 +157,15 @@ def test_gpu_detail_lists_driver_and_each_gpu():
 
 def test_torch_cuda_major_unlike_nvcc_warns():
     f = facts_with(Driver("580.1", (13, 0), [H200]), torch_cuda=(12, 8), nvcc_version=(13, 0))
-    found = doctor.check_cuda_versions(f)
+    found = doctor_checks.check_cuda_versions(f)
     assert not found.ok and "differ" in found.fix
 
 
 def test_driver_older_than_torch_warns_but_newer_does_not():
     old = facts_with(Driver("550.1", (12, 4), [H200]), torch_cuda=(13, 0), nvcc_version=(13, 0))
-    assert "update the driver" in doctor.check_cuda_versions(old).fix
+    assert "update the driver" in doctor_checks.check_cuda_versions(old).fix
     newer = facts_with(Driver("580.1", (13, 0), [H200]), torch_cuda=(12, 8), nvcc_version=(12, 8))
-    assert doctor.check_cuda_versions(newer).ok
+    assert doctor_checks.check_cuda_versions(newer).ok
 
 
 # --- the model key ---------------------------------------------------------------------------------
@@ -180,7 +181,7 @@ def test_a_set_key_shows_set_never_its_value(args, monkeypatch):
 
 def test_an_unset_key_warns(monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    found = doctor.check_model(Facts("claude-sonnet-4-5", None))
+    found = doctor_checks.check_model(Facts("claude-sonnet-4-5", None))
     assert not found.ok and found.detail.endswith("ANTHROPIC_API_KEY not set")
     assert found.fix == "export ANTHROPIC_API_KEY=<your key>"
 
@@ -196,24 +197,24 @@ def test_an_unset_key_warns(monkeypatch):
     ],
 )
 def test_key_env_by_provider(model, env):
-    assert doctor.key_env(model) == env
+    assert doctor_checks.key_env(model) == env
 
 
 def test_local_servers_and_api_base_need_no_key(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
-    assert doctor.check_model(Facts("hosted_vllm/Qwen3-8B", None)).ok
-    assert doctor.check_model(Facts("ollama/llama3", None)).ok
+    assert doctor_checks.check_model(Facts("hosted_vllm/Qwen3-8B", None)).ok
+    assert doctor_checks.check_model(Facts("ollama/llama3", None)).ok
     monkeypatch.setenv("CUDA_AGENT_API_BASE", "http://127.0.0.1:8000/v1")
-    found = doctor.check_model(Facts("openai/my-model", None))
+    found = doctor_checks.check_model(Facts("openai/my-model", None))
     assert found.ok and "no API key needed" in found.detail
 
 
 def test_model_comes_from_env_when_not_given(monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_MODEL", "deepseek/deepseek-chat")
     monkeypatch.setenv("DEEPSEEK_API_KEY", "x")
-    assert doctor.check_model(Facts(None, None)).detail == "deepseek/deepseek-chat: DEEPSEEK_API_KEY set"
+    assert doctor_checks.check_model(Facts(None, None)).detail == "deepseek/deepseek-chat: DEEPSEEK_API_KEY set"
     monkeypatch.delenv("CUDA_AGENT_MODEL")
-    none = doctor.check_model(Facts(None, None))
+    none = doctor_checks.check_model(Facts(None, None))
     assert not none.ok and none.detail.startswith("no model configured")
 
 
@@ -243,12 +244,12 @@ def test_only_required_failures_set_the_exit_code():
 def test_jail_check_says_whether_the_jail_starts(monkeypatch):
     from cuda_agent import jail
 
-    found = doctor.check_jail(Facts(None, None))
+    found = doctor_checks.check_jail(Facts(None, None))
     assert found.ok == (jail.jail_problem() is None)
     jail.jail_problem.cache_clear()
     monkeypatch.setenv("CUDA_AGENT_BWRAP", "/nonexistent/bwrap")
     try:
-        found = doctor.check_jail(Facts(None, None))
+        found = doctor_checks.check_jail(Facts(None, None))
         assert not found.ok and "--no-sandbox" in found.detail
     finally:
         jail.jail_problem.cache_clear()
@@ -273,12 +274,12 @@ def test_ncu_check_warns_when_the_driver_keeps_counters_for_admins(tmp_path, mon
     ncu.parent.mkdir()
     ncu.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler Version 2099.1.0'\n")
     ncu.chmod(0o755)
-    monkeypatch.setattr(doctor, "find_tool", lambda name: doctor.Tool(ncu, "test") if name == "ncu" else None)
+    monkeypatch.setattr(doctor_facts, "find_tool", lambda name: doctor_facts.Tool(ncu, "test") if name == "ncu" else None)
     p = tmp_path / "params"
     if params is not None:
         p.write_text("ResmanDebugLevel: 4294967295\n" + params)
-    monkeypatch.setattr(doctor, "NVIDIA_PARAMS", p)
-    found = doctor.check_ncu(Facts(None, None))
+    monkeypatch.setattr(doctor_checks, "NVIDIA_PARAMS", p)
+    found = doctor_checks.check_ncu(Facts(None, None))
     assert "2099.1.0" in found.detail
     assert found.ok is not refused
     if refused:
