@@ -1,0 +1,65 @@
+"""The Evaluator's jailed processes: recorders and judges, started ahead of need.
+
+A recorder or judge takes 4-7 s to start (the torch import), longer than an agent's step, so
+more than one of each kind waits; taking one starts its replacement at once.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from cuda_agent.eval.channel import JailedChild
+from cuda_agent.eval.reference import verify_snapshot
+from cuda_agent.eval.scratch import private_dir
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.jail import Jail
+from cuda_agent.task import Task
+
+
+class Spares:
+    """Processes per kind ("judge", "recorder"); `warm=False` starts each one when taken."""
+
+    def __init__(self, task: Task, cfg: EvalConfig, cache_dir: Path, *, warm: bool):
+        self.task, self.cfg, self.cache_dir, self.warm = task, cfg, cache_dir, warm
+        self.device = cfg.device
+        self.cuda = self.device.startswith("cuda")
+        self.waiting: dict[str, list[JailedChild]] = {"judge": [], "recorder": []}
+        if warm:
+            spares = cfg.spares if cfg.spares is not None else (2 if self.cuda else 1)
+            for _ in range(spares):
+                for kind in self.waiting:
+                    self.waiting[kind].append(self.start(kind))
+
+    def start(self, kind: str) -> JailedChild:
+        scratch = private_dir(kind)
+        if kind == "recorder":
+            jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox)
+            return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)
+        verify_snapshot(self.task)  # the judge loads the copy again: it must still be what was hashed
+        task_dir = self.task.path.parent
+        jail = Jail(writable=[scratch], readable=[task_dir, self.cache_dir / "build"], gpu=self.cuda, cwd=scratch,
+                    enabled=self.cfg.sandbox)
+        args = ["--device", self.device, "--task", f"{self.task.path}::{self.task.class_name}",
+                "--init-seed", str(self.cfg.init_seed), "--task-hash", self.task.source_hash]
+        if self.task.inputs_path:
+            args += ["--inputs", str(self.task.inputs_path)]
+        if self.cfg.trace_kernels:
+            args += ["--trace"]
+        return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
+
+    def take(self, kind: str) -> JailedChild:
+        """The longest-waiting process; a new one starts now, so one is ready by a later evaluation."""
+        queue = self.waiting[kind]
+        child = queue.pop(0) if queue else None
+        if self.warm:
+            queue.append(self.start(kind))
+        if child is None or not child.alive():
+            if child is not None:
+                child.kill()
+            child = self.start(kind)
+        return child
+
+    def close(self) -> None:
+        for queue in self.waiting.values():
+            while queue:
+                queue.pop().close()

@@ -1,0 +1,131 @@
+"""The timing phase of an evaluation: the candidate on input sets correctness never showed, in a
+loop the parent's clock brackets, then the eager and torch.compile baselines (cached)."""
+
+from __future__ import annotations
+
+import secrets
+import time
+from typing import TYPE_CHECKING
+
+from cuda_agent.eval import checks
+from cuda_agent.eval.baselines import BaselineCache, timing_from
+from cuda_agent.eval.channel import ChildError, JailedChild
+from cuda_agent.eval.device_lock import device_lock, nvml_index
+from cuda_agent.eval.plan import describe
+from cuda_agent.eval.recording import record_plan
+from cuda_agent.eval.reference import tensors_bytes, verify_snapshot
+from cuda_agent.eval.verdict import Finding, Timing, Verdict
+from cuda_agent.task import TaskError
+
+if TYPE_CHECKING:
+    from cuda_agent.eval.evaluator import Evaluator
+
+
+def calibrate(ev: Evaluator, judge: JailedChild) -> None:
+    """The judge's cost per timed rep around nothing, by our clock, before any candidate code is
+    loaded there (once per evaluator: the machine does not change)."""
+    if ev.overhead_ms is not None:
+        return
+    reps = 50
+    t0 = time.perf_counter()
+    resp = judge.request({"op": "calibrate", "config": ev.cfg.timing.model_dump(), "reps": reps}, 60)
+    if resp.get("ok"):
+        ev.overhead_ms = (time.perf_counter() - t0) * 1e3 / reps
+
+
+def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spec: dict, out_tols: dict,
+                   verdict: Verdict, threads: int) -> list[int]:
+    """Time on input sets the correctness phase never showed; returns their seeds."""
+    budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction)
+    kept: list[dict] = []
+    for _ in range(ev.cfg.timing_sets):
+        seed = secrets.randbits(31)
+        inputs = ev.task.draw_inputs(seed, ev.device)
+        plan = record_plan(ev, recorder, [describe(x) for x in inputs], spec, verdict)
+        if plan is None:
+            verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
+            return []
+        ref32, ref64 = ev.ref.outputs(inputs)
+        per_set = tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
+        del inputs
+        if kept and per_set * (len(kept) + 1) > budget:
+            break
+        kept.append({"seed": seed, "plan": plan, "ref32": ref32, "ref64": ref64})
+    cfg = ev.cfg.timing
+    resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
+                          "config": cfg.model_dump()}, ev.cfg.timeout_s + cfg.warmup_ms / 1e3 * 4)
+    if not resp.get("ok"):
+        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        return []
+    per_call = max(float(resp.get("per_call_ms") or 1e-3), 1e-3)
+    reps = int(min(cfg.max_reps, max(cfg.min_reps, cfg.budget_ms / per_call)))
+    with device_lock(ev.cache_dir / "locks", ev.device):
+        t0 = time.perf_counter()
+        resp = judge.request({"op": "time_loop", "reps": reps, "nvml_index": nvml_index(ev.device)},
+                             ev.cfg.timeout_s + cfg.budget_ms / 1e3 * 4)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+    if not resp.get("ok"):
+        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        return []
+    timing = Timing(**resp["timing"])
+    verdict.timing = timing
+    verdict.findings += checks.side_work(timing)
+    verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, ev.overhead_ms,
+                                                per_rep_slack_ms=0.05 if ev.cuda else 1.0)
+    files = [checks.output_files(judge.scratch, f"timed{k}", len(s["ref32"])) for k, s in enumerate(kept)]
+    resp = judge.request({"op": "time_collect", "files": [[str(f) for f in fs] for fs in files]}, ev.cfg.timeout_s)
+    if not resp.get("ok"):
+        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        return []
+    verdict.findings += checks.new_threads(threads, judge.threads())
+    if resp.get("mutated_sets"):
+        verdict.findings.append(Finding(guard="input_mutation", message=(
+            "forward changed its inputs during timing: inputs are read-only; write results to new outputs")))
+    bufs = [checks.read_outputs(fs, None, s["ref32"]) for fs, s in zip(files, kept)]
+    verdict.findings += checks.timed_outputs(bufs, kept, out_tols, ev.cfg.tolerances)
+    return [k["seed"] for k in kept]
+
+
+def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict) -> int:
+    """Fill verdict.eager / verdict.compiled, timing what the cache lacks (in a judge that never
+    loads a candidate's library); returns how many modes were found in the cache."""
+    import torch
+
+    device_name = torch.cuda.get_device_name(ev.device) if ev.cuda else "cpu"
+    judge: JailedChild | None = None
+    cached = 0
+    try:
+        for mode in ev.cfg.baselines:
+            key = BaselineCache.key(ev.task.source_hash, device_name, torch.__version__, ev.ref.dtypes,
+                                    mode if mode == "eager" else f"compile:{ev.cfg.compile_mode}")
+            entry = ev.baseline_cache.get(key, verdict.notes)
+            cached += entry is not None
+            if entry is None:
+                judge = judge or ev.spares.start("judge")
+                entry = _time_reference(ev, judge, seeds, mode)
+                if entry is None:
+                    verdict.notes.append(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
+                    continue
+                verify_snapshot(ev.task)  # never cache a time measured on a changed task copy
+                ev.baseline_cache.put(key, entry)
+            if mode == "eager":
+                verdict.eager = timing_from(entry)
+            else:
+                verdict.compiled = timing_from(entry)
+    except (ChildError, TaskError) as e:
+        verdict.notes.append(f"baseline process failed: {e}")
+    finally:
+        if judge is not None:
+            judge.kill()
+    return cached
+
+
+def _time_reference(ev: Evaluator, judge: JailedChild, seeds: list[int], mode: str) -> dict | None:
+    with device_lock(ev.cache_dir / "locks", ev.device):
+        resp = judge.request(
+            {"op": "time_reference", "seeds": seeds, "config": ev.cfg.timing.model_dump(),
+             "compile_mode": None if mode == "eager" else ev.cfg.compile_mode,
+             "nvml_index": nvml_index(ev.device)}, ev.cfg.baseline_timeout_s)
+    if not resp.get("ok"):
+        return None
+    return {"timing": resp["timing"], "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
