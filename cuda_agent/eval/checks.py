@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.compare import compare_output, precision_finding
-from cuda_agent.eval.compare import zero_trap as _zero_trap
+from cuda_agent.eval.compare import compare_output
+from cuda_agent.eval.precision import precision_finding
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
+from cuda_agent.eval.zero_trap import zero_trap as _zero_trap
 
 
 def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, str | None]:

@@ -10,19 +10,21 @@ order pass where it disagrees with ref32's own rounding, while a real downgrade 
 tf32) is orders of magnitude above the slack. The rms term is there because the honest
 kernel's rounding error is independent of the reference's: against |ref32 - ref64| alone,
 about 4% of elements (|Cauchy| > 16) would fail wherever rounding error exceeds atol. Pure torch, CPU or CUDA, and chunked: at
-most a few chunk-sized float64 temporaries exist at once, whatever the output size.
+most a few chunk-sized float64 temporaries exist at once, whatever the output size (tensor_walk.py).
+Whether the error is also a precision downgrade is precision.py's call; zero_trap.py tightens atol
+where a trivial output would pass.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import torch
 
+from cuda_agent.eval.tensor_walk import chunks, index_of, is_exact, real_view, walk_order
 from cuda_agent.eval.tolerance import Tolerances
-from cuda_agent.eval.verdict import Finding, OutputCheck
+from cuda_agent.eval.verdict import OutputCheck
 
 CHUNK_ELEMS = 1 << 22  # 32 MiB per float64 temporary
 
@@ -50,53 +52,6 @@ def _layout_problem(out: object, ref: torch.Tensor) -> str | None:
     return None
 
 
-def _real(t: torch.Tensor) -> torch.Tensor:
-    return torch.view_as_real(t) if t.is_complex() else t  # a view: complex as (re, im) pairs
-
-
-def _walk_order(t: torch.Tensor) -> list[int]:
-    """Dims from the largest stride to the smallest: memory order for a dense tensor."""
-    return sorted(range(t.dim()), key=lambda d: (-t.stride(d), -t.shape[d]))
-
-
-def _chunks(tensors: list[torch.Tensor], perm: list[int], limit: int) -> Iterator[list[torch.Tensor]]:
-    """Aligned 1-D chunks of same-shape tensors of at most about `limit` elements.
-
-    Walking in the first tensor's memory order makes each chunk a view of it; a slice of
-    another tensor is copied only when it can't be viewed flat.
-    """
-
-    def walk(ts: list[torch.Tensor]) -> Iterator[list[torch.Tensor]]:
-        n = ts[0].numel()
-        if n == 0:
-            return
-        if n <= limit or ts[0].dim() == 0:
-            yield [t.reshape(-1) for t in ts]
-            return
-        row = n // ts[0].shape[0]
-        if row > limit:  # one slice along dim 0 is already too big: go one level down
-            for i in range(ts[0].shape[0]):
-                yield from walk([t[i] for t in ts])
-            return
-        step = limit // row
-        for i in range(0, ts[0].shape[0], step):
-            yield [t[i:i + step].reshape(-1) for t in ts]
-
-    yield from walk([t.permute(perm) for t in tensors])
-
-
-def _index_of(pos: int, shape: tuple[int, ...], perm: list[int]) -> list[int]:
-    """Turn a position in the walk order back into an index of the original shape."""
-    walked = []
-    for d in reversed(perm):
-        walked.append(pos % shape[d])
-        pos //= shape[d]
-    idx = [0] * len(shape)
-    for d, i in zip(reversed(perm), walked):
-        idx[d] = i
-    return idx
-
-
 @dataclass
 class _Acc:
     """Running statistics over chunks, as Python floats."""
@@ -114,17 +69,13 @@ class _Acc:
     first_nonfinite: tuple[int, float, float] | None = None
 
 
-def _is_exact(dtype: torch.dtype) -> bool:
-    return not (dtype.is_floating_point or dtype.is_complex)
-
-
-def _ref_err_rms(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: int) -> float:
+def ref_err_rms(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: int) -> float:
     """Root mean square of the reference's own error, over elements finite in both."""
-    if ref64 is None or _is_exact(ref32.dtype):
+    if ref64 is None or is_exact(ref32.dtype):
         return 0.0
-    r32, r64 = _real(ref32), _real(ref64)
+    r32, r64 = real_view(ref32), real_view(ref64)
     sq, n = 0.0, 0
-    for a, b in _chunks([r32, r64], _walk_order(r32), limit):
+    for a, b in chunks([r32, r64], walk_order(r32), limit):
         d = a.to(torch.float64) - b.to(device=a.device, dtype=torch.float64)
         d = d[torch.isfinite(d)]
         sq += float((d * d).sum())
@@ -132,21 +83,21 @@ def _ref_err_rms(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: int) ->
     return math.sqrt(sq / n) if n else 0.0
 
 
-def _scan(out: torch.Tensor | float, ref32: torch.Tensor, ref64: torch.Tensor | None,
-          rtol: float, atol: float, k: float, floor: float, limit: int,
-          stop_early: bool = False) -> tuple[_Acc, list[int]]:
+def scan(out: torch.Tensor | float, ref32: torch.Tensor, ref64: torch.Tensor | None,
+         rtol: float, atol: float, k: float, floor: float, limit: int,
+         stop_early: bool = False) -> tuple[_Acc, list[int]]:
     """Walk the gate over every element; `out` may be a constant (the trivial outputs).
     `floor` is the rms of the reference's error. Returns the statistics and the walk
     order (for turning positions into indices)."""
     const = None if isinstance(out, torch.Tensor) else float(out)
-    exact = _is_exact(ref32.dtype)
-    tensors = ([] if const is not None else [_real(out)]) + [_real(ref32)]
+    exact = is_exact(ref32.dtype)
+    tensors = ([] if const is not None else [real_view(out)]) + [real_view(ref32)]
     if ref64 is not None and not exact:  # integer outputs: ref32 is the truth
-        tensors.append(_real(ref64))
+        tensors.append(real_view(ref64))
     device = tensors[0].device
-    perm = _walk_order(tensors[0])
+    perm = walk_order(tensors[0])
     acc, pos = _Acc(), 0
-    for parts in _chunks(tensors, perm, limit):
+    for parts in chunks(tensors, perm, limit):
         o_raw = parts.pop(0) if const is None else None
         r = parts[0].to(device=device, dtype=torch.float64)
         t = parts[1].to(device=device, dtype=torch.float64) if len(parts) > 1 else r
@@ -217,18 +168,18 @@ def compare_output(index: int, out: torch.Tensor, ref32: torch.Tensor, ref64: to
     if ref64 is not None and tuple(ref64.shape) != tuple(ref32.shape):
         raise ValueError(f"float64 reference shape {tuple(ref64.shape)} != {tuple(ref32.shape)}")
     rtol, atol = tol.for_dtype(out.dtype)
-    floor = _ref_err_rms(ref32, ref64, chunk_elems)
-    acc, perm = _scan(out, ref32, ref64, rtol, atol, tol.ref_error_factor, floor, chunk_elems)
-    walk_shape = tuple(_real(ref32).shape)
+    floor = ref_err_rms(ref32, ref64, chunk_elems)
+    acc, perm = scan(out, ref32, ref64, rtol, atol, tol.ref_error_factor, floor, chunk_elems)
+    walk_shape = tuple(real_view(ref32).shape)
     reason = None
     if acc.nonfinite_bad:
         p, got, exp = acc.first_nonfinite
         reason = (f"{acc.nonfinite_bad} NaN/Inf mismatches with the reference (first at "
-                  f"{_index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g})")
+                  f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g})")
     elif acc.mismatched:
         p, got, exp, allowed = acc.worst
         reason = (f"{acc.mismatched} of {acc.n} elements outside tolerance (worst at "
-                  f"{_index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g}, "
+                  f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g}, "
                   f"allowed error {allowed:.3g})")
     return OutputCheck(
         index=index, ok=reason is None, shape=shape, dtype=dtype,
@@ -237,109 +188,3 @@ def compare_output(index: int, out: torch.Tensor, ref32: torch.Tensor, ref64: to
         ref_norm_rel_err=_norm_rel(acc.sq_ref_err, acc.sq_truth),
         mismatched=acc.mismatched + acc.nonfinite_bad, reason=reason,
     )
-
-
-# -- precision downgrade ---------------------------------------------------------------
-
-_FP32_NAMES = {"float32", "complex64"}
-
-
-def precision_budget(check: OutputCheck, tol: Tolerances) -> float:
-    """The normwise error an fp32 output may have: the floor, or a multiple of the fp32
-    reference's own error for tasks where fp32 itself is that far from the truth."""
-    return max(tol.precision_budget, tol.ref_error_factor * (check.ref_norm_rel_err or 0.0))
-
-
-def precision_exceeded(check: OutputCheck, tol: Tolerances) -> bool:
-    if check.dtype not in _FP32_NAMES or check.norm_rel_err is None:
-        return False
-    return check.norm_rel_err > precision_budget(check, tol)
-
-
-def precision_finding(check: OutputCheck, tol: Tolerances, *, task_fp32: bool,
-                      allow_precision: bool = False) -> Finding | None:
-    """A `precision` finding when an fp32 task's output is further from float64 truth than
-    fp32 arithmetic gets; reported even when the elementwise tolerance let it pass."""
-    if not task_fp32 or not precision_exceeded(check, tol):
-        return None
-    return Finding(
-        guard="precision",
-        severity="warn" if allow_precision else "fail",
-        message=(f"output {check.index}: normwise relative error {check.norm_rel_err:.2e} vs float64 "
-                 f"exceeds the fp32 budget {precision_budget(check, tol):.2e} (the fp32 reference's own "
-                 f"error is {check.ref_norm_rel_err or 0.0:.2e}); this is what TF32/fp16/bf16 math "
-                 "looks like: compute and accumulate in fp32"),
-    )
-
-
-# -- zero trap -------------------------------------------------------------------------
-
-def _trivial_candidates(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: int) -> tuple[float, float]:
-    """(mean, rms) of the truth over its finite elements, the mean rounded to the output dtype."""
-    total, sq, n = 0.0, 0.0, 0
-    truth = _real(ref64 if ref64 is not None and not _is_exact(ref32.dtype) else ref32)
-    for (t,) in _chunks([truth], _walk_order(truth), limit):
-        t = t.to(torch.float64)
-        t = t[torch.isfinite(t)]
-        total += float(t.sum())
-        sq += float((t * t).sum())
-        n += t.numel()
-    if n == 0:
-        return 0.0, 0.0
-    mean = total / n
-    if not ref32.is_complex():  # the constant a kernel would actually write
-        mean = float(torch.tensor(mean, dtype=torch.float64).to(ref32.dtype).to(torch.float64))
-    return mean, math.sqrt(sq / n)
-
-
-def _trivial_passing(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-                     mean: float, limit: int) -> str | None:
-    rtol, atol = tol.for_dtype(ref32.dtype)
-    floor = _ref_err_rms(ref32, ref64, limit)
-    for value, name in ((0.0, "an all-zero output"), (mean, f"the constant {mean:.6g} (the mean)")):
-        acc, _ = _scan(value, ref32, ref64, rtol, atol, tol.ref_error_factor, floor, limit, stop_early=True)
-        if acc.n and not (acc.mismatched or acc.nonfinite_bad):
-            return name
-    return None
-
-
-def trivial_output_passes(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-                          *, chunk_elems: int = CHUNK_ELEMS) -> str | None:
-    """Would an all-zero output, or a constant (the mean), pass this gate? Says which, or None."""
-    mean, _ = _trivial_candidates(ref32, ref64, chunk_elems)
-    return _trivial_passing(ref32, ref64, tol, mean, chunk_elems)
-
-
-@dataclass(frozen=True)
-class ZeroTrap:
-    """What to compare one output with: `tol` (tightened when a trivial output passed),
-    a note for the verdict, and whether the output can tell a kernel from a constant."""
-
-    tol: Tolerances
-    note: str | None = None
-    informative: bool = True
-
-
-def zero_trap(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-              *, chunk_elems: int = CHUNK_ELEMS) -> ZeroTrap:
-    """Tighten atol to the output's scale when zeros or a constant would pass.
-
-    atol_eff = min(atol, rtol * rms(truth)): an absolute floor that is small next to the
-    values themselves. If a trivial output still passes, the output is uninformative.
-    """
-    mean, rms = _trivial_candidates(ref32, ref64, chunk_elems)
-    trivial = _trivial_passing(ref32, ref64, tol, mean, chunk_elems)
-    if trivial is None:
-        return ZeroTrap(tol)
-    rtol, atol = tol.for_dtype(ref32.dtype)
-    if rms == 0.0:
-        return ZeroTrap(tol, f"zero trap: the reference output is all zeros, so {trivial} passes; "
-                             "this output is uninformative", informative=False)
-    new_atol = min(atol, rtol * rms)
-    tight = tol.with_atol(ref32.dtype, new_atol) if new_atol < atol else tol
-    still = _trivial_passing(ref32, ref64, tight, mean, chunk_elems)
-    if still is not None:
-        return ZeroTrap(tight, f"zero trap: {still} passes even at atol={new_atol:.3g} (rtol={rtol:g}); "
-                               "this output is uninformative at this tolerance", informative=False)
-    return ZeroTrap(tight, f"zero trap: {trivial} would pass at atol={atol:.3g}; "
-                           f"atol tightened to {new_atol:.3g} (rtol * rms of the reference)")

@@ -4,8 +4,9 @@ import pytest
 import torch
 import torch.nn as nn
 
-from cuda_agent.eval.compare import (compare_output, precision_finding, trivial_output_passes,
-                                     zero_trap)
+from cuda_agent.eval.compare import compare_output
+from cuda_agent.eval.precision import precision_finding
+from cuda_agent.eval.zero_trap import trivial_output_passes, zero_trap
 from cuda_agent.eval.tolerance import Tolerances, for_dtype
 
 TOL = Tolerances()
