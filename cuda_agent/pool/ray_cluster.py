@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import socket
+import tempfile
+from pathlib import Path
 from urllib.parse import urlsplit
 
 CONNECT_TIMEOUT_S = 5.0
@@ -27,7 +29,16 @@ def import_ray():
     return ray
 
 
-def check_reachable(address: str) -> None:
+def recorded_cluster() -> str | None:
+    """The head `ray start` recorded on this machine (Ray's own file), which `auto` joins. A head that
+    died without `ray stop` leaves it behind, and ray.init then waits on it for minutes."""
+    try:
+        return (Path(tempfile.gettempdir()) / "ray" / "ray_current_cluster").read_text().strip() or None
+    except OSError:
+        return None
+
+
+def check_reachable(address: str, recorded: bool = False) -> None:
     """Fail fast: ray.init retries an unreachable head for minutes before it gives up."""
     parts = urlsplit(address if "://" in address else f"//{address}")
     try:
@@ -40,6 +51,10 @@ def check_reachable(address: str) -> None:
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
+        if recorded:
+            raise RayError(f"--ray auto: the Ray head this machine last started ({address}, in "
+                           f"{tempfile.gettempdir()}/ray/ray_current_cluster) does not answer ({e}): run `ray stop` "
+                           "to forget it (auto then starts a Ray of its own), or give --ray HOST:PORT") from None
         raise RayError(f"no Ray cluster answers at {address} ({e}): start one there with `ray start --head`, "
                        "or check the address and that this machine can reach it") from None
 
@@ -47,9 +62,12 @@ def check_reachable(address: str) -> None:
 def check_address(address: str) -> None:
     """What `connect` would first fail on, without joining: an ADDRESS (or RAY_ADDRESS under auto)
     that does not answer."""
-    target = address if address != "auto" else os.environ.get("RAY_ADDRESS")
-    if target:
-        check_reachable(target)
+    if address != "auto":
+        check_reachable(address)
+    elif os.environ.get("RAY_ADDRESS"):
+        check_reachable(os.environ["RAY_ADDRESS"])
+    elif recorded_cluster():
+        check_reachable(recorded_cluster(), recorded=True)
 
 
 def connect(address: str) -> dict[str, float]:

@@ -79,6 +79,27 @@ def test_an_unreachable_cluster_is_one_clear_error(tmp_path, tmp_path_factory):
     assert not (tmp_path / "run" / "results.jsonl").exists()
 
 
+def test_a_dead_head_this_machine_recorded_is_one_clear_error(tmp_path, monkeypatch):
+    """`ray start` writes its head's address to <tmp>/ray/ray_current_cluster and a head killed
+    without `ray stop` leaves it behind; `auto` joins it, and ray.init waited on it for minutes (a
+    batch hung that way). Now: one line saying what to do."""
+    from cuda_agent.pool.ray_cluster import check_address
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", None)  # re-read TMPDIR
+    (tmp_path / "ray").mkdir()
+    (tmp_path / "ray" / "ray_current_cluster").write_text("127.0.0.1:9")
+    t0 = time.monotonic()
+    with pytest.raises(RayError, match="does not answer .*ray stop"):
+        check_address("auto")
+    assert time.monotonic() - t0 < 10
+    (tmp_path / "ray" / "ray_current_cluster").unlink()
+    check_address("auto")  # nothing recorded: auto starts a Ray of its own, nothing to check
+
+
 def test_each_task_asks_ray_for_its_share_of_a_gpu(tmp_path):
     """The scheduling arithmetic without a GPU: what a task asks for and how many run at once."""
     gpu = make_pool(PoolSpec(kind="ray", devices=["cuda:0"], slots_per_device=2, lock_dir=tmp_path))
