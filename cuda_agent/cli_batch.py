@@ -10,7 +10,8 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit)
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, resolve_or_exit,
+                                     run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -51,9 +52,8 @@ def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
-def _eval_config(path: Optional[Path], no_compile: bool, no_sandbox: bool = False) -> dict:
-    """The eval settings the flags give: --eval-config's JSON, then --no-compile-baseline and
-    --no-sandbox (checked with the other layers by cli_settings.resolve_or_exit)."""
+def _eval_config(path: Optional[Path]) -> dict:
+    """--eval-config's JSON: EvalConfig fields, on the command line's layer."""
     from cuda_agent.eval.settings import EvalConfig
 
     data = {}
@@ -64,10 +64,6 @@ def _eval_config(path: Optional[Path], no_compile: bool, no_sandbox: bool = Fals
         except (OSError, ValueError) as e:
             fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
                   'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
-    if no_compile:
-        data["baselines"] = ["eager"]
-    if no_sandbox:
-        data["sandbox"] = False
     return data
 
 
@@ -119,11 +115,10 @@ def batch_command(
         fail("--candidates goes with --eval-only")
     elif model and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
-    resolved = resolve_or_exit({
-        "model": model, "api_base": api_base,
-        "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
-                   "target_speedup": target_speedup},
-        "eval": _eval_config(eval_config, no_compile, no_sandbox), "tools": {"allow_shell": True if allow_shell else None}},
+    resolved = resolve_or_exit(run_flags(
+        model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
+        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell,
+        eval=eval_flags(no_compile, no_sandbox, **_eval_config(eval_config))),
         detect_device=False)  # each task's device is the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
@@ -235,7 +230,7 @@ def baselines_command(
         entries = discover(task_dir, filter_, limit)
     except TaskDirError as e:
         fail(str(e))
-    cfg = EvalConfig.model_validate(_eval_config(eval_config, no_compile))
+    cfg = EvalConfig.model_validate(eval_flags(no_compile, **_eval_config(eval_config)))
     console, failed = Console(), 0
     ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
     for name, dev in one_device_per_type(_devices(gpus, device)).items():

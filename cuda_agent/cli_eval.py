@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, resolve_or_exit
+from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, eval_flags, resolve_or_exit
 
 
 def eval_command(
@@ -45,10 +45,9 @@ def eval_command(
         raise typer.Exit(2)
     import torch
 
-    cfg = resolve_or_exit({"eval": {"device": device, "n_sets": sets, "arch": arch, "timeout_s": timeout,
-                                    "allow_precision": True if allow_precision else None,
-                                    "baselines": ["eager"] if no_compile else None,
-                                    "sandbox": False if no_sandbox else None}}).settings.eval
+    cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
+                                              timeout_s=timeout, allow_precision=True if allow_precision else None)
+                           }).settings.eval
     dev = cfg.device
     if dev.startswith("cuda") and not torch.cuda.is_available():
         console.print("[red]error[/]: no CUDA GPU is visible to torch; run on a GPU machine or pass --device cpu")

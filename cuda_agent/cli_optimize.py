@@ -21,7 +21,8 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit)
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, resolve_or_exit,
+                                     run_flags)
 
 
 def optimize_command(
@@ -60,13 +61,10 @@ def optimize_command(
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     if model and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
-    resolved = resolve_or_exit({
-        "model": model, "api_base": api_base, "out": out,
-        "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens, "max_wall_s": max_wall,
-                   "target_speedup": target_speedup},
-        "eval": {"device": device, "baselines": ["eager"] if no_compile else None,
-                 "sandbox": False if no_sandbox else None},
-        "tools": {"allow_shell": True if allow_shell else None}})
+    resolved = resolve_or_exit(run_flags(
+        model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
+        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell,
+        eval=eval_flags(no_compile, no_sandbox, device=device)))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

@@ -20,6 +20,23 @@ def fail(message: str) -> NoReturn:
     raise typer.Exit(2)
 
 
+def eval_flags(no_compile: bool = False, no_sandbox: bool = False, **given: Any) -> dict[str, Any]:
+    """`[eval]` as a command's flags give it: only what was given (None is not given), the two
+    switches as the values they stand for."""
+    flags = {**given, "baselines": ["eager"] if no_compile else None, "sandbox": False if no_sandbox else None}
+    return {k: v for k, v in flags.items() if v is not None}
+
+
+def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None, max_cost: float | None,
+              max_tokens: int | None, max_wall: float | None, target_speedup: float | None, allow_shell: bool,
+              eval: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
+    """The settings the flags optimize and batch share give (see the options below)."""
+    return {"model": model, "api_base": api_base, "out": out,
+            "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens,
+                       "max_wall_s": max_wall, "target_speedup": target_speedup},
+            "eval": eval, "tools": {"allow_shell": True if allow_shell else None}}
+
+
 def resolve_or_exit(flags: dict[str, Any], *, detect_device: bool = True):
     """The settings with `flags` on top (None: not given). The device, when no layer set it, is
     cuda:0 where torch sees a GPU and cpu elsewhere (host-only test kernels)."""

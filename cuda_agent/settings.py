@@ -145,11 +145,9 @@ def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
 def _merge(into: dict, data: dict, origins: dict[str, str], layer: str, prefix: str) -> None:
     for k, v in data.items():
         key = f"{prefix}{k}"
-        if isinstance(v, dict) and isinstance(into.get(k), dict):
-            _merge(into[k], v, origins, layer, key + ".")
-            continue
         if isinstance(v, dict):
-            into[k] = {}
+            if not isinstance(into.get(k), dict):
+                into[k] = {}
             _merge(into[k], v, origins, layer, key + ".")
             continue
         into[k] = v

@@ -92,10 +92,10 @@ class _Stop(Exception):
 class Agent:
     def __init__(self, model: Model, env, config: AgentConfig, writer: TrajectoryWriter,
                  approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
-                 checkpoint: Callable[[], None] | None = None):
+                 checkpoint: Callable[[], None] | None = None, settings_record: dict | None = None):
         self.model, self.env, self.config, self.writer = model, env, config, writer
         self.approval, self.inbox, self.checkpoint = approval, inbox, checkpoint
-        self.settings_record: dict | None = None  # the run's resolved settings and their origins
+        self.settings_record = settings_record  # the run's resolved settings and their origins
         keys = configured_secrets(model)  # the model's api key(s): redacted like the environment's
         self.redact = Redactor(extra=keys)
         for holder in (env, writer):
@@ -327,6 +327,4 @@ def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, 
     block while paused, or raise StopRequested). `resume_state` (from resume.resume_run)
     continues a run: `writer` must append to that run's trajectory; steps continue from it.
     `settings_record` (cuda_agent.settings.Resolved.record()) goes into the header as it is."""
-    agent = Agent(model, env, config, writer, approval, inbox, checkpoint)
-    agent.settings_record = settings_record
-    return agent.run(run_id, resume_state)
+    return Agent(model, env, config, writer, approval, inbox, checkpoint, settings_record).run(run_id, resume_state)

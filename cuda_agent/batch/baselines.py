@@ -72,6 +72,4 @@ def _gpu_name(device: str) -> str:
 
 
 def cache_path(cfg) -> Path:
-    from cuda_agent.eval.baselines import default_cache_dir
-
-    return Path(cfg.cache_dir or default_cache_dir()) / "baselines.json"
+    return cfg.cache_root() / "baselines.json"

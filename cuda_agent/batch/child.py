@@ -53,20 +53,18 @@ def run_agent_task(job: TaskJob) -> TaskRow:
         return job.row("load_error", error=str(e))
     if done.stop_reason == "interrupted":  # re-verified when the batch runs again
         raise KeyboardInterrupt
-    s = done.summary()
-    v = s["verified"] or {}
-    reward = s["verified_reward"]
-    return job.row("done", correct=reward is not None, reward=-1 if reward is None else reward,
-                   speedup_eager=v.get("speedup_vs_eager"), speedup_compile=v.get("speedup_vs_compile"),
-                   time_ms=v.get("time_ms"), eager_ms=v.get("eager_ms"), compile_ms=v.get("compile_ms"),
-                   steps=s["steps"], tokens=s["tokens"], cost=s["cost"], stop_reason=s["stop_reason"],
-                   error=s["error"].splitlines()[0][:500] if s["error"] else None, wall_s=s["wall_s"],
-                   report=s["report"], dropin=s["dropin"], trajectory=str(job.run_dir / "trajectory.jsonl"))
+    from cuda_agent.workspace.trailers import metrics_of
+
+    v = done.verified  # the re-verified result's times and reward; none: -1
+    metrics = metrics_of(v).model_dump(exclude={"status"}) if v else {"reward": -1}
+    return job.row("done", correct=v is not None, **metrics, steps=done.steps, tokens=done.tokens, cost=done.cost,
+                   stop_reason=done.stop_reason, error=done.error.splitlines()[0][:500] if done.error else None,
+                   wall_s=round(done.wall_s, 1), report=str(done.report) if done.report else None,
+                   dropin=str(done.dropin) if done.dropin else None, trajectory=str(done.run_dir / "trajectory.jsonl"))
 
 
 def run_eval(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
-
     from cuda_agent.task import TaskError, load_task
 
     try:
@@ -81,11 +79,9 @@ def run_eval(job: TaskJob) -> TaskRow:
     job.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(job.run_dir / "verdict.json", {"candidate": str(job.candidate), "device": job.device,
                                                      "verdict": verdict.model_dump(mode="json")})
-    ms = lambda t: t.median_ms if t else None  # noqa: E731
-    return job.row("done", correct=verdict.correct, reward=verdict.reward, status=verdict.status,
-                   stop_reason=verdict.status, speedup_eager=verdict.speedup_vs_eager,
-                   speedup_compile=verdict.speedup_vs_compile, time_ms=ms(verdict.timing),
-                   eager_ms=ms(verdict.eager), compile_ms=ms(verdict.compiled),
+    from cuda_agent.workspace.trailers import metrics_of
+
+    return job.row("done", correct=verdict.correct, **metrics_of(verdict).model_dump(), stop_reason=verdict.status,
                    error=verdict.error.splitlines()[0][:500] if verdict.error else None,
                    wall_s=round(verdict.seconds.get("total", 0.0), 1))
 

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval import checks
-from cuda_agent.eval.baselines import BaselineCache, default_cache_dir
+from cuda_agent.eval.baselines import BaselineCache
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.correctness_phase import check_sets
 from cuda_agent.eval.guards.static import check_candidate_static
@@ -54,7 +54,7 @@ class Evaluator:
         self.cfg = cfg or EvalConfig()
         self.device = self.cfg.device
         self.cuda = self.device.startswith("cuda")
-        self.cache_dir = Path(self.cfg.cache_dir or default_cache_dir())
+        self.cache_dir = self.cfg.cache_root()
         (self.cache_dir / "build").mkdir(parents=True, exist_ok=True)
         sweep_stale()  # what evaluators killed before they could clean up left in the temp folder
         self.task = snapshot_task(task)  # the reference never reads the workspace again

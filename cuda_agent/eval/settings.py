@@ -43,6 +43,13 @@ class EvalConfig(BaseModel):
     init_seed: int = 0
 
 
+    def cache_root(self) -> Path:
+        """Where builds and baselines are cached: cache_dir, else CUDA_AGENT_CACHE, else ~/.cache/cuda-agent."""
+        from cuda_agent.eval.baselines import default_cache_dir
+
+        return Path(self.cache_dir or default_cache_dir())
+
+
 def default_device() -> str:
     """cuda:0 where torch sees a GPU, else cpu (host-only kernels: the tests)."""
     import torch

@@ -7,7 +7,6 @@ violation and nothing runs.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -33,7 +32,7 @@ class Compile(Tool):
         kdir = ctx.workspace.root / "kernels"
         if not any(kdir.glob("*.cu")):
             raise ToolError("kernels/ has no .cu file yet: create one with edit_file (mode create)")
-        r = build_kernels(kdir, _cache(ctx) / "build", arch=ctx.eval.arch, ptxas_verbose=True,
+        r = build_kernels(kdir, ctx.eval.cache_root() / "build", arch=ctx.eval.arch, ptxas_verbose=True,
                           lineinfo=True)
         if not r.ok:
             return ToolResult(status="error", observation=f"compile failed:\n{r.errors}\n\nfix the first error, "
@@ -61,12 +60,6 @@ def r_arch(ctx: ToolContext) -> str:
 
 class VerifyArgs(BaseModel):
     pass
-
-
-def _cache(ctx: ToolContext) -> Path:
-    from cuda_agent.eval.baselines import default_cache_dir
-
-    return ctx.eval.cache_dir or default_cache_dir()
 
 
 def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:

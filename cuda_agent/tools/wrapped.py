@@ -40,13 +40,12 @@ def task_ref(ctx: ToolContext) -> str:
 
 def built_kernels(ctx: ToolContext) -> Path:
     """Build kernels/*.cu with -lineinfo; a failed build is the model's to fix."""
-    from cuda_agent.eval.baselines import default_cache_dir
     from cuda_agent.profiling.runner import build_for_tools
 
     root = Path(ctx.workspace.root)
     if not any((root / "kernels").glob("*.cu")):
         raise ToolError("kernels/ has no .cu file yet: write a kernel and compile it first")
-    built = build_for_tools(root, ctx.eval.cache_dir or default_cache_dir(), ctx.eval.arch)
+    built = build_for_tools(root, ctx.eval.cache_root(), ctx.eval.arch)
     if not built.ok:
         first = "\n".join(built.errors.strip().splitlines()[:8])
         raise ToolError(f"the kernels do not build; run compile and fix the first error:\n{first}")

@@ -11,9 +11,9 @@ import os
 from pathlib import Path
 
 import pytest
-from hostile import KILLS, PATCHES, hostile_copy
+from hostile import KILLS, PATCHES, hostile_copy, judge_clock_reads_low
 
-from cuda_agent.eval import channel, checks
+from cuda_agent.eval import checks
 from cuda_agent.eval import evaluator as evaluator_mod
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
@@ -81,17 +81,7 @@ def test_cublas_candidate_links_passes_the_audit_and_is_correct(gemm_ev):
 def test_event_times_that_read_low_are_caught_by_the_parents_clock(gemm_ev, monkeypatch):
     """As if native code in the judge had moved its clocks: every time it reports for the measured
     loop is a thousandth of the truth. The parent timed that loop itself: `timing_mismatch`."""
-    real = channel.JailedChild.request
-
-    def lying(self, msg, timeout):
-        resp = real(self, msg, timeout)
-        if msg.get("op") == "time_loop" and resp.get("ok"):
-            t = resp["timing"]
-            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
-                t[k] = t[k] / 1000 if t.get(k) else t.get(k)
-        return resp
-
-    monkeypatch.setattr(channel.JailedChild, "request", lying)
+    judge_clock_reads_low(monkeypatch)
     v = gemm_ev.evaluate(GEMM / "candidate")  # ~0.9 ms a call: the lie is far above any noise
     assert v.status == "guard_violation", (v.status, v.error, v.findings)
     assert "timing_mismatch" in {f.guard for f in v.failing_findings}, v.findings

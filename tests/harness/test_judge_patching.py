@@ -20,7 +20,7 @@ from cuda_agent.task import load_task
 HERE = Path(__file__).parent / "cpu_task"
 pytestmark = pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem()))
 
-from hostile import KILLS, PATCHES, hostile_copy  # noqa: E402  (tests/helpers)
+from hostile import KILLS, PATCHES, hostile_copy, judge_clock_reads_low  # noqa: E402  (tests/helpers)
 
 
 @pytest.fixture()
@@ -75,20 +75,9 @@ def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, 
     """As if native code had slowed the judge's clock 1000x (the review's constructor attack, which
     the native audit now rejects): the times it reports are a thousandth of the truth. The parent
     timed the measured loop itself and calls it `timing_mismatch`."""
-    from cuda_agent.eval import channel
     from cpu_candidates import slow_honest
 
-    real = channel.JailedChild.request
-
-    def lying(self, msg, timeout):
-        resp = real(self, msg, timeout)
-        if msg.get("op") == "time_loop" and resp.get("ok"):
-            t = resp["timing"]
-            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
-                t[k] = t[k] / 1000 if t.get(k) else t.get(k)
-        return resp
-
-    monkeypatch.setattr(channel.JailedChild, "request", lying)
+    judge_clock_reads_low(monkeypatch)
     cfg = _config(tmp_path).model_copy(update={"timing": TimingConfig(warmup_ms=5, min_reps=20, max_reps=20)})
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         cand = slow_honest(tmp_path)  # ~50x the honest kernel; 20x more, so the lie is far above noise

@@ -38,3 +38,21 @@ def hostile_copy(honest: Path, dest: Path, prelude: str, forward_body: str | Non
         src = head + sig + "\n" + forward_body + "\n"
     (dest / "model_new.py").write_text(src)
     return dest
+
+
+def judge_clock_reads_low(monkeypatch, factor: float = 1000.0) -> None:
+    """As if native code in the judge had slowed its clocks: every time the judge reports for the
+    measured loop is `factor` times too small (what the parent's own clock must catch)."""
+    from cuda_agent.eval import channel
+
+    real = channel.JailedChild.request
+
+    def lying(self, msg, timeout):
+        resp = real(self, msg, timeout)
+        if msg.get("op") == "time_loop" and resp.get("ok"):
+            t = resp["timing"]
+            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
+                t[k] = t[k] / factor if t.get(k) else t.get(k)
+        return resp
+
+    monkeypatch.setattr(channel.JailedChild, "request", lying)
