@@ -134,6 +134,16 @@ def gpu_cluster(tmp_path):
         subprocess.run([*ray_cli, "stop", "--force"], capture_output=True, timeout=120)
 
 
+def _barrier(folder, task_id: str, n: int) -> str:
+    """Task source that marks `task_id` started and waits (60 s at most) until `n` tasks have;
+    a load that cannot reach the folder (a jailed worker) goes on at once."""
+    return (f"import pathlib as _p, time as _t\n_d = _p.Path({str(folder)!r})\n"
+            f"try:\n    _d.mkdir(exist_ok=True)\n    (_d / {task_id!r}).touch()\n"
+            f"    _end = _t.monotonic() + 60\n"
+            f"    while len(list(_d.iterdir())) < {n} and _t.monotonic() < _end:\n        _t.sleep(0.05)\n"
+            f"except OSError:\n    pass\n")
+
+
 def _placements(out, ids):
     """(start, end, CUDA_VISIBLE_DEVICES) of each task, from the lines its Ray actor logged."""
     spans = []
@@ -157,12 +167,15 @@ def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_fac
     each GPU shared by two."""
     address, env = gpu_cluster
     ids = ["t0", "t1", "t2", "t3"]
-    tasks, scripts = make_tasks(tmp_path, {i: TASK_SRC for i in ids})
-    args = ["batch", str(tasks), "--script", str(scripts), "--no-compile-baseline", "--eval-config",
-            str(tmp_path / "eval.json"), "--ray", address]
     cache = cache_dir(tmp_path_factory)
     for share, at_once in ((1, 2), (2, 4)):
-        out = tmp_path / f"run{share}"
+        root = tmp_path / f"share{share}"
+        # each task waits at its first load until `at_once` tasks have started: without a GPU a
+        # task lasts about a second, and on a loaded 2-core machine the four did not always overlap
+        tasks, scripts = make_tasks(root, {i: _barrier(root / "started", i, at_once) + TASK_SRC for i in ids})
+        args = ["batch", str(tasks), "--script", str(scripts), "--no-compile-baseline", "--eval-config",
+                str(root / "eval.json"), "--ray", address]
+        out = root / "run"
         os.environ.update(env)
         try:
             proc = cli(*args, "--out", str(out), "--evals-per-gpu", str(share), cache=cache)
@@ -174,6 +187,7 @@ def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_fac
         assert f"joined Ray cluster {address}: 4 CPUs, 2 GPUs; {at_once} tasks at once" in said
         rows = read_rows(out)
         assert set(rows) == set(ids) and all(r.device == "cuda:0" for r in rows.values())
+        assert sorted(p.name for p in (root / "started").iterdir()) == ids
         spans = _placements(out, ids)
         assert {gpu for _, _, gpu in spans} == {"0", "1"}
         for running in _overlapping(spans):
