@@ -7,6 +7,9 @@
 #   bash benchmarks/gpu_suite.sh timing   # timing_check and edit_to_verdict only
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
 #   bash benchmarks/gpu_suite.sh batch    # eval-only and scripted batches over the examples, tasks/hour
+#   bash benchmarks/gpu_suite.sh memory KB [FLAGS]  # peak GPU memory of one eval, all processes, for
+#                                         # KernelBench's four largest level-1 tasks (KB: its checkout)
+#                                         # and the examples; FLAGS go to cuda-agent eval
 #   bash benchmarks/gpu_suite.sh capture [ncu|sanitizer]  # real ncu CSV and compute-sanitizer
 #                                         # reports, as test fixtures (default: both)
 # Logs go to $OUT (or ./gpu-out); the short table is printed last.
@@ -38,6 +41,10 @@ case "$phase" in
     python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
   batch)
     python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" 2>&1 | tee "$OUT/batch_scaling.log" ;;
+  memory)
+    kb=${1:?usage: gpu_suite.sh memory KERNELBENCH_CHECKOUT [EVAL FLAGS]}; shift || true
+    python3 benchmarks/memory_peak.py --kernelbench "$kb" --examples --extra "$*" --json-out "$OUT/memory.json" \
+        2>&1 | tee "$OUT/memory.log" ;;
   evals)
     for ex in examples/*/; do
       n=$(basename "$ex")
