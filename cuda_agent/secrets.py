@@ -5,23 +5,20 @@ the model) before it joins the history, and every record before it is written to
 (exports redact again on the way out). Redaction is by value first, then by shape:
 
 - By value: every value of the environment whose variable *name* looks like a credential
-  (`looks_secret_name`: KEY, TOKEN, SECRET, PASSWORD/PASSWD/PASS/PW, CREDENTIAL(S)/CREDS, AUTH,
-  COOKIE, SESSION, DSN, PAT, JWT, BEARER, WEBHOOK, DATABASE_URL and other database URLs/URIs...)
-  or whose *value* has a credential's shape (`looks_like_credential`), when it is 6 characters or
-  longer and not a file path, plus the configured keys the caller adds (the model's api_key, the
-  variable its api_key_env names, litellm's module-level keys). Each value is also found
-  URL-encoded and JSON-escaped. Longest first; each becomes `[redacted:NAME]` (the variable or
-  setting it came from) or `[redacted]`.
-- By shape, anywhere, even when the value is in no variable: provider tokens (sk-..., sk-ant-...,
-  ghp_/gho_/ghu_/ghs_/ghr_, github_pat_, xox?-, AKIA/ASIA, hf_, AIza, eyJ... JWTs), the password
-  of a `scheme://user:password@host` URL, `Authorization:`/`Bearer` values, the value of an
-  env-style `SECRET_NAME=value` assignment and of a quoted `"api_key": "..."` setting (a strong
-  name only: `cache_key = "conv"` stays). Ordinary output (kernel names, hex addresses,
-  shapes, paths, numbers, tables) has none of these shapes.
+  (`looks_secret_name`) or whose *value* has a credential's shape (`looks_like_credential`), when
+  it is 6 characters or longer and not a file path, plus the configured keys the caller adds (the
+  model's api_key, the variable its api_key_env names, litellm's module-level keys), also found
+  URL-encoded and JSON-escaped, longest first; each becomes `[redacted:NAME]` or `[redacted]`.
+- By shape, anywhere, even when the value is in no variable: provider tokens, the password of a
+  `scheme://user:password@host` URL, `Authorization:`/`Bearer` values, the value of an env-style
+  `SECRET_NAME=value` assignment and of a quoted `"api_key": "..."` setting (a strong name only:
+  `cache_key = "conv"` stays). Ordinary output (kernel names, hex addresses, shapes, paths,
+  numbers, tables) has none of these shapes.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -32,12 +29,6 @@ from urllib.parse import quote, quote_plus
 REDACTED = "[redacted]"
 MIN_LENGTH = 6  # shorter values are too common in ordinary text to replace everywhere
 
-
-def marker(name: str | None = None) -> str:
-    return f"[redacted:{name}]" if name else REDACTED
-
-
-# -- names ----------------------------------------------------------------------------------------
 
 # a name's parts (split at non-alphanumerics and camelCase) that make it a credential's name
 _SECRET_PARTS = frozenset({
@@ -88,22 +79,17 @@ def looks_secret_name(name: str) -> bool:
 
 def _strong_secret_name(name: str) -> bool:
     """A credential's name even in code (api_key, password, auth_token), not just `key`."""
-    parts = _parts(name)
     found = _secret_parts(name)
-    return any(p not in _WEAK_PARTS for p in found) or bool(found and {"API", "ACCESS", "SECRET"} & set(parts))
+    return any(p not in _WEAK_PARTS for p in found) or bool(found and {"API", "ACCESS", "SECRET"} & set(_parts(name)))
 
-
-# -- shapes ---------------------------------------------------------------------------------------
 
 # provider tokens: OpenAI/Anthropic/DeepSeek (sk-), GitHub, Slack, AWS key ids, Hugging Face,
 # Google API keys, JWTs (header.payload.signature, base64url of '{"...')
 _TOKEN_SHAPES = re.compile(
     r"(?<![A-Za-z0-9_\-])(?:"
     r"sk-[A-Za-z0-9_\-]{8,}"
-    r"|gh[pousr]_[A-Za-z0-9]{16,}"
-    r"|github_pat_[A-Za-z0-9_]{20,}"
-    r"|xox[abposre]-[A-Za-z0-9\-]{8,}"
-    r"|xapp-[A-Za-z0-9\-]{8,}"
+    r"|gh[pousr]_[A-Za-z0-9]{16,}|github_pat_[A-Za-z0-9_]{20,}"
+    r"|xox[abposre]-[A-Za-z0-9\-]{8,}|xapp-[A-Za-z0-9\-]{8,}"
     r"|(?:AKIA|ASIA)[0-9A-Z]{16}"
     r"|hf_[A-Za-z0-9]{20,}"
     r"|AIza[0-9A-Za-z_\-]{30,}"
@@ -135,22 +121,17 @@ def _worth_redacting(value: str) -> bool:
     return not (v.startswith(("/", "~/", "./")) and not any(c.isspace() for c in v))
 
 
-# -- values ---------------------------------------------------------------------------------------
-
 def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[Any] = ()) -> dict[str, str | None]:
     """The values to redact, each with the name its marker shows (None: a plain `[redacted]`):
     the environment's credential-named or credential-shaped variables, and `extra` (plain values,
     or (name, value) pairs), 6 characters or longer and not a file path."""
     env = os.environ if env is None else env
+    pairs = [item if isinstance(item, tuple) else (None, item) for item in extra]
+    pairs += [(name, value) for name, value in sorted(env.items())
+              if isinstance(value, str) and (looks_secret_name(name) or looks_like_credential(value))]
     found: dict[str, str | None] = {}
-    for item in extra:
-        name, value = item if isinstance(item, tuple) else (None, item)
+    for name, value in pairs:
         if isinstance(value, str) and _worth_redacting(value):
-            found.setdefault(value.strip(), name)
-            found.setdefault(value, name)
-    for name, value in sorted(env.items()):
-        if isinstance(value, str) and (looks_secret_name(name) or looks_like_credential(value)) \
-                and _worth_redacting(value):
             found.setdefault(value, name)
             found.setdefault(value.strip(), name)
     return found
@@ -172,28 +153,23 @@ def configured_secrets(model: Any) -> list[tuple[str, str]]:
     config = getattr(model, "config", None)
     if hasattr(config, "model_dump"):
         config = config.model_dump()
-    if isinstance(config, dict):
-        for key, value in config.items():
-            if not isinstance(value, str) or not value:
-                continue
-            if str(key).lower().endswith("_env"):  # names a variable: its value is the secret
-                if os.environ.get(value):
-                    found.append((value, os.environ[value]))
-            elif looks_secret_name(str(key)):
-                found.append((str(key), value))
+    for key, value in config.items() if isinstance(config, dict) else ():
+        if not isinstance(value, str) or not value:
+            continue
+        if str(key).lower().endswith("_env"):  # names a variable: its value is the secret
+            if os.environ.get(value):
+                found.append((value, os.environ[value]))
+        elif looks_secret_name(str(key)):
+            found.append((str(key), value))
     own = getattr(model, "secret_values", None)
     if callable(own):
-        try:
+        with contextlib.suppress(Exception):  # reporting its keys must not end a run
             found += [v if isinstance(v, tuple) else ("api_key", v) for v in own() if v]
-        except Exception:  # reporting its keys must not end a run
-            pass
     litellm = sys.modules.get("litellm")
-    if litellm is not None:
-        for attr in dir(litellm):
-            if attr == "api_key" or attr.endswith("_key"):
-                value = getattr(litellm, attr, None)
-                if isinstance(value, str) and value:
-                    found.append((f"litellm.{attr}", value))
+    for attr in dir(litellm) if litellm is not None else ():
+        value = getattr(litellm, attr, None) if attr == "api_key" or attr.endswith("_key") else None
+        if isinstance(value, str) and value:
+            found.append((f"litellm.{attr}", value))
     return found
 
 
@@ -203,11 +179,10 @@ _MARKER = re.compile(r"\[redacted(?::[^\]\s]{1,100})?\]")
 
 
 class Redactor:
-    """Replaces credentials in every string of a JSON-like object (str, dict, list, tuple,
-    recursively; dict keys stay): the values of `secret_values(env, extra)` in their plain,
-    URL-encoded and JSON-escaped forms, longest first, then credential-shaped text. `env`
-    (default: os.environ) is read again whenever it changed; a value once seen stays redacted
-    after its variable is gone. `add` registers more values (the model's configured key)."""
+    """Replaces credentials in every string of a JSON-like object (dict keys stay): the values of
+    `secret_values(env, extra)` in all their forms (_variants), longest first, then credential-shaped
+    text. `env` (default: os.environ) is read again whenever it changed; a value once seen stays
+    redacted after its variable is gone. `add` registers more (the model's configured key)."""
 
     def __init__(self, env: Mapping[str, str] | None = None, extra: Iterable[Any] = ()):
         self._env = env
@@ -220,11 +195,6 @@ class Redactor:
     def add(self, *values: Any) -> None:
         """More values to redact: plain strings or (name, value) pairs (a configured key)."""
         self._add(secret_values({}, values))
-
-    @property
-    def values(self) -> set[str]:
-        self._refresh()
-        return set(self._values)
 
     def _refresh(self) -> None:
         env = os.environ if self._env is None else self._env
@@ -241,7 +211,7 @@ class Redactor:
         table = dict(self._table)
         for value, name in self._values.items():
             for form in _variants(value):
-                table.setdefault(form, marker(name))
+                table.setdefault(form, f"[redacted:{name}]" if name else REDACTED)
         self._table = sorted(table.items(), key=lambda kv: (-len(kv[0]), kv[0]))
 
     def __call__(self, obj: Any) -> Any:
@@ -260,9 +230,7 @@ class Redactor:
         return obj
 
     def text(self, s: str) -> str:
-        """One string, redacted."""
-        self._refresh()
-        return self._text(s)
+        return self(s)
 
     def _text(self, s: str) -> str:
         if not s:
@@ -299,22 +267,22 @@ def redact_shapes(s: str) -> str:
 
 def _assignment(m: re.Match) -> str:
     name, value = m.group(1), m.group(2)
-    bare = value.strip("\"'")
-    if not looks_secret_name(name) or not _worth_redacting(bare) or _OPEN in bare or REDACTED[:-1] in bare:
+    if not looks_secret_name(name) or _kept(value.strip("\"'")):
         return m.group(0)
     quote_char = value[0] if value[:1] in "\"'" and len(value) > 1 else ""
     return f"{name}={quote_char}{REDACTED}{quote_char}"
 
 
+def _kept(value: str) -> bool:
+    """Too short, a path, or already a marker or a placeholder: left as it is."""
+    return not _worth_redacting(value) or _OPEN in value or REDACTED[:-1] in value
+
+
 def _quoted_setting(m: re.Match) -> str:
-    value = m.group(5)
-    if not _strong_secret_name(m.group(2)) or not _worth_redacting(value) or _OPEN in value \
-            or REDACTED[:-1] in value:
+    if not _strong_secret_name(m.group(2)) or _kept(m.group(5)):
         return m.group(0)
     return f"{m.group(1)}{m.group(2)}{m.group(1)}{m.group(3)}{m.group(4)}{REDACTED}{m.group(4)}"
 
-
-# -- configs --------------------------------------------------------------------------------------
 
 def scrub_config(config: Any) -> Any:
     """A config with credentials removed (not just masked): string values under credential-named

@@ -33,17 +33,18 @@ class ModelError(Exception):
         return f"ModelError(kind={self.kind!r}, message={str(self)!r})"
 
 
-class StopRequested(Exception):
-    """A person asked the run to stop (the TUI's stop); everything is kept and it can be resumed."""
-
-    def __init__(self, reason: str = "stopped"):
-        super().__init__(reason)
-        self.reason = reason
-
-
-class LimitsExceeded(Exception):
-    """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""
+class RunEnded(Exception):
+    """The run ends for a reason that is not an error (finished, a target, a limit, a stop); `reason`
+    is the closing record's stop_reason."""
 
     def __init__(self, reason: str):
         super().__init__(reason)
         self.reason = reason
+
+
+class StopRequested(RunEnded):
+    """A person asked the run to stop (the TUI's stop); everything is kept and it can be resumed."""
+
+
+class LimitsExceeded(RunEnded):
+    """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""

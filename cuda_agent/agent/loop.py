@@ -1,30 +1,15 @@
 """The agent: a short ReAct loop. Each turn the model answers with tool calls, the environment runs
-them in order, the observations go back; every step is written to the trajectory as it happens.
-The run ends by exception (finish, a target, a limit, too many format errors, a model error, ^C),
-and the closing record is written whatever the reason.
+them in order, the observations go back; every step is written to the trajectory as it happens, and
+the closing record whatever ended the run (finish, a target, a limit, format errors, a model error, ^C).
 
-The history is always native-style (assistant `tool_calls`, `tool` messages). A model without
-native tool calling (`native_tools = False`) speaks the text protocol inside its own client
-(text_protocol.py: history rewritten, actions parsed, FormatError raised), so the loop only
-changes the system prompt for it.
-
-Decisions: a malformed call (unknown tool, bad JSON, invalid arguments) still goes through the
-registry, whose error text the model reads after "Format error:"; a turn counts as a format error
-when none of its calls was well-formed (or it had none), and any well-formed call resets the count.
-The approval hook is asked about every well-formed call of a turn before the first one runs (the
-model wrote them all without seeing a result either), so the turn is recorded once, with the
-person's edits in it. Limits are checked before each query, not inside a turn.
-
-Credentials (cuda_agent/secrets.py) never reach the model or the trajectory: every text the loop
-puts into the history for the model (observations, error and rejection texts, a person's messages)
-goes through a Redactor holding the environment's credentials and the model's configured keys
-(`configured_secrets`), which the loop also hands to the environment (its tools redact before
-bounding) and the writer (which redacts every record).
-
-Before each query the history is trimmed to the model's window (context.py) when the model
-reports one; the loop keeps the trimmed list and writes a `trim` record per pass, while the
-trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt
-history and counters and appends to the same trajectory after a `resume` record.
+The history is always native-style; a text-protocol model's client rewrites it (text_protocol.py).
+A malformed call (unknown tool, bad JSON, invalid arguments) still goes to the registry, whose error
+the model reads after "Format error:"; a turn is a format error when none of its calls was
+well-formed. The approval hook sees every well-formed call of a turn before the first one runs, so
+the turn is recorded once, with the person's edits. Every text put into the history goes through a
+Redactor holding the environment's credentials and the model's configured keys (secrets.py), which
+the environment and the writer get too. The history is trimmed to the model's window (context.py);
+the trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt history.
 """
 
 from __future__ import annotations
@@ -39,10 +24,10 @@ from pydantic import BaseModel, ValidationError
 
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
 from cuda_agent.agent.limits import AgentConfig
-from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, StopRequested
+from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import make_header
 from cuda_agent.agent.prompts import system_message, task_message
-from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall
+from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall, assistant_message
 from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
                                 ToolResultRecord, Trim, UserMessage)
@@ -79,14 +64,6 @@ class RunResult:
     unpriced_turns: int
     wall_s: float
     error: str | None = None  # the model's or the harness's error text, when one ended the run
-
-
-class _Stop(Exception):
-    """The run ends for a reason that is not a limit: finished, target_reached, format_errors."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 class Agent:
@@ -128,7 +105,7 @@ class Agent:
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
             while True:
                 self.step()
-        except (_Stop, LimitsExceeded, StopRequested) as e:
+        except RunEnded as e:  # finished, target_reached, format_errors, a limit, a stop
             reason = e.reason
         except ModelError as e:
             reason, error = f"model_error:{e.kind}", str(e)
@@ -147,8 +124,7 @@ class Agent:
         return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall, error)
 
     def step(self) -> None:
-        """One turn: pause or stop if asked, check limits, take any injected messages, query, run the
-        calls, check the target."""
+        """One turn: pause or stop if asked, check limits, take injected messages, query, run the calls."""
         if self.checkpoint:
             self.checkpoint()
         self._check_limits()
@@ -182,13 +158,13 @@ class Agent:
             done, reward = self._execute(call, bad, decision)
             evaluated |= reward is not None
             if done:
-                raise _Stop("finished")
+                raise RunEnded("finished")
         if all(malformed):
             self._format_error()
         else:
             self.format_errors = 0
         if evaluated and self._target_reached():
-            raise _Stop("target_reached")
+            raise RunEnded("target_reached")
 
     def _trim(self) -> None:
         if self.budget is None:
@@ -218,12 +194,12 @@ class Agent:
             observation = f"A person rejected this call: {decision.reason or 'no reason given'}"
             status, seconds, data, done, reward, version = "rejected", 0.0, {}, False, None, None
         else:
-            args = decision.edited_arguments if decision and decision.edited_arguments is not None else call.arguments
-            out = self.env.step(call.name, args)
+            edited = decision.edited_arguments if decision else None
+            out = self.env.step(call.name, call.arguments if edited is None else edited)
             r = out.result
             observation = f"Format error: {r.observation}" if malformed else r.observation
-            status, seconds, data, done, reward = r.status, r.seconds, r.record_data(), out.done, out.reward
-            version = r.version
+            status, seconds, data, version = r.status, r.seconds, r.record_data(), r.version
+            done, reward = out.done, out.reward
         observation = self.redact.text(observation)  # the environment redacted already; this covers the rest
         self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
                                            status=status, seconds=seconds, data=data, format_error=malformed))
@@ -238,34 +214,27 @@ class Agent:
             return True
         try:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
-        except json.JSONDecodeError:
-            return True
-        if not isinstance(args, dict):
-            return True
-        try:
+            if not isinstance(args, dict):
+                return True
             if self.tool_args[call.name] is not None:
                 self.tool_args[call.name].model_validate(args)
-        except ValidationError:
+        except (json.JSONDecodeError, ValidationError):
             return True
         return False
 
     def _record_turn(self, r: ModelResponse, calls: list[ToolCall], decisions: list[Decision | None]) -> None:
-        records, wire = [], []
+        records = []
         for call, d in zip(calls, decisions):
             edited = d is not None and d.approve and d.edited_arguments is not None
             args = d.edited_arguments if edited else call.arguments
             records.append(CallRecord(id=call.id, name=call.name, arguments=args,
                                       original_arguments=call.arguments if edited else None))
-            wire.append({"id": call.id, "type": "function", "function": {"name": call.name, "arguments": args}})
         self.writer.write(ModelTurn(step=self.steps, content=r.content, tool_calls=records,
                                     prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
                                     cost=r.cost, latency_s=r.latency_s,
                                     edited_by_person=any(c.original_arguments is not None for c in records),
                                     injected=bool(r.raw.get("injected"))))
-        message: dict = {"role": "assistant", "content": r.content or (None if wire else "")}
-        if wire:
-            message["tool_calls"] = wire  # the history holds what ran, so results match their calls
-        self.messages.append(message)
+        self.messages.append(assistant_message(r.content, records))
 
     def _account(self, r: ModelResponse) -> None:
         self.tokens += r.usage.prompt_tokens + r.usage.completion_tokens
@@ -277,7 +246,7 @@ class Agent:
     def _format_error(self) -> None:
         self.format_errors += 1
         if self.format_errors >= self.config.max_format_errors:
-            raise _Stop("format_errors")
+            raise RunEnded("format_errors")
 
     def _check_limits(self) -> None:
         c = self.config
@@ -321,10 +290,8 @@ def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, 
               checkpoint: Callable[[], None] | None = None,
               run_id: str | None = None, resume_state: ResumeState | None = None,
               settings_record: dict | None = None) -> RunResult:
-    """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`.
-    `approval` is asked before each well-formed tool call; `inbox` is polled before each query for
-    messages a person typed (recorded as injected); `checkpoint` runs before each turn (it may
-    block while paused, or raise StopRequested). `resume_state` (from resume.resume_run)
-    continues a run: `writer` must append to that run's trajectory; steps continue from it.
-    `settings_record` (cuda_agent.settings.Resolved.record()) goes into the header as it is."""
+    """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`. `approval` is
+    asked before each well-formed call; `inbox` is polled before each query for a person's messages;
+    `checkpoint` runs before each turn (it may block while paused, or raise StopRequested).
+    `resume_state` (resume.resume_run) continues a run whose trajectory `writer` appends to."""
     return Agent(model, env, config, writer, approval, inbox, checkpoint, settings_record).run(run_id, resume_state)

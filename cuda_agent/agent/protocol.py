@@ -37,3 +37,13 @@ class Model(Protocol):
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse: ...
 
     def context_window(self) -> int | None: ...
+
+
+def assistant_message(content: str, calls: list) -> dict:
+    """A turn as the history holds it; `calls` (ToolCall or CallRecord) are the calls as they ran,
+    so every result answers its call."""
+    wire = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
+    message: dict = {"role": "assistant", "content": content or (None if wire else "")}
+    if wire:
+        message["tool_calls"] = wire
+    return message

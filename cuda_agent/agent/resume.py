@@ -1,21 +1,15 @@
 """Continuing a stopped or killed run from its run folder (`optimize --resume RUN_DIR`).
 
 `resume_run` re-opens the workspace (uncommitted work is committed as a snapshot first) and
-rebuilds, from the trajectory, the conversation as the model saw it: the header's opening
-messages, then each turn's assistant message followed by the results of its calls, the
-format-error replies and the typed messages, in order. The counters come back too (steps, tokens,
-cost, unpriced turns, the format-error streak, wall time), so the limits apply to the whole run:
-resume a run that hit --max-steps with a higher one. `run_agent(..., resume_state=state)` then
-appends to the same trajectory: a `resume` record, the records this module made (below), then the
-new turns. A closing record already there stays; the resumed run appends its own at the end.
+rebuilds from the trajectory the conversation as the model saw it and the counters (steps, tokens,
+cost, the format-error streak, wall time), so the limits apply to the whole run: resume a run that
+hit --max-steps with a higher one. The resumed run appends to the same trajectory: a `resume`
+record, the records this module made, then the new turns.
 
-A turn whose calls have no result (the run was killed mid-turn, or calls came after `finish`) is
-answered, not re-run: each such call gets INTERRUPTED as its observation, recorded as a
-tool_result with status "interrupted". Re-running could repeat what already happened: the edit
-may be on disk (applying it again fails), a verify may have committed its version (running it
-again commits a second one). The workspace's git history is the truth for versions: a version
-committed without an evaluation record is recorded now (at the step it was cut off in) and, when
-the model never saw its result, told to it in a note, so no evaluation is lost or repeated.
+A call without a result (killed mid-turn, or after `finish`) is answered with INTERRUPTED, not
+re-run: its edit may be on disk already, its verify may have committed a version. The workspace's
+git history is the truth for versions: one committed without an evaluation record is recorded now
+and, when the model never saw its result, told to it in a note, so nothing is lost or repeated.
 """
 
 from __future__ import annotations
@@ -24,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cuda_agent.agent.protocol import assistant_message
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.settings import ToolSettings
@@ -124,12 +119,7 @@ def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
         state.unpriced += 1
     else:
         state.cost = (state.cost or 0.0) + turn.cost
-    wire = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in turn.tool_calls]
-    message: dict = {"role": "assistant", "content": turn.content or (None if wire else "")}
-    if wire:
-        message["tool_calls"] = wire
-    state.messages.append(message)  # as the loop built it (loop._record_turn)
+    state.messages.append(assistant_message(turn.content, turn.tool_calls))  # as the loop built it
     ran = []
     for c in turn.tool_calls:
         result = results.get((turn.step, c.id))
