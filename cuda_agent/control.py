@@ -1,17 +1,11 @@
 """The control channel between a running agent and whoever watches it (the TUI): files in the
-run folder's `control/`.
-
-- `commands.jsonl`: appended by a client, one command per line (pause, resume, stop, inject a
-  message, approve mode on/off, a decision on a pending tool call);
-- `state.json`: rewritten whole (write, then rename) by the agent: its pid, paused, approve
-  mode, the call waiting for a decision, and whether it is still running;
-- `launch.json`: how the run was started (its settings, or the script), so a client can resume
-  it the same way.
+run folder's `control/`. `commands.jsonl` is appended by a client, one Command per line;
+`state.json` is rewritten whole (write, then rename) by the agent; `launch.json` says how the run
+was started, so a client can resume it the same way.
 
 Files rather than a socket: the agent and the app can each exit and come back (detach,
 re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
-all. This module is low-level like records.py and follow.py: the TUI imports it without the agent
-loop (it needs only the settings' types).
+all. Low-level like records.py: the TUI imports it without the agent loop.
 """
 
 from __future__ import annotations

@@ -24,6 +24,7 @@ allowlisted environment and process handling, without the namespaces).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import resource
@@ -80,12 +81,6 @@ def jail_problem() -> str | None:
     return None
 
 
-def require_jail() -> None:
-    problem = jail_problem()
-    if problem:
-        raise JailUnavailable(problem)
-
-
 def minimal_env(extra: dict[str, str] | None = None, home: str = "/tmp") -> dict[str, str]:
     """The environment a jailed process starts with: the allowlist's values from ours, a PATH of
     system and interpreter folders, HOME and TMPDIR in its private /tmp, plus `extra`."""
@@ -116,9 +111,7 @@ def _interpreter_paths() -> list[Path]:
     paths.update(site.getsitepackages())
     paths.update(p for p in sys.path if p and os.path.isabs(p))
     paths.add(str(Path(__file__).resolve().parent))  # the package itself (an editable install too)
-    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
-        if d and os.path.isabs(d):
-            paths.add(d)
+    paths.update(d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isabs(d))
     cuda_home = _cuda_home()
     if cuda_home:
         paths.add(str(cuda_home))
@@ -127,11 +120,6 @@ def _interpreter_paths() -> list[Path]:
 
 def _covered(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
-
-
-def gpu_devices() -> list[str]:
-    devs = [str(p) for p in sorted(Path("/dev").glob("nvidia*")) if p.exists()]
-    return devs
 
 
 def _limits(address_space: int | None, file_size: int = 256 << 30):
@@ -187,8 +175,9 @@ class Jail:
                 a += ["--ro-bind", str(p), str(p)]
                 roots.append(p)
         if self.gpu:
-            for dev in gpu_devices():
-                a += ["--dev-bind", dev, dev]
+            for dev in sorted(Path("/dev").glob("nvidia*")):
+                if dev.exists():
+                    a += ["--dev-bind", str(dev), str(dev)]
         for p in self.readable:
             a += ["--ro-bind", str(p), str(p)]
         for p in self.writable:
@@ -203,10 +192,10 @@ class Jail:
 
     def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
         """Start `cmd` in the jail, in a process group of its own (so it can be killed whole)."""
-        if self.enabled:
-            require_jail()
-        env = minimal_env(self.env)
-        return subprocess.Popen(self.argv(cmd), env=env, start_new_session=True,
+        problem = jail_problem() if self.enabled else None
+        if problem:
+            raise JailUnavailable(problem)
+        return subprocess.Popen(self.argv(cmd), env=minimal_env(self.env), start_new_session=True,
                                 preexec_fn=_limits(None if self.gpu else self.address_space), **kwargs)
 
 
@@ -229,10 +218,8 @@ def thread_count(pid: int) -> int:
     """Threads of every process in the tree under `pid` (the jail's bwrap), counted from outside."""
     n = 0
     for p in descendants(pid):
-        try:
+        with contextlib.suppress(OSError):
             n += len(os.listdir(f"/proc/{p}/task"))
-        except OSError:
-            continue
     return n
 
 

@@ -1,14 +1,9 @@
 """One task run, from the task to its report: the one path `optimize`, a batch's task process and
-the TUI's agent process take (`python -m cuda_agent.run REQUEST.json` is that process).
-
-    open the run (a new workspace for the task, or the run folder to resume)
-    -> the model (an LLM through litellm, or a scripted one)
-    -> the agent loop (limits, approval, the control channel)
-    -> finalize (re-verify the best version, report.md, the drop-in)
-    -> RunOutcome (typed; its exit code and the `--json` summary)
-
-The caller chooses only what differs: how the trajectory is shown (a live writer), who approves
-tool calls, where evaluations run (a batch's pool) and whether an interrupted run is finalized.
+the TUI's agent process (`python -m cuda_agent.run REQUEST.json`) take. Open the run (a new
+workspace, or the run folder to resume), make the model, run the agent loop, finalize (re-verify
+the best version, report.md, the drop-in) and return a typed RunOutcome. The caller chooses only
+what differs: how the trajectory is shown, who approves tool calls, where evaluations run (a
+batch's pool) and whether an interrupted run is finalized.
 """
 
 from __future__ import annotations
@@ -46,8 +41,7 @@ class RunSpec(BaseModel):
     task: str | None = None  # path/to/file.py[::Class]
     inputs: Path | None = None  # get_inputs()/get_init_inputs() when the task file lacks them
     resume: Path | None = None  # a run folder to continue (its task, eval settings and tools are its own)
-    workspace: Path | None = None  # where the new run's workspace goes (a batch's task folder); default:
-    #                                a new run folder under settings.out
+    workspace: Path | None = None  # the new run's workspace (a batch's task folder); default: under settings.out
     script: Path | None = None  # a scripted model (JSON list of responses) instead of settings.model
 
 
@@ -154,14 +148,12 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
              on_start: Callable[[Path, Model], None] | None = None,
              on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None) -> RunOutcome:
-    """Run the agent on one task and finalize it. `opened` is open_run()'s result when the caller
-    opened it already; `writer(path, model)` makes the trajectory writer (default: a plain one);
-    `remote` is a control channel (agent.remote.RemoteControl); `evaluator_factory(env)` replaces
-    the environment's own evaluators (a batch's pool), `finalize_slot()` is held while the best
-    version is re-verified. `finalize_interrupted=False` leaves a run the batch stopped for its next
-    start; `closed_only_finalize`: a resumed run whose trajectory ends with a closing (stopped
-    while re-verifying) is only finalized. `settings_record` is what the header keeps of the settings
-    (default: their values)."""
+    """Run the agent on one task and finalize it. `opened`: open_run()'s result, when the caller has it;
+    `writer(path, model)` makes the trajectory writer; `remote` is a control channel (RemoteControl);
+    `evaluator_factory(env)` replaces the environment's evaluators (a batch's pool); `finalize_slot()`
+    is held while the best version is re-verified. `finalize_interrupted=False` leaves a run the
+    batch stopped for its next start; `closed_only_finalize`: a resumed run whose trajectory ends
+    with a closing (stopped while re-verifying) is only finalized."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory

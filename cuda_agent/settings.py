@@ -131,15 +131,8 @@ def _environment() -> dict[str, Any]:
 
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
-    out = {}
-    for k, v in d.items():
-        if isinstance(v, dict):
-            v = _drop_none(v)
-            if v:
-                out[k] = v
-        elif v is not None:
-            out[k] = v
-    return out
+    out = {k: _drop_none(v) if isinstance(v, dict) else v for k, v in d.items()}
+    return {k: v for k, v in out.items() if v is not None and v != {}}
 
 
 def _merge(into: dict, data: dict, origins: dict[str, str], layer: str, prefix: str) -> None:

@@ -46,11 +46,9 @@ def _exec_module(path: Path, name: str, source: bytes) -> ModuleType:
     if spec is None or spec.loader is None:
         raise TaskError(f"cannot import {path}")
     module = importlib.util.module_from_spec(spec)
-    # registered so pickling classes and dataclasses inside the task work
-    sys.modules[name] = module
+    sys.modules[name] = module  # registered so pickling classes and dataclasses inside the task work
     try:
-        code = compile(source, str(path), "exec", dont_inherit=True)
-        exec(code, module.__dict__)
+        exec(compile(source, str(path), "exec", dont_inherit=True), module.__dict__)
     except Exception as e:  # the task's own error, reported as such
         sys.modules.pop(name, None)
         raise TaskError(f"importing {path} failed: {type(e).__name__}: {e}") from e
@@ -121,17 +119,12 @@ def seed_everything(seed: int) -> None:
 def source_digest(class_name: str, source: bytes, sidecar: bytes | None = None) -> str:
     """A task's content hash (Task.source_hash): the class name, the file, and the sidecar when
     it supplied get_inputs/get_init_inputs."""
-    digest = hashlib.sha256(class_name.encode())
-    digest.update(source)
-    if sidecar is not None:
-        digest.update(sidecar)
-    return digest.hexdigest()[:16]
+    return hashlib.sha256(class_name.encode() + source + (sidecar or b"")).hexdigest()[:16]
 
 
 def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task",
               expected_hash: str | None = None) -> Task:
     """Load `file.py[::Class]`; inputs from the file, else `inputs`, else the `<file>.inputs.py` sidecar.
-
     Each file is read once: the bytes that run are the bytes hashed. With `expected_hash` (a copy
     the harness made and must not trust blindly) files that cannot give that hash are refused
     before any of their code runs, and the loaded task must have exactly that hash."""
@@ -141,10 +134,8 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
     inputs_path = inputs if inputs is not None else sidecar_path(path)
     side_source = _read(inputs_path) if inputs_path.is_file() else None
     if expected_hash is not None:
-        possible = {source_digest(class_name, source)}
-        if side_source is not None:
-            possible.add(source_digest(class_name, source, side_source))
-        if expected_hash not in possible:
+        # the sidecar counts only when it supplied the inputs: either hash may be the task's
+        if expected_hash not in {source_digest(class_name, source), source_digest(class_name, source, side_source)}:
             raise TaskError(f"{path} is not the task the harness copied (expected hash {expected_hash}); "
                             "nothing was run from it")
     module = _exec_module(path.resolve(), module_name, source)
@@ -152,7 +143,6 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
         classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and _is_module_cls(v))
         hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
         raise TaskError(f"{path} has no class {class_name}{hint}")
-
     fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
     used_sidecar = None
     if any(f is None for f in fns.values()) and side_source is not None:
@@ -164,23 +154,14 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
         raise TaskError(f"inputs file not found: {inputs}")
     missing = [n for n, f in fns.items() if f is None]
     if missing:
-        raise TaskError(
-            f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
-            f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
-            "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`"
-        )
+        raise TaskError(f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
+                        f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
+                        "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`")
     source_hash = source_digest(class_name, source, side_source if used_sidecar is not None else None)
     if expected_hash is not None and source_hash != expected_hash:
         raise TaskError(f"{path} is not the task the harness copied (hash {source_hash}, expected {expected_hash})")
-    return Task(
-        path=path.resolve(),
-        class_name=class_name,
-        module=module,
-        inputs_path=used_sidecar.resolve() if used_sidecar else None,
-        source_hash=source_hash,
-        get_inputs=fns["get_inputs"],
-        get_init_inputs=fns["get_init_inputs"],
-    )
+    return Task(path=path.resolve(), class_name=class_name, module=module, source_hash=source_hash,
+                inputs_path=used_sidecar.resolve() if used_sidecar else None, **fns)
 
 
 def _read(path: Path) -> bytes:

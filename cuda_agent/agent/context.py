@@ -1,18 +1,12 @@
 """Keeping the conversation inside the model's context window.
 
-When the history outgrows its budget, the stalest bulk goes first: old tool outputs (a compile
-log or a verdict from many turns ago), then kernel sources in old edit_file calls (the file on
-disk is the truth and view_file shows it again), oldest first within each kind, and only until
-the history is back under the target. Never touched: the opening messages (system prompt and
-task), the latest `keep_turns` turns (the state the model acts on) and user messages. The shape
-of the conversation stays: a shortened tool message keeps its tool_call_id, an assistant message
-keeps its calls (only the values of source arguments shrink), so every result still answers its
-call. If the untouchable part alone is over budget, what is left is returned as is and the
-provider's context error ends the run (model_error:context_window).
-
-Trimming works on a copy and is idempotent (a shortened message is recognised and left alone).
-The loop keeps the shortened list and records each pass as a `trim` record; the trajectory's
-tool_result and model_turn records keep every full observation and argument.
+When the history outgrows its budget, the stalest bulk goes first: old tool outputs, then kernel
+sources in old edit_file calls (the file on disk is the truth and view_file shows it again), oldest
+first within each kind, only until the history is back under the target. Never touched: the
+opening messages, the latest `keep_turns` turns and user messages. A shortened message keeps its
+tool_call_id or its calls, so every result still answers its call. If the untouchable part alone is
+over budget, the provider's context error ends the run (model_error:context_window). Trimming works
+on a copy and is idempotent; the trajectory keeps every full observation and argument.
 """
 
 from __future__ import annotations

@@ -118,23 +118,12 @@ class LitellmModel:
 
     def _request(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         c = self.config
-        kwargs: dict[str, Any] = {
-            "model": c.model, "messages": messages, "timeout": c.timeout_s,
-            "num_retries": 0, "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
-            "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
-        }
-        if tools:
-            kwargs["tools"] = tools
-        if c.api_base:
-            kwargs["api_base"] = c.api_base
-        if c.temperature is not None:
-            kwargs["temperature"] = c.temperature
-        if c.max_tokens is not None:
-            kwargs["max_tokens"] = c.max_tokens
-        key = self._api_key()
-        if key:
-            kwargs["api_key"] = key
-        return kwargs
+        optional = {"tools": tools, "api_base": c.api_base, "temperature": c.temperature,
+                    "max_tokens": c.max_tokens, "api_key": self._api_key()}
+        return {"model": c.model, "messages": messages, "timeout": c.timeout_s,
+                "num_retries": 0, "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
+                "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
+                **{k: v for k, v in optional.items() if v not in (None, "", [])}}  # temperature 0 stays
 
     def _api_key(self) -> str | None:
         c = self.config
@@ -204,16 +193,12 @@ class LitellmModel:
         except Exception:  # no price for this model (local servers, new names): unknown, not zero
             cost = None
         return ModelResponse(
-            content=message.content or "",
-            tool_calls=calls,
+            content=message.content or "", tool_calls=calls, cost=cost, latency_s=latency_s,
             usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
                         completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
-            cost=cost,
-            latency_s=latency_s,
             model=getattr(response, "model", None) or self.config.model,
             raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
-                 "protocol": "native" if native else "text"},
-        )
+                 "protocol": "native" if native else "text"})
 
 
 def _kind(e: Exception) -> ModelErrorKind:

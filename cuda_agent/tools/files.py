@@ -1,10 +1,8 @@
 """The file tools: view_file, edit_file, list_files, delete_file, rename_file. Every path a tool
-takes must be a plain name (cuda_agent.filenames: letters, digits, `_ - . /`) and goes through the
-workspace's `resolve`, which refuses escapes (`..`, absolute paths, symlinks out, .git) and writes
-to protected files; the refusals come back to the model as observations. Names made some other way
-(the shell) are listed escaped and flagged, and delete_file / rename_file take them exactly as
-list_files shows them, so a bad name can always be undone. How paths are checked is file_paths.py's,
-how text is read, shown and written file_text.py's."""
+takes must be a plain name (cuda_agent.filenames) and goes through the workspace's `resolve`, which
+refuses escapes (`..`, absolute paths, symlinks out, .git) and writes to protected files; refusals
+come back to the model as observations. Names made some other way (the shell) are listed escaped and
+flagged, and delete_file / rename_file take them as list_files shows them, so a bad name can be undone."""
 
 from __future__ import annotations
 
@@ -27,8 +25,6 @@ HIDDEN_DIRS = {".git", ".cuda-agent", "__pycache__", "build", ".pytest_cache", "
 HIDDEN_SUFFIXES = (".o", ".so", ".a", ".pyc", ".cubin", ".fatbin")
 BAD_NAME = "  [name not allowed: rename_file or delete_file it]"
 
-
-# ---- view_file ------------------------------------------------------------------------------
 
 class ViewFile(Tool):
     name = "view_file"
@@ -62,8 +58,6 @@ class ViewFile(Tool):
         return ToolResult(observation=obs, data={"path": a.path, "start_line": a.start_line,
                                                  "end_line": last, "total_lines": total})
 
-
-# ---- edit_file ------------------------------------------------------------------------------
 
 class EditFile(Tool):
     name = "edit_file"
@@ -161,8 +155,6 @@ def _edited(summary: str, text: str, first: int, last: int, data: dict[str, Any]
     return ToolResult(observation=f"{summary}. Now:\n{body}{more}", data=data)
 
 
-# ---- list_files -----------------------------------------------------------------------------
-
 class ListFiles(Tool):
     name = "list_files"
     description = ("List the workspace's files as a tree with their sizes (without .git, build "
@@ -221,8 +213,6 @@ def _walk(folder: Path, depth: int, rows: list[str], prefix: str = "") -> tuple[
             files, size = files + 1, size + n
     return files, size, hidden
 
-
-# ---- delete_file, rename_file -----------------------------------------------------------------
 
 class DeleteFile(Tool):
     name = "delete_file"

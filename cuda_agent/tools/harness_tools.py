@@ -1,9 +1,6 @@
-"""compile, verify and benchmark: the model's way into the harness.
-
-verify and benchmark evaluate the workspace as it is now through the task's Evaluator (fresh
-worker, fresh seeds) and commit the result as a version; a changed protected file is a guard
-violation and nothing runs.
-"""
+"""compile, verify and benchmark: the model's way into the harness. verify and benchmark evaluate
+the workspace as it is now through the task's Evaluator (fresh worker, fresh seeds) and commit the
+result as a version; a changed protected file is a guard violation and nothing runs."""
 
 from __future__ import annotations
 
@@ -28,6 +25,7 @@ class Compile(Tool):
     def execute(self, args: CompileArgs, ctx: ToolContext) -> ToolResult:
         from cuda_agent.kernels.build import build_kernels
         from cuda_agent.kernels.listings import ptx_of, sass_of
+        from cuda_agent.kernels.toolkit import detect_arch
 
         kdir = ctx.workspace.root / "kernels"
         if not any(kdir.glob("*.cu")):
@@ -44,45 +42,16 @@ class Compile(Tool):
             lines.append(f"  {name}: {p.registers} registers, {p.shared_bytes} B shared, {p.stack_bytes} B stack{spill}")
         if r.warnings:
             lines.append(f"warnings:\n{r.warnings}")
-        if args.show != "none":
-            listing = (ptx_of(r, kdir, args.kernel, r_arch(ctx)) if args.show == "ptx"
-                       else sass_of(r, kdir, args.kernel))
-            lines.append(f"{args.show.upper()}:\n{listing}")
+        if args.show == "ptx":
+            lines.append(f"PTX:\n{ptx_of(r, kdir, args.kernel, ctx.eval.arch or detect_arch())}")
+        elif args.show == "sass":
+            lines.append(f"SASS:\n{sass_of(r, kdir, args.kernel)}")
         return ToolResult(observation="\n".join(lines), data={"ok": True, "cached": r.cached,
                                                                "ptxas": {k: v.model_dump() for k, v in r.ptxas.items()}})
 
 
-def r_arch(ctx: ToolContext) -> str:
-    from cuda_agent.kernels.toolkit import detect_arch
-
-    return ctx.eval.arch or detect_arch()
-
-
 class VerifyArgs(BaseModel):
     pass
-
-
-def _evaluate(ctx: ToolContext, timing: bool) -> ToolResult:
-    from cuda_agent.eval.render import verdict_text
-    from cuda_agent.eval.verdict import Finding, Verdict
-
-    changed = ctx.workspace.changed_protected()
-    if changed:
-        verdict = Verdict(status="guard_violation", findings=[Finding(
-            guard="protected_file", message=f"{', '.join(changed)} changed: protected files are read-only; "
-            "they were restored, edit model_new.py and kernels/ only")])
-        ctx.workspace.restore_protected()
-    else:
-        verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=timing)
-    info = ctx.workspace.commit_version(verdict)
-    text = verdict_text(verdict)
-    best = ctx.workspace.best()
-    tail = f"\nversion {info.version} committed ({info.sha[:8]})"
-    if best is not None:
-        timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
-        tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
-    return ToolResult(observation=text + tail, status="ok" if verdict.correct else "error", verdict=verdict,
-                      version=info)
 
 
 class Evaluate(Tool):
@@ -92,7 +61,25 @@ class Evaluate(Tool):
     timing: bool
 
     def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
-        return _evaluate(ctx, timing=self.timing)
+        from cuda_agent.eval.render import verdict_text
+        from cuda_agent.eval.verdict import Finding, Verdict
+
+        changed = ctx.workspace.changed_protected()
+        if changed:
+            verdict = Verdict(status="guard_violation", findings=[Finding(
+                guard="protected_file", message=f"{', '.join(changed)} changed: protected files are read-only; "
+                "they were restored, edit model_new.py and kernels/ only")])
+            ctx.workspace.restore_protected()
+        else:
+            verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=self.timing)
+        info = ctx.workspace.commit_version(verdict)
+        best = ctx.workspace.best()
+        tail = f"\nversion {info.version} committed ({info.sha[:8]})"
+        if best is not None:
+            timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
+            tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
+        return ToolResult(observation=verdict_text(verdict) + tail, status="ok" if verdict.correct else "error",
+                          verdict=verdict, version=info)
 
 
 class Verify(Evaluate):

@@ -12,6 +12,9 @@ from ..records import Evaluation, VersionMetrics
 NONE = "n/a"  # a metric the verdict does not have (no timing for an incorrect version)
 # one `git log` record per commit: fields split by US, records by RS, trailers as git parses them
 LOG_FORMAT = "%H%x1f%ct%x1f%s%x1f%(trailers:only,unfold)%x1e"
+# trailer -> VersionMetrics field, for the timings and speedups
+_TIMES = {"Time-Ms": "time_ms", "Eager-Ms": "eager_ms", "Compile-Ms": "compile_ms",
+          "Speedup-Eager": "speedup_eager", "Speedup-Compile": "speedup_compile"}
 
 
 class VersionInfo(VersionMetrics):
@@ -66,18 +69,9 @@ def metrics_of(verdict: Verdict) -> VersionMetrics:
 def version_message(verdict: Verdict, version: int, note: str = "") -> str:
     """The full commit message: subject, the note as body, then the trailer block (last paragraph)."""
     m = metrics_of(verdict)
-    trailers = {
-        "Status": m.status,
-        "Correct": "yes" if verdict.correct else "no",
-        "Reward": str(m.reward),
-        "Time-Ms": _num(m.time_ms),
-        "Eager-Ms": _num(m.eager_ms),
-        "Compile-Ms": _num(m.compile_ms),
-        "Speedup-Eager": _num(m.speedup_eager),
-        "Speedup-Compile": _num(m.speedup_compile),
-        "Guards": ",".join(_failing_guards(verdict)) or "none",
-        "Version": str(version),
-    }
+    trailers = {"Status": m.status, "Correct": "yes" if verdict.correct else "no", "Reward": str(m.reward),
+                **{key: _num(getattr(m, field)) for key, field in _TIMES.items()},
+                "Guards": ",".join(_failing_guards(verdict)) or "none", "Version": str(version)}
     # git reads trailers from the last paragraph only, so a note cannot pose as a metric
     body = note.strip()
     parts = [subject_line(verdict, version)] + ([body] if body else [])
@@ -96,23 +90,12 @@ def parse_log(text: str) -> list[VersionInfo]:
         tr = parse_trailers(block)
         if "Version" not in tr:
             continue
-        out.append(
-            VersionInfo(
-                sha=sha,
-                version=int(tr["Version"]),
-                status=tr.get("Status", "error"),
-                correct=tr.get("Correct", "no").lower() in ("yes", "true"),
-                reward=int(tr.get("Reward", "-1")),
-                time_ms=_float(tr.get("Time-Ms")),
-                eager_ms=_float(tr.get("Eager-Ms")),
-                compile_ms=_float(tr.get("Compile-Ms")),
-                speedup_eager=_float(tr.get("Speedup-Eager")),
-                speedup_compile=_float(tr.get("Speedup-Compile")),
-                guards=[g for g in tr.get("Guards", "none").split(",") if g and g != "none"],
-                subject=subject,
-                when=datetime.fromtimestamp(int(stamp), tz=timezone.utc),
-            )
-        )
+        out.append(VersionInfo(
+            sha=sha, version=int(tr["Version"]), status=tr.get("Status", "error"), reward=int(tr.get("Reward", "-1")),
+            correct=tr.get("Correct", "no").lower() in ("yes", "true"),
+            **{field: _float(tr.get(key)) for key, field in _TIMES.items()},
+            guards=[g for g in tr.get("Guards", "none").split(",") if g and g != "none"],
+            subject=subject, when=datetime.fromtimestamp(int(stamp), tz=timezone.utc)))
     return out
 
 

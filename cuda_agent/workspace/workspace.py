@@ -50,15 +50,12 @@ class Workspace:
     """One task's workspace; make it with `create`, continue it with `open`."""
 
     def __init__(self, root: Path, repo: git.Repo, record: WorkspaceRecord):
-        self.root = root
-        self.repo = repo
-        self.record = record
+        self.root, self.repo, self.record = root, repo, record
         self.history = History(repo)
 
     @classmethod
-    def create(
-        cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"), path: Path | None = None
-    ) -> Workspace:
+    def create(cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"),
+               path: Path | None = None) -> Workspace:
         """A new workspace for `task`: in a fresh run folder under `runs_dir`, or exactly at `path`."""
         template = Path(template)
         if not template.is_dir():
@@ -66,10 +63,8 @@ class Workspace:
         if path is None:
             owner = enclosing_git_root(Path(runs_dir))
             if owner is not None:
-                raise WorkspaceError(
-                    f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
-                    "(or an explicit workspace path to put it there anyway)"
-                )
+                raise WorkspaceError(f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
+                                     "(or an explicit workspace path to put it there anyway)")
             made = new_run_dir(Path(runs_dir), task.name)
             root = made / "workspace"
         else:
@@ -97,17 +92,10 @@ class Workspace:
             shutil.copyfile(task.inputs_path, root / "model.inputs.py")
         shutil.copyfile(RUNTIME, root / "kernel_runtime.py")
         protected = {name: sha256_file(root / name) for name in PROTECTED if (root / name).is_file()}
-        record = WorkspaceRecord(
-            task=TaskRecord(
-                name=task.name,
-                class_name=task.class_name,
-                source_hash=task.source_hash,
-                path=str(task.path),
-                inputs_path=str(task.inputs_path) if task.inputs_path else None,
-            ),
-            protected={k: v for k, v in protected.items() if v},
-            created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        )
+        task_record = TaskRecord(name=task.name, class_name=task.class_name, source_hash=task.source_hash,
+                                 path=str(task.path), inputs_path=str(task.inputs_path) if task.inputs_path else None)
+        record = WorkspaceRecord(task=task_record, protected={k: v for k, v in protected.items() if v},
+                                 created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (root / META_DIR).mkdir(exist_ok=True)
         (root / RECORD).write_text(record.model_dump_json(indent=2) + "\n")
         repo = init_repo(root)
