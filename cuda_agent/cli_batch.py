@@ -37,11 +37,6 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
 
-def _set_device(resolved) -> str | None:
-    """The device a settings file or CUDA_AGENT_EVAL__DEVICE gives, if any."""
-    return resolved.settings.eval.device if "eval.device" in resolved.origins else None
-
-
 def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     """[the device each task runs on]; the batch joins the cluster once it has a task to run, and runs
     as many at once as the cluster has room for unless -j says otherwise."""
@@ -101,6 +96,7 @@ def batch_command(
     130 stopped by Ctrl-C (run the same command again to resume)."""
     from rich.console import Console
 
+    from cuda_agent.batch.render import headline
     from cuda_agent.batch.session import BatchError, BatchSettings, run_batch
     from cuda_agent.batch.tasks import TaskDirError, discover
 
@@ -117,9 +113,8 @@ def batch_command(
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
-        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell,
-        eval=eval_flags(no_compile, no_sandbox, **_eval_config(eval_config))),
-        detect_device=False)  # each task's device is the pool's
+        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
+        no_sandbox=no_sandbox, **_eval_config(eval_config)), detect_device=False)  # each task's device is the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
     try:
@@ -139,10 +134,12 @@ def batch_command(
         if owner is not None:
             fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
                   "pass --out DIR outside it")
+    if not device and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE
+        device = resolved.settings.eval.device
     if ray:
         from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
 
-        devices = _ray_devices(gpus, device or _set_device(resolved))
+        devices = _ray_devices(gpus, device)
         try:  # before any work: ray missing or the address unreachable is one line now
             import_ray()
             check_address(ray)
@@ -151,7 +148,7 @@ def batch_command(
         # paths the task processes get must not depend on this process's folder: they run elsewhere
         entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
     else:
-        devices = _devices(gpus, device or _set_device(resolved))
+        devices = _devices(gpus, device)
     wall = resolved.settings.limits.max_wall_s
     timeout = task_timeout if task_timeout is not None else (wall + 1800 if wall else None)
     settings = BatchSettings(
@@ -169,12 +166,7 @@ def batch_command(
             from cuda_agent.pool.ray_cluster import disconnect
 
             disconnect()
-    m = summary.overall
-    pct = lambda v: "n/a" if v is None else f"{100 * v:.1f}%"  # noqa: E731
-    x = lambda v: "n/a" if v is None else f"{v:.3f}x"  # noqa: E731
-    Console().print(f"{summary.finished}/{summary.tasks_selected} tasks finished: correct {pct(m.correctness_rate)}, "
-                    f"faster than compile {pct(m.faster_than_compile_rate)}, geomean vs compile "
-                    f"{x(m.geomean_speedup_compile)} (failures = 1.0); {out / 'summary.md'}", highlight=False)
+    Console().print(f"{headline(summary)}; {out / 'summary.md'}", highlight=False)
     if stopped:
         console.print("stopped: run the same command again to resume", highlight=False)
         raise typer.Exit(130)

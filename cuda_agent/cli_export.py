@@ -8,6 +8,8 @@ from typing import List, Optional
 
 import typer
 
+from cuda_agent.cli_settings import fail
+
 
 def export_command(
     runs: List[Path] = typer.Argument(..., help="Run folders, batch folders or folders of runs (searched for trajectory.jsonl)."),
@@ -23,22 +25,18 @@ def export_command(
 
     from cuda_agent.train.export import export
 
-    console = Console(stderr=True)
     if fmt not in ("sft", "rft", "verl"):
-        console.print(f"[red]error[/]: --format {fmt!r}: use sft, rft or verl", highlight=False)
-        raise typer.Exit(2)
+        fail(f"--format {fmt!r}: use sft, rft or verl")
     if fmt == "rft" and min_reward is None:
         min_reward = 2  # RFT keeps good trajectories: faster than eager at least
     try:
         report = export(runs, fmt, out, min_reward=min_reward, drop_marked=drop_marked, drop_trimmed=drop_trimmed,
                         include_unfinished=include_unfinished)
     except FileNotFoundError as e:
-        console.print(f"[red]error[/]: {e}", highlight=False)
-        raise typer.Exit(2)
+        fail(str(e))
     except ImportError:
-        console.print("[red]error[/]: --format verl writes parquet: pip install 'cuda-agent[train]' (pyarrow)",
-                      highlight=False)
-        raise typer.Exit(2)
+        fail("--format verl writes parquet: pip install 'cuda-agent[train]' (pyarrow)")
+    console = Console(stderr=True)
     for line in report.lines():
         console.print(line, highlight=False)
     console.print(f"wrote {out}", highlight=False)

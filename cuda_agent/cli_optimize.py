@@ -1,15 +1,13 @@
-"""`cuda-agent optimize TASK`: run the agent on one task, headless or in the terminal app.
+"""`cuda-agent optimize TASK`: run the agent on one task, headless or in the terminal app, into a
+run folder (`workspace/`: git history of every evaluated version, `best` branch; `trajectory.jsonl`:
+every turn, tool result and evaluation, flushed as it happens). The run is cuda_agent/run.py's;
+this turns flags into settings (cuda_agent/settings.py) and prints the outcome.
 
-Writes a run folder: `workspace/` (git history of every evaluated version, `best` branch) and
-`trajectory.jsonl` (every turn, tool result and evaluation, flushed as it happens). The run itself
-is cuda_agent/run.py's; this module turns flags into settings (cuda_agent/settings.py: flags over
-CUDA_AGENT_* over ./cuda-agent.toml over the user's file) and prints the outcome.
-
-`cuda-agent optimize --resume RUN_DIR` continues a stopped or killed run in the same workspace and
-trajectory (agent/resume.py). The model and the limits come from the settings given now, and the
-limits count the whole run (resume a run stopped at 50 steps with --max-steps 80); the task, the
-evaluation settings and the tools come from the run itself (--device may move it). With --script,
-the script is the whole session: the turns already taken are skipped.
+`--resume RUN_DIR` continues a stopped or killed run in the same workspace and trajectory
+(agent/resume.py). The model and the limits come from the settings given now, the limits counting
+the whole run (resume a run stopped at 50 steps with --max-steps 80); the task, the evaluation
+settings and the tools come from the run (--device may move it). With --script, the script is the
+whole session: the turns already taken are skipped.
 """
 
 from __future__ import annotations
@@ -21,8 +19,7 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, resolve_or_exit,
-                                     run_flags)
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit, run_flags)
 
 
 def optimize_command(
@@ -63,8 +60,8 @@ def optimize_command(
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
-        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell,
-        eval=eval_flags(no_compile, no_sandbox, device=device)))
+        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
+        no_sandbox=no_sandbox, device=device))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

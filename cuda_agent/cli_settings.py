@@ -29,12 +29,12 @@ def eval_flags(no_compile: bool = False, no_sandbox: bool = False, **given: Any)
 
 def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None, max_cost: float | None,
               max_tokens: int | None, max_wall: float | None, target_speedup: float | None, allow_shell: bool,
-              eval: dict[str, Any], out: Path | None = None) -> dict[str, Any]:
-    """The settings the flags optimize and batch share give (see the options below)."""
+              no_compile: bool, no_sandbox: bool, out: Path | None = None, **eval: Any) -> dict[str, Any]:
+    """The settings the flags optimize and batch share give (see the options below); `eval`: more of `[eval]`."""
     return {"model": model, "api_base": api_base, "out": out,
             "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens,
                        "max_wall_s": max_wall, "target_speedup": target_speedup},
-            "eval": eval, "tools": {"allow_shell": True if allow_shell else None}}
+            "eval": eval_flags(no_compile, no_sandbox, **eval), "tools": {"allow_shell": True if allow_shell else None}}
 
 
 def resolve_or_exit(flags: dict[str, Any], *, detect_device: bool = True):

@@ -10,6 +10,8 @@ from typing import Optional
 
 import typer
 
+from cuda_agent.cli_settings import fail
+
 train_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Fine-tune a model on exported runs: sft (TRL) or ppo (verl).")
 
@@ -36,13 +38,8 @@ def sft_command(
 ) -> None:
     """Fine-tune on what the model wrote in exported runs (turns with weight 0 are context only) with TRL's SFTTrainer."""
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(stderr=True)
-
-    def fail(message: str) -> None:
-        console.print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
 
     if long not in ("truncate", "skip"):
         fail(f"--long {long!r}: use truncate or skip")
@@ -69,18 +66,17 @@ def sft_command(
                            tool_format=tool_format, seed=seed, gradient_checkpointing=checkpointing,
                            overwrite=overwrite)
 
-    def announce(report) -> None:
-        for line in report.lines():
+    def say(lines: list[str]) -> None:
+        for line in lines:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     try:
-        result = train_sft(data, settings, announce=announce)
+        result = train_sft(data, settings, announce=lambda report: say(report.lines()))
     except (NothingToTrain, ModelLoadError) as e:
         fail(str(e))
     if result.max_length < max_length:
         console.print(f"max_length capped at {result.max_length}: the model has no more positions", highlight=False)
-    for line in result.lines():
-        console.print(line, highlight=False, markup=False, soft_wrap=True)
+    say(result.lines())
 
 
 # -- ppo ---------------------------------------------------------------------------------
@@ -99,14 +95,8 @@ def ppo_command(
     import subprocess
 
     from rich.console import Console
-    from rich.markup import escape
 
     console = Console(stderr=True)
-
-    def fail(message: str) -> None:
-        console.print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
-        raise typer.Exit(2)
-
     if importlib.util.find_spec("verl") is None:
         fail("train ppo needs verl: pip install 'cuda-agent[train]'")
     from cuda_agent.train.ppo_config import PPOConfigError, load_config
@@ -117,10 +107,8 @@ def ppo_command(
         run = write_run(cfg, out if out is not None else config.parent / f"{config.stem}-verl")
     except PPOConfigError as e:
         fail(str(e))
-    for f in run.files:
-        console.print(escape(f"wrote {f}"), highlight=False, soft_wrap=True)
-    for note in run.notes:
-        console.print(escape(note), highlight=False, soft_wrap=True)
+    for line in [f"wrote {f}" for f in run.files] + run.notes:
+        console.print(line, highlight=False, markup=False, soft_wrap=True)
     typer.echo(run.command_line())
     if dry_run:
         return

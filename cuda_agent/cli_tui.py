@@ -8,6 +8,8 @@ from typing import Optional
 
 import typer
 
+from cuda_agent.cli_settings import fail, resolve_or_exit
+
 
 def tui_command(
     run_dir: Path = typer.Argument(..., help="A run folder (what optimize wrote: workspace/, trajectory.jsonl)."),
@@ -17,25 +19,16 @@ def tui_command(
 ) -> None:
     """Keys: p pause/resume, a approve mode, m message the model, s stop, r resume, f profile,
     x diff base, y copy the workspace path, q quit (detach or stop); ctrl+p lists them all."""
-    from rich.console import Console
-
     if not (run_dir / "trajectory.jsonl").is_file():
-        Console(stderr=True).print(f"[red]error[/]: {run_dir} is not a run folder (no trajectory.jsonl); give the "
-                                   "folder `cuda-agent optimize` printed", highlight=False)
-        raise typer.Exit(2)
+        fail(f"{run_dir} is not a run folder (no trajectory.jsonl); give the folder `cuda-agent optimize` printed")
     if model and script:
-        Console(stderr=True).print("[red]error[/]: give --model or --script for resuming, not both", highlight=False)
-        raise typer.Exit(2)
+        fail("give --model or --script for resuming, not both")
     try:
         from cuda_agent.tui.app import RunApp
     except ImportError:
-        Console(stderr=True).print("[red]error[/]: the app needs Textual: pip install 'cuda-agent[tui]'",
-                                   highlight=False)
-        raise typer.Exit(2)
+        fail("the app needs Textual: pip install 'cuda-agent[tui]'")
     resume_with = None
     if model or script:  # the settings here, with the model given now
-        from cuda_agent.cli_settings import resolve_or_exit
-
         settings = resolve_or_exit({"model": model, "api_base": api_base}, detect_device=False).settings
         resume_with = (settings, str(script.resolve()) if script else None)
     RunApp(run_dir.resolve(), resume_with=resume_with).run()

@@ -1,11 +1,7 @@
-"""`cuda-agent doctor`: what this machine has for building, timing and profiling kernels.
-
-The report: the checks (doctor_checks.py) run on the facts (doctor_facts.py), one line each.
-
-Each check runs on its own: an exception in one becomes that check's failure, so a broken
-driver or toolkit still gets a full report. torch and pynvml are imported inside the checks,
-so importing this module (and so `cuda-agent --help`) stays fast.
-"""
+"""`cuda-agent doctor`: what this machine has for building, timing and profiling kernels, one
+line per check (doctor_checks.py) run on the facts (doctor_facts.py). An exception in a check
+becomes that check's failure, so a broken driver or toolkit still gets a full report; torch and
+pynvml are imported inside the checks, so importing this (and `cuda-agent --help`) stays fast."""
 
 from __future__ import annotations
 

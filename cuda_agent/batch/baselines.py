@@ -29,13 +29,7 @@ def one_device_per_type(devices: list[str]) -> dict[str, str]:
     """GPU name -> the first listed device of that type (cpu -> cpu)."""
     out: dict[str, str] = {}
     for d in devices:
-        if d.startswith("cuda"):
-            import torch
-
-            name = torch.cuda.get_device_name(d)
-        else:
-            name = "cpu"
-        out.setdefault(name, d)
+        out.setdefault(_device_name(d), d)
     return out
 
 
@@ -45,8 +39,7 @@ def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
     from cuda_agent.task import load_task
 
     cfg = cfg.model_copy(update={"device": device})
-    name = "cpu" if device == "cpu" else _gpu_name(device)
-    out = BaselineResult(task_id=entry.id, device=device, device_name=name)
+    out = BaselineResult(task_id=entry.id, device=device, device_name=_device_name(device))
     try:
         task = load_task(str(entry.path), module_name="cuda_agent_task_baseline")
         with Evaluator(task, cfg, warm=False) as ev:
@@ -65,7 +58,9 @@ def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
     return out
 
 
-def _gpu_name(device: str) -> str:
+def _device_name(device: str) -> str:
+    if not device.startswith("cuda"):
+        return "cpu"
     import torch
 
     return torch.cuda.get_device_name(device)

@@ -40,27 +40,22 @@ def plan(entries: list[TaskEntry], rows: dict[str, TaskRow], layout: Layout, *, 
          retry_failed: bool = False, resumable: bool = True) -> list[Planned]:
     """`redo` starts every task anew (its old run folder is removed); `retry_failed` runs crashed
     and hung tasks again (resuming their folders); `resumable=False` (eval-only) never resumes."""
-    out = []
-    for e in entries:
-        row = rows.get(e.id)
-        run_dir = layout.run_dir(e.id)
-        if redo:
-            shutil.rmtree(run_dir, ignore_errors=True)
-            layout.log(e.id, "result.json").unlink(missing_ok=True)
-            out.append(Planned(entry=e, action="new"))
-            continue
-        if row is not None and row.outcome in FINAL and not (retry_failed and row.outcome in ("crashed", "hung")):
-            out.append(Planned(entry=e, action="skip", row=row))
-            continue
-        written = _written_row(layout.log(e.id, "result.json"))
-        if row is None and written is not None and written.outcome in FINAL:
-            out.append(Planned(entry=e, action="adopt", row=written))
-        elif resumable and _has_header(run_dir / "trajectory.jsonl"):
-            out.append(Planned(entry=e, action="resume"))
-        else:  # nothing to continue from (killed before its first record): start over
-            shutil.rmtree(run_dir, ignore_errors=True)
-            out.append(Planned(entry=e, action="new"))
-    return out
+    return [_plan_one(e, rows.get(e.id), layout, redo, retry_failed, resumable) for e in entries]
+
+
+def _plan_one(e: TaskEntry, row: TaskRow | None, layout: Layout, redo: bool, retry_failed: bool,
+              resumable: bool) -> Planned:
+    run_dir, result = layout.run_dir(e.id), layout.log(e.id, "result.json")
+    if redo:
+        result.unlink(missing_ok=True)
+    elif row is not None and row.outcome in FINAL and not (retry_failed and row.outcome in ("crashed", "hung")):
+        return Planned(entry=e, action="skip", row=row)
+    elif row is None and (written := _written_row(result)) is not None and written.outcome in FINAL:
+        return Planned(entry=e, action="adopt", row=written)
+    elif resumable and _has_header(run_dir / "trajectory.jsonl"):
+        return Planned(entry=e, action="resume")
+    shutil.rmtree(run_dir, ignore_errors=True)  # redo, or nothing to continue from (killed before its first record)
+    return Planned(entry=e, action="new")
 
 
 def _written_row(path: Path) -> TaskRow | None:

@@ -79,8 +79,8 @@ class _Running:
 
 
 class RayRunner(Runner):
-    """Runner's interface and admission (run(jobs), on_start, on_end, admit), on a Ray cluster the
-    batch has joined; its own start, end and stop."""
+    """Runner's loop and admission, on a Ray cluster the batch has joined; its own start, wait, end
+    and signals."""
 
     def __init__(self, pool, concurrency: int, task_timeout: float | None, **kw):
         super().__init__(pool, concurrency, task_timeout, **kw)
@@ -88,23 +88,27 @@ class RayRunner(Runner):
         # two threads: `interrupt` must get through while `run` waits for the task's process
         self.host = self.ray.remote(max_concurrency=2, max_restarts=0)(TaskHost)
 
-    def run(self, jobs) -> None:
-        try:
-            while jobs or self.running:
-                self._fill(jobs)
-                ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
-                for r in [r for r in self.running if r.ref in ready]:
-                    self._end(r)
-        except KeyboardInterrupt:
-            self._stop_all()
-            raise
-
     def _start(self, job: TaskJob) -> None:
         job.device = self.pool.place()
         actor = self.host.options(**self.pool.task_resources()).remote()
         self.running.append(_Running(job, actor, actor.run.remote(job.model_dump_json(), self.task_timeout)))
         if self.on_start:
             self.on_start(job)
+
+    def _reap(self, enforce_timeout: bool = False) -> None:
+        """End the tasks whose run returned (the timeout is enforced on the node)."""
+        ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
+        for r in [r for r in self.running if r.ref in ready]:
+            self._end(r)
+
+    def _signal(self, r: _Running, force: bool) -> None:
+        if not force:
+            r.actor.interrupt.remote()
+            return
+        try:  # kill the task's process group first: killing the actor alone would orphan it
+            self.ray.get(r.actor.interrupt.remote(force=True), timeout=CONTROL_TIMEOUT_S)
+        except self.ray.exceptions.RayError:
+            pass
 
     def _end(self, r: _Running, row: TaskRow | None = None) -> None:
         self.running.remove(r)
@@ -129,21 +133,3 @@ class RayRunner(Runner):
             row = read_result(r.job)
         row.wall_s = row.wall_s or done["wall_s"]
         return row
-
-    def _stop_all(self) -> None:
-        for r in self.running:
-            r.actor.interrupt.remote()
-        deadline = time.monotonic() + self.grace_s
-        try:
-            while self.running and time.monotonic() < deadline:
-                ready, _ = self.ray.wait([r.ref for r in self.running], num_returns=1, timeout=POLL_S)
-                for r in [r for r in self.running if r.ref in ready]:
-                    self._end(r)
-        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
-            pass
-        for r in list(self.running):
-            try:  # kill the task's process group first: killing the actor alone would orphan it
-                self.ray.get(r.actor.interrupt.remote(force=True), timeout=CONTROL_TIMEOUT_S)
-            except self.ray.exceptions.RayError:
-                pass
-            self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))

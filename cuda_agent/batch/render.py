@@ -39,6 +39,12 @@ def _x(v: float | None) -> str:
     return "n/a" if v is None else f"{v:.3f}x"
 
 
+def headline(s: Summary) -> str:
+    m = s.overall
+    return (f"{s.finished}/{s.tasks_selected} tasks finished: correct {_pct(m.correctness_rate)}, faster than compile "
+            f"{_pct(m.faster_than_compile_rate)}, geomean vs compile {_x(m.geomean_speedup_compile)} (failures = 1.0)")
+
+
 def columns(s: Summary) -> list[tuple[str, Metrics]]:
     return [("all", s.overall), *s.levels.items()]
 

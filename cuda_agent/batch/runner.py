@@ -47,21 +47,13 @@ class Runner:
         try:
             while jobs or self.running:
                 self._fill(jobs)
-                for r in list(self.running):
-                    if r.proc.poll() is not None:
-                        self._end(r, None)
-                    elif self.task_timeout and time.monotonic() - r.started > self.task_timeout:
-                        kill_group(r.proc.pid, signal.SIGKILL)
-                        r.proc.wait()
-                        self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
-                                                              "and was killed; see its log"))
-                time.sleep(POLL_S)
+                self._reap(enforce_timeout=True)
         except KeyboardInterrupt:
             self._stop_all()
             raise
 
     def _fill(self, jobs: deque) -> None:
-        """Start jobs while there is room and `admit` lets them (RayRunner shares this)."""
+        """Start jobs while there is room and `admit` lets them."""
         while jobs and len(self.running) < self.concurrency:
             job = jobs.popleft()
             if self.admit is not None and not self.admit(job):
@@ -76,7 +68,24 @@ class Runner:
         if self.on_start:
             self.on_start(job)
 
-    def _end(self, r: _Running, row: TaskRow | None) -> None:
+    def _reap(self, enforce_timeout: bool = False) -> None:
+        """End the tasks whose process exited (and, enforcing the timeout, those that ran past it); wait a poll."""
+        for r in list(self.running):
+            if r.proc.poll() is not None:
+                self._end(r)
+            elif enforce_timeout and self.task_timeout and time.monotonic() - r.started > self.task_timeout:
+                self._signal(r, force=True)
+                self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
+                                                      "and was killed; see its log"))
+        time.sleep(POLL_S)
+
+    def _signal(self, r: _Running, force: bool) -> None:
+        """SIGINT the task's process group (it closes its run and writes its row); with `force`, kill it."""
+        kill_group(r.proc.pid, signal.SIGKILL if force else signal.SIGINT)
+        if force:
+            r.proc.wait()
+
+    def _end(self, r: _Running, row: TaskRow | None = None) -> None:
         self.running.remove(r)
         r.log.close()
         self.pool.release(r.job.device)
@@ -88,19 +97,15 @@ class Runner:
 
     def _stop_all(self) -> None:
         for r in self.running:
-            kill_group(r.proc.pid, signal.SIGINT)
+            self._signal(r, force=False)
         deadline = time.monotonic() + self.grace_s
         try:
             while self.running and time.monotonic() < deadline:
-                for r in list(self.running):
-                    if r.proc.poll() is not None:
-                        self._end(r, None)
-                time.sleep(POLL_S)
+                self._reap()
         except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
             pass
         for r in list(self.running):
-            kill_group(r.proc.pid, signal.SIGKILL)
-            r.proc.wait()
+            self._signal(r, force=True)
             self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))
 
 

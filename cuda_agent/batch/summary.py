@@ -17,6 +17,7 @@ Unfinished tasks (interrupted, not run yet) are counted as pending and left out 
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Iterable
 
 from pydantic import BaseModel
@@ -66,10 +67,7 @@ def metrics(rows: Iterable[TaskRow]) -> Metrics:
     n = len(rows)
     correct = [r for r in rows if r.correct]
     rate = (lambda k: k / n) if n else (lambda k: None)
-    failures: dict[str, int] = {}
-    for r in rows:
-        if r.outcome != "done":
-            failures[r.outcome] = failures.get(r.outcome, 0) + 1
+    failures = dict(Counter(r.outcome for r in rows if r.outcome != "done"))
     eager = [r.speedup_eager for r in correct]
     comp = [r.speedup_compile for r in correct]
     has_compile = any(s is not None for s in comp)
@@ -102,7 +100,7 @@ def summarize(rows: dict[str, TaskRow], selected: list[str], levels: dict[str, s
 
 
 def _above(speedups: list[float | None], p: float) -> int:
-    return sum(1 for s in speedups if s is not None and s > p)
+    return sum(s is not None and s > p for s in speedups)
 
 
 def _geomean(xs: list[float]) -> float | None:

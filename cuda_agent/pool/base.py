@@ -1,13 +1,9 @@
 """What a pool is. It has two sides, because a batch runs each task in a process of its own:
-
-- the scheduler side (the batch process): `place()` picks the device a task runs on, `release()`
-  gives it back;
+- the scheduler side (the batch process): `place()` picks a task's device, `release()` gives it back;
 - the evaluator side (the task's process, rebuilt there from the PoolSpec): `evaluator(task, cfg)`
-  returns something with the harness's Evaluator interface, and `slot(device)` holds one of the
-  device's evaluation slots (re-verification at the end of a run takes one too).
-
-The harness never imports this package (DESIGN: eval/ imports no pool/, ray or git).
-"""
+  has the harness's Evaluator interface, and `slot(device)` holds one of the device's evaluation
+  slots (re-verification at the end of a run takes one too).
+The harness never imports this package (DESIGN: eval/ imports no pool/, ray or git)."""
 
 from __future__ import annotations
 
@@ -48,11 +44,35 @@ class EvaluatorPool(ABC):
     def release(self, device: str) -> None:
         """A task placed on `device` ended."""
 
-    @abstractmethod
     def evaluator(self, task, cfg, warm: bool = True) -> EvaluatorLike:
         """An evaluator for `task` with `cfg` (whose device is the placed one), evaluator side;
         `warm` keeps the next worker process started (worth it when more than one evaluation comes)."""
+        return SlotEvaluator(self, task, cfg, warm)
 
     @abstractmethod
     def slot(self, device: str) -> AbstractContextManager:
         """Hold one evaluation slot of `device` for the duration of a with-block."""
+
+
+class SlotEvaluator:
+    """The harness Evaluator behind a device slot of the pool: made lazily, and each evaluation holds a slot."""
+
+    def __init__(self, pool: EvaluatorPool, task, cfg, warm: bool = True):
+        self.pool, self.task, self.cfg, self.warm = pool, task, cfg, warm
+        self._inner = None
+
+    def _evaluator(self):
+        if self._inner is None:
+            from cuda_agent.eval.evaluator import Evaluator
+
+            self._inner = Evaluator(self.task, self.cfg, warm=self.warm)  # builds the reference on the device
+        return self._inner
+
+    def evaluate(self, candidate_dir: Path, *, timing: bool = True):
+        with self.pool.slot(self.cfg.device):
+            return self._evaluator().evaluate(candidate_dir, timing=timing)
+
+    def close(self) -> None:
+        if self._inner is not None:
+            self._inner.close()
+            self._inner = None

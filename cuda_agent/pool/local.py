@@ -12,30 +12,6 @@ from .base import EvaluatorPool
 from .slots import hold_slot
 
 
-class SlotEvaluator:
-    """The harness Evaluator behind a device slot: made lazily, and each evaluation holds a slot."""
-
-    def __init__(self, pool: LocalPool, task, cfg, warm: bool = True):
-        self.pool, self.task, self.cfg, self.warm = pool, task, cfg, warm
-        self._inner = None
-
-    def _evaluator(self):
-        if self._inner is None:
-            from cuda_agent.eval.evaluator import Evaluator
-
-            self._inner = Evaluator(self.task, self.cfg, warm=self.warm)  # builds the reference on the device
-        return self._inner
-
-    def evaluate(self, candidate_dir: Path, *, timing: bool = True):
-        with self.pool.slot(self.cfg.device):
-            return self._evaluator().evaluate(candidate_dir, timing=timing)
-
-    def close(self) -> None:
-        if self._inner is not None:
-            self._inner.close()
-            self._inner = None
-
-
 class LocalPool(EvaluatorPool):
     def __init__(self, spec):
         super().__init__(spec)
@@ -51,9 +27,6 @@ class LocalPool(EvaluatorPool):
     def release(self, device: str) -> None:
         with self._lock:
             self._load[device] = max(0, self._load.get(device, 0) - 1)
-
-    def evaluator(self, task, cfg, warm: bool = True) -> SlotEvaluator:
-        return SlotEvaluator(self, task, cfg, warm)
 
     def slot(self, device: str):
         return hold_slot(Path(self.spec.lock_dir), device, self.spec.slots_per_device)

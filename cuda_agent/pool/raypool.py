@@ -13,7 +13,6 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 from .base import EvaluatorPool
-from .local import SlotEvaluator
 
 
 class RayPool(EvaluatorPool):
@@ -22,9 +21,6 @@ class RayPool(EvaluatorPool):
 
     def release(self, device: str) -> None:
         pass
-
-    def evaluator(self, task, cfg, warm: bool = True) -> SlotEvaluator:
-        return SlotEvaluator(self, task, cfg, warm)
 
     def slot(self, device: str):
         return nullcontext()  # the task's share of the GPU is its slot

@@ -1,11 +1,9 @@
 """Where the candidate sits on the roofline: the task's FLOPs and the fewest bytes it must move,
-against the GPU's peaks, give a time floor; the measured kernel time is compared with it.
-
-FLOPs come from one reference forward under torch's FlopCounterMode, on the meta device where it
-can (no memory, no GPU, no time), else on the CPU; it counts matmul, conv and attention, not
-elementwise work, so an elementwise task has 0 FLOPs and a memory floor only. The minimum bytes
-are every input, output, parameter and buffer read or written once.
-"""
+against the GPU's peaks, give a time floor to compare the measured kernel time with. FLOPs come
+from one reference forward under torch's FlopCounterMode, on the meta device where it can (no
+memory, GPU or time), else on the CPU; it counts matmul, conv and attention, not elementwise work
+(an elementwise task has a memory floor only). The fewest bytes: every input, output, parameter
+and buffer once."""
 
 from __future__ import annotations
 

@@ -103,11 +103,10 @@ def _paths_named(values: list[str], cwd: Path) -> list[Path]:
     """Existing absolute paths among `values` (files as their folder), plus cwd; none twice."""
     found: list[Path] = [cwd]
     for v in values:
-        for part in str(v).split("::")[:1]:
-            p = Path(part)
-            if p.is_absolute() and p.exists():
-                p = p.resolve()
-                found.append(p if p.is_dir() else p.parent)
+        p = Path(str(v).split("::")[0])
+        if p.is_absolute() and p.exists():
+            p = p.resolve()
+            found.append(p if p.is_dir() else p.parent)
     out: list[Path] = []
     for p in sorted(set(found), key=lambda q: len(q.parts)):
         if not any(q == p or q in p.parents for q in out):

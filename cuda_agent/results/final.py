@@ -1,10 +1,8 @@
 """The result of a run: the best correct version, re-verified at the end with more input sets than
-the run used, by a fresh Evaluator built from the workspace's first commit.
-
-A version that passed during the run but fails now is not a result: the next best correct version
-(different files, not just a later commit of the same ones) is tried, up to `tries` versions.
-Versions are read from git (never the work tree, which the model may have left half-edited).
-"""
+the run used, by a fresh Evaluator built from the workspace's first commit. A version that fails
+now is not a result: the next best correct version (different files, not just a later commit of
+the same ones) is tried, up to `tries` of them. Versions are read from git, never from the work
+tree (which the model may have left half-edited)."""
 
 from __future__ import annotations
 
@@ -155,9 +153,8 @@ def verified_task(ev: Evaluator) -> VerifiedTask:
     desc = ev.ref.describe()
     sample = ev.task.draw_inputs(0, ev.device)
     names = _arg_names(ev.task.model_cls, len(sample))
-    inputs = []
-    for name, d, x in zip(names, desc["inputs"], sample):
-        inputs.append({"name": name, **d, **({"contiguous": x.is_contiguous()} if isinstance(x, torch.Tensor) else {})})
+    inputs = [{"name": name, **d, **({"contiguous": x.is_contiguous()} if isinstance(x, torch.Tensor) else {})}
+              for name, d, x in zip(names, desc["inputs"], sample)]
     params = {k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
               for k, v in ev.ref.state_dict.items()}
     return VerifiedTask(path=desc["path"], class_name=desc["class"], hash=desc["hash"], name=ev.task.name,

@@ -1,10 +1,7 @@
 """report.md for one run: task, model, stop reason, every version in a table (the best marked),
-the re-verification, cost and tokens, wall time, and speedup.png (speedup over versions).
-
-Read from what the run left behind (the workspace's git history and the trajectory), so it can be
-written again later for any run folder. The plot needs matplotlib (`pip install cuda-agent[plot]`);
-without it the report says so and is otherwise complete.
-"""
+the re-verification, cost and tokens, wall time, and speedup.png (speedup over versions). Read
+from what the run left behind (git history, trajectory), so it can be written again for any run
+folder; without matplotlib (`pip install cuda-agent[plot]`) it says so and is otherwise complete."""
 
 from __future__ import annotations
 

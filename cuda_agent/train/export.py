@@ -175,14 +175,11 @@ def _best_per_task(episodes: list[Episode], report: ExportReport) -> list[Episod
     """RFT: per task (by content hash), the run with the highest reward; ties go to fewer steps."""
     best: dict[str, Episode] = {}
     for ep in episodes:
-        key = ep.header.task.hash
-        cur = best.get(key)
+        cur = best.get(ep.header.task.hash)
         if cur is None or (ep.reward, -ep.steps) > (cur.reward, -cur.steps):
-            if cur is not None:
-                report.skipped["not the best run of its task"] += 1
-            best[key] = ep
-        else:
-            report.skipped["not the best run of its task"] += 1
+            best[ep.header.task.hash] = ep
+    if len(best) < len(episodes):
+        report.skipped["not the best run of its task"] += len(episodes) - len(best)
     return list(best.values())
 
 
@@ -210,9 +207,7 @@ def _write_verl(episodes: list[Episode], out: Path, redact: Redactor) -> int:
                                             for s in ep.header.tools}},
             "agent_name": AGENT_NAME,
         })
-    rows = [redact(r) for r in rows]
-    table = pa.Table.from_pylist(rows)
-    pq.write_table(table, out)
+    pq.write_table(pa.Table.from_pylist([redact(r) for r in rows]), out)
     return len(rows)
 
 

@@ -164,8 +164,5 @@ def _write_summary(out: Path, data: Path, settings: SFTSettings, result: SFTResu
     summary = {"data": str(data), "settings": chosen,
                "steps": result.steps, "final_loss": result.final_loss, "mean_loss": result.mean_loss,
                "seconds": round(result.seconds, 1), "precision": result.precision, "max_length": result.max_length,
-               "data_report": {"rows": result.data.rows, "used": result.data.used, "skipped": dict(result.data.skipped),
-                               "truncated": result.data.truncated, "tokens": result.data.tokens,
-                               "trained_tokens": result.data.trained_tokens,
-                               "untrained_turns": dict(result.data.untrained_turns), "forms": dict(result.data.forms)}}
+               "data_report": {k: dict(v) if isinstance(v, dict) else v for k, v in vars(result.data).items()}}
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

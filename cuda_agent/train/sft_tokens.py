@@ -1,23 +1,17 @@
 """Conversations -> `input_ids` and `labels` for TRL's SFTTrainer, -100 on every token the model
 did not write.
 
-Why not hand TRL the conversational dataset (messages + tools) and `assistant_only_loss=True`?
-Read in TRL 1.16's source (trainer/sft_trainer.py, chat_template_utils.py):
-- its assistant mask comes from `{% generation %}` markers in the chat template and covers every
-  assistant turn alike; nothing reads a per-message `weight`, so a turn a person or a script wrote
-  would be trained on;
-- templates without the markers need a patched copy TRL ships for known families only
-  (`get_training_chat_template` raises otherwise: SmolLM2's ChatML template is one);
-- a `datasets.Dataset` stores messages as Arrow structs, which unify the keys of every tool call's
-  `arguments` across rows (a `view_file` call gains `"file_text": null`), so the template would render
-  arguments the model never wrote.
-TRL does take a pre-tokenised dataset and uses its `labels` column as is (then truncates to
-`max_length` and drops rows without a trained token). So we render each conversation with the
-template ourselves, find each trained assistant turn's characters (the text between the prompt
-with the generation prompt and the prompt with that turn), and label the tokens inside them.
-The template: TRL's prefix-preserving training variant where it has one for the model's family
-(e.g. Qwen3, whose own template rewrites earlier turns), the tokenizer's own otherwise; a
-conversation whose earlier turns render differently once later ones follow is left out, with that reason.
+Why not TRL's conversational dataset with `assistant_only_loss=True` (TRL 1.16)? Its mask comes
+from `{% generation %}` markers and covers every assistant turn alike (nothing reads a message's
+`weight`, so turns a person or a script wrote would be trained); templates without the markers need
+a patched copy TRL has for known families only (not SmolLM2's ChatML); and a `datasets.Dataset`
+stores messages as Arrow structs, unifying tool-call `arguments` keys across rows (a `view_file`
+call gains `"file_text": null`). TRL uses a pre-tokenised dataset's `labels` as they are, so we
+render each conversation with the template ourselves and label the tokens of each trained assistant
+turn: the text between the prompt with the generation prompt and the prompt with that turn. The
+template is TRL's prefix-preserving training variant where it has one for the model's family (e.g.
+Qwen3, whose own template rewrites earlier turns), the tokenizer's own otherwise; a conversation
+whose earlier turns render differently once later ones follow is left out, with that reason.
 """
 
 from __future__ import annotations

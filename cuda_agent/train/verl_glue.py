@@ -225,10 +225,7 @@ class CudaAgentLoop(AgentLoopBase):
                          ) -> tuple[str, float | None, bool]:
         """Run one call through its tool's verl lifecycle (create, execute, release); a name the
         tools do not know goes to the environment, which answers with the list of tools."""
-        try:
-            arguments: Any = json.loads(call.arguments)
-        except (json.JSONDecodeError, TypeError):
-            arguments = call.arguments  # the environment explains what is wrong with it
+        arguments = _parsed(call.arguments)
         tool = self.tools.get(call.name)
         if tool is None:
             step = await episode(episode_id).call("step", call.name, arguments)
@@ -266,16 +263,17 @@ def _assistant_message(content: str, calls: list[FunctionCall]) -> dict[str, Any
     """The turn as a chat message; arguments as an object where they parse (chat templates render them)."""
     message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     if calls:
-        wire = []
-        for c in calls:
-            try:
-                args: Any = json.loads(c.arguments)
-            except (json.JSONDecodeError, TypeError):
-                args = c.arguments
-            wire.append({"type": "function", "function": {"name": c.name, "arguments": args},
-                         **({"id": c.tool_call_id} if c.tool_call_id else {})})
-        message["tool_calls"] = wire
+        message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": _parsed(c.arguments)},
+                                  **({"id": c.tool_call_id} if c.tool_call_id else {})} for c in calls]
     return message
+
+
+def _parsed(arguments: str) -> Any:
+    """JSON arguments as an object; others as written (the environment explains what is wrong with them)."""
+    try:
+        return json.loads(arguments)
+    except (json.JSONDecodeError, TypeError):
+        return arguments
 
 
 def _plain(value: Any) -> Any:

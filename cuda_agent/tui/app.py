@@ -1,12 +1,8 @@
-"""The Textual app: one run folder, watched and steered.
-
-Left, the conversation as a tree of steps (steps_tree.py); right, tabs for the kernel of a
-version, a diff between two versions, the versions table, the speedup over versions and the
-profile of a version (version_views.py); a status line at the bottom (status.py). Everything is
-read from the run folder every half second (run_view.py), and every control is a command
-appended to its control channel (steering.py), so the app never blocks on the agent and can
-close and come back without the agent noticing.
-"""
+"""The Textual app: one run folder, watched and steered. Left, the steps (steps_tree.py); right,
+tabs for a version's kernel, a diff, the versions, the speedups and a profile (version_views.py);
+the status line below (status.py). It reads the run folder every half second (run_view.py) and
+steers by appending commands to its control channel (steering.py), so it never blocks on the
+agent and can close and come back without the agent noticing."""
 
 from __future__ import annotations
 
@@ -27,22 +23,24 @@ from cuda_agent.tui.steps_tree import StepsTree
 from cuda_agent.tui.version_views import COLUMNS, diff_view, kernel_view, plot_text, version_row
 
 POLL_S = 0.5
+# key, action, footer label, and the command palette's entry for it (ctrl+p)
+COMMANDS = [
+    ("p", "pause", "Pause/resume", "Pause / resume the agent", "before its next step"),
+    ("a", "approve_mode", "Approve mode", "Approve mode on/off", "each tool call waits for approve, reject or edit"),
+    ("o", "open_pending", "Decide", "Decide the waiting tool call", "reopen an approval put off with Escape"),
+    ("m", "message", "Message", "Message the model", "sent as its next user turn"),
+    ("s", "stop", "Stop", "Stop the run", "everything is kept; resumable"),
+    ("r", "resume_run", "Resume run", "Resume the run", "start the agent again on this run folder"),
+    ("f", "profile", "Profile", "Profile of the selected version", "the last ncu summary before it"),
+    ("x", "diff_base", "Diff base", "Use the selected version as diff base", "diffs compare against it"),
+    ("y", "copy_path", "Copy path", "Copy the workspace path", "to the clipboard"),
+]
 
 
 class RunApp(Steering, App):
     CSS_PATH = "app.tcss"
-    BINDINGS = [
-        Binding("p", "pause", "Pause/resume"),
-        Binding("a", "approve_mode", "Approve mode"),
-        Binding("o", "open_pending", "Decide"),
-        Binding("m", "message", "Message"),
-        Binding("s", "stop", "Stop"),
-        Binding("r", "resume_run", "Resume run"),
-        Binding("f", "profile", "Profile"),
-        Binding("x", "diff_base", "Diff base"),
-        Binding("y", "copy_path", "Copy path"),
-        Binding("q", "quit_app", "Quit"),
-    ]
+    BINDINGS = [Binding(key, action, label) for key, action, label, *_ in COMMANDS] + [
+        Binding("q", "quit_app", "Quit")]
 
     def __init__(self, run_dir: Path, *, agent=None, poll_s: float = POLL_S, gpu: bool = True,
                  resume_with: tuple | None = None):
@@ -195,14 +193,5 @@ class RunApp(Steering, App):
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)
-        for name, help_text, action in (
-                ("Pause / resume the agent", "before its next step", self.action_pause),
-                ("Approve mode on/off", "each tool call waits for approve, reject or edit", self.action_approve_mode),
-                ("Decide the waiting tool call", "reopen an approval put off with Escape", self.action_open_pending),
-                ("Message the model", "sent as its next user turn", self.action_message),
-                ("Stop the run", "everything is kept; resumable", self.action_stop),
-                ("Resume the run", "start the agent again on this run folder", self.action_resume_run),
-                ("Profile of the selected version", "the last ncu summary before it", self.action_profile),
-                ("Use the selected version as diff base", "diffs compare against it", self.action_diff_base),
-                ("Copy the workspace path", "to the clipboard", self.action_copy_path)):
-            yield SystemCommand(name, help_text, action)
+        for _, action, _, name, help_text in COMMANDS:
+            yield SystemCommand(name, help_text, getattr(self, f"action_{action}"))

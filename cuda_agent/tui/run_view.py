@@ -203,9 +203,6 @@ class RunView:
     def speedups(self) -> list[tuple[int | None, float]]:
         """(version, speedup vs torch.compile, or vs eager without a compile baseline) of each timed
         correct version, in the order they were evaluated."""
-        out = []
-        for e in self.evaluations:
-            s = e.speedup_compile if e.speedup_compile is not None else e.speedup_eager
-            if s is not None and e.status == "correct":
-                out.append((e.version, s))
-        return out
+        pairs = [(e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)
+                 for e in self.evaluations if e.status == "correct"]
+        return [(v, s) for v, s in pairs if s is not None]
