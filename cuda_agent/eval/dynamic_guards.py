@@ -28,13 +28,8 @@ def judge_aten(ops: list[str]) -> list[Finding]:
     if not bad:
         return []
     names = ", ".join(f"{n} (x{c})" if c > 1 else n for n, c in bad.most_common(8))
-    return [
-        Finding(
-            guard="aten_in_forward",
-            message=f"forward ran torch compute: {names}; do this work in your own kernels "
-            "(forward may only allocate outputs, take views and call launchers)",
-        )
-    ]
+    return [Finding(guard="aten_in_forward", message=f"forward ran torch compute: {names}; do this work in your own "
+                    "kernels (forward may only allocate outputs, take views and call launchers)")]
 
 
 _LIB_PATTERNS = {
@@ -59,51 +54,33 @@ def kernel_base(name: str) -> str:
     return "".join(out).split("::")[-1].strip()
 
 
-def judge_kernels(
-    launched: list[str], own_kernels: list[str], libraries: set[str], allowed_torch: bool
-) -> list[Finding]:
+def judge_kernels(launched: list[str], own_kernels: list[str], libraries: set[str],
+                  allowed_torch: bool) -> list[Finding]:
     """Each launched kernel must be the candidate's own, an allowed library's, or torch's fill
     behind an allowed zeros/fill_ (`allowed_torch`)."""
     own = set(own_kernels)
     foreign: Counter[str] = Counter()
     for name in launched:
-        if kernel_base(name) in own:
-            continue
-        if allowed_torch and _TORCH_FILL.search(name):
-            continue
-        if any(_LIB_PATTERNS[lib].search(name) for lib in libraries if lib in _LIB_PATTERNS):
-            continue
-        foreign[name[:120]] += 1
+        allowed = kernel_base(name) in own or (allowed_torch and _TORCH_FILL.search(name)) or any(
+            _LIB_PATTERNS[lib].search(name) for lib in libraries if lib in _LIB_PATTERNS)
+        if not allowed:
+            foreign[name[:120]] += 1
     if not foreign:
         return []
     names = "; ".join(foreign)
-    return [
-        Finding(
-            guard="foreign_kernel",
-            message=f"forward launched kernels that are not in your kernels/ sources: {names}; "
-            "all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)",
-        )
-    ]
+    return [Finding(guard="foreign_kernel", message=f"forward launched kernels that are not in your kernels/ sources: "
+                    f"{names}; all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)")]
 
 
 def judge_side_work(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
     """Events on the current stream vs a whole-device synchronize: a large gap is work elsewhere."""
     out = []
     if host_ms is not None and host_ms - event_ms > max(event_ms, 0.2):
-        out.append(
-            Finding(
-                guard="side_stream",
-                message=f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream "
-                f"({event_ms:.3f} ms by events, {host_ms:.3f} ms to synchronize): launch all work on "
-                "the stream passed to your launcher",
-            )
-        )
+        out.append(Finding(guard="side_stream", message=(
+            f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream ({event_ms:.3f} ms by "
+            f"events, {host_ms:.3f} ms to synchronize): launch all work on the stream passed to your launcher")))
     if threads_delta > 0:
-        out.append(
-            Finding(
-                guard="side_stream",
-                message=f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
-                "in the caller's thread, on the stream passed to your launcher",
-            )
-        )
+        out.append(Finding(guard="side_stream", message=(
+            f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
+            "in the caller's thread, on the stream passed to your launcher")))
     return out

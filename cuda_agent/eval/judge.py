@@ -14,79 +14,36 @@ clock. A judge that times baselines (`time_reference`) never loads a library.
 
 from __future__ import annotations
 
-import ctypes
 import os
 import sys
 import time
 from pathlib import Path
 
 from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Call, Fill, Plan, Pointer
-from cuda_agent.kernels.binding import load_spec
-
-_CTYPES = {"float": ctypes.c_float, "double": ctypes.c_double, "bool": ctypes.c_bool, "int8_t": ctypes.c_int8,
-           "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16, "uint16_t": ctypes.c_uint16,
-           "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32, "int64_t": ctypes.c_int64,
-           "uint64_t": ctypes.c_uint64}
-
-
-class Library:
-    """The launchers of one built library as raw ctypes functions (pointers as integers)."""
-
-    def __init__(self, build_dir: Path, cuda: bool):
-        library, spec = load_spec(build_dir)  # the harness wrote it: the launchers parsed from the sources
-        self.lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
-        self.fns: dict[str, tuple] = {}
-        for launcher in spec["launchers"]:
-            fn = getattr(self.lib, launcher["name"])
-            params = launcher["params"][:-1]
-            fn.argtypes = [ctypes.c_void_p if p["kind"] == "pointer" else _CTYPES[p["type"]] for p in params]
-            fn.argtypes += [ctypes.c_void_p]
-            fn.restype = None if launcher["returns"] == "void" else ctypes.c_int
-            self.fns[launcher["name"]] = (fn, launcher["returns"] != "void")
-        self.last_error = None
-        if cuda:
-            read = self.lib.cuda_agent_last_error
-            read.argtypes, read.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-            buf = ctypes.create_string_buffer(512)
-
-            def last_error(name: str) -> None:
-                if read(buf, 512):
-                    raise RuntimeError(f"{name}: CUDA error at launch: {buf.value.decode(errors='replace')}")
-
-            self.last_error = last_error
+from cuda_agent.kernels.binding import RawLibrary
 
 
 class Replay:
     """One validated plan bound to this judge's parameters and a library."""
 
-    def __init__(self, torch, plan: Plan, lib: Library, state: dict, device: str):
+    def __init__(self, torch, plan: Plan, lib: RawLibrary, state: dict, device: str):
         self.torch, self.plan, self.device = torch, plan, device
         self.params = {i: state[s.name] for i, s in enumerate(plan.storages) if s.kind == "param"}
         self.allocs = [i for i, s in enumerate(plan.storages) if s.kind == "alloc"]
         self.cuda = device.startswith("cuda")
-        self.calls = []
-        for step in plan.steps:
-            if isinstance(step, Call):
-                fn, checked = lib.fns[step.launcher]
-                self.calls.append((step, fn, checked))
-            else:
-                self.calls.append((step, None, False))
+        self.calls = [(step, *lib.fns[step.launcher]) if isinstance(step, Call) else (step, None, False)
+                      for step in plan.steps]
         self.lib = lib
 
     def allocate(self) -> dict[int, object]:
         """This call's allocations, every byte poisoned (NaN for floats): unwritten stays garbage."""
         torch = self.torch
-        bufs = {}
-        for i in self.allocs:
-            buf = torch.empty(self.plan.storages[i].nbytes, dtype=torch.uint8, device=self.device)
-            buf.fill_(0xFF)
-            bufs[i] = buf
-        return bufs
+        return {i: torch.empty(self.plan.storages[i].nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
+                for i in self.allocs}
 
     def _typed(self, buf, dtype: str):
-        torch = self.torch
         size = ELEMENT_SIZE[dtype]
-        return buf[: (buf.numel() // size) * size].view(getattr(torch, dtype))
+        return buf[: (buf.numel() // size) * size].view(getattr(self.torch, dtype))
 
     def execute(self, inputs: list, bufs: dict) -> list:
         """The forward: allocation fills, then each step in order; returns the output views."""
@@ -116,8 +73,7 @@ class Replay:
             rc = fn(*args, stream)
             if checked and rc:
                 raise RuntimeError(f"{step.launcher} returned {rc}")
-            if self.lib.last_error is not None:
-                self.lib.last_error(step.launcher)
+            self.lib.check_error(step.launcher)
         return [self._typed(bufs[o.storage], o.dtype).as_strided(o.shape, o.stride, o.offset)
                 for o in self.plan.outputs]
 
@@ -168,7 +124,7 @@ class _Judge:
         self.started["task"] = time.perf_counter() - t - self.started["context"]
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
         self.spin = getattr(torch.cuda, "_sleep", None) if self.cuda else None
-        self.lib: Library | None = None
+        self.lib: RawLibrary | None = None
         self._timing: tuple | None = None
         t = time.perf_counter()
         if self.cuda and trace:
@@ -216,7 +172,7 @@ class _Judge:
         return {"ok": True}
 
     def load_library(self, req: dict) -> dict:
-        self.lib = Library(Path(req["build_dir"]), self.cuda)
+        self.lib = RawLibrary(Path(req["build_dir"]), self.cuda)
         return {"ok": True}
 
     def _replay(self, plan: dict) -> Replay:
@@ -225,7 +181,6 @@ class _Judge:
         return Replay(self.torch, Plan(**plan), self.lib, self.state, self.device)
 
     def run(self, req: dict) -> dict:
-        torch = self.torch
         replay = self._replay(req["plan"])
         inputs = self.task.draw_inputs(req["seed"], self.device)
         bufs = replay.allocate()
@@ -243,7 +198,7 @@ class _Judge:
             outs = replay.execute(inputs, bufs)
         self.sync()
         ms = (time.perf_counter() - t0) * 1e3
-        meta = write_outputs(torch, outs, req["files"])
+        meta = write_outputs(self.torch, outs, req["files"])
         return {"ok": True, "n_outputs": len(outs), "outputs": meta, "kernels": kernels, "ms": ms,
                 "mutated": self._mutated(inputs, req["seed"])}
 
@@ -283,15 +238,13 @@ class _Judge:
         return {"ok": True, "mutated_sets": mutated}
 
     def time_reference(self, req: dict) -> dict:
-        torch = self.torch
         model = self.model
-        if req.get("compile_mode"):
-            mode = req["compile_mode"]
-            model = torch.compile(model, mode=None if mode == "default" else mode)
+        if mode := req.get("compile_mode"):
+            model = self.torch.compile(model, mode=None if mode == "default" else mode)
         sets = [self.task.draw_inputs(seed, self.device) for seed in req["seeds"]]
 
         def fn(*xs):
-            with torch.no_grad():
+            with self.torch.no_grad():
                 return model(*xs)
 
         timer = self._timer(fn, sets, req["config"])

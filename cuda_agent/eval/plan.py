@@ -42,8 +42,8 @@ C_TO_DTYPE = {"float": "float32", "double": "float64", "__half": "float16", "__n
               "bool": "bool", "int8_t": "int8", "uint8_t": "uint8", "int16_t": "int16", "uint16_t": "uint16",
               "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64", "uint64_t": "uint64",
               "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2", "void": None}
-INT_BITS = {"int8_t": 8, "uint8_t": 8, "int16_t": 16, "uint16_t": 16, "int32_t": 32, "uint32_t": 32,
-            "int64_t": 64, "uint64_t": 64}
+INT_RANGE = {c: (0, (1 << bits) - 1) if c.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+             for bits in (8, 16, 32, 64) for c in (f"int{bits}_t", f"uint{bits}_t")}  # int8_t: (-128, 127)...
 
 
 class Storage(BaseModel):
@@ -187,10 +187,9 @@ def _scalar_problem(where: str, ctype: str, a: Any) -> list[str]:
         return [] if isinstance(v, (int, float)) and not isinstance(v, bool) else [f"{where}: {v!r} is not a number"]
     if ctype == "bool":
         return [] if isinstance(v, bool) or v in (0, 1) else [f"{where}: {v!r} is not a bool"]
-    bits = INT_BITS.get(ctype)
-    if bits is None:
+    if ctype not in INT_RANGE:
         return [f"{where}: unknown scalar type {ctype}"]
-    lo, hi = (-(1 << (bits - 1)), (1 << (bits - 1)) - 1) if not ctype.startswith("u") else (0, (1 << bits) - 1)
+    lo, hi = INT_RANGE[ctype]
     if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
         return [f"{where}: {v!r} is not an integer in [{lo}, {hi}]"]
     return []

@@ -2,14 +2,13 @@
 
     python -m cuda_agent.eval.recorder --reply-fd N      (started by the evaluator, in the jail)
 
-Nothing of the judge lives in this process: no reference, no timer, no library, no GPU. The
-model is built and forward runs on meta tensors (shapes, dtypes and strides, no data), so
-forward can only be what a plan can say: allocations (and their fills), views, and launcher
-calls through a `kernel_runtime` whose launchers record instead of running. Everything else
-forward dispatches is torch compute and is named as such; a tensor that is not an input, a
-parameter or buffer of Model, or an allocation cannot be bound and is named too. Requests:
-`load` (the source of model_new.py, the launchers, init arguments, the reference's state
-names) and `record` (one input set's layout) -> plan + findings.
+Nothing of the judge lives here: no reference, timer, library or GPU. The model is built and
+forward runs on meta tensors (shapes, dtypes, strides, no data), so forward can only be what a
+plan can say: allocations (and their fills), views, and calls through a `kernel_runtime` whose
+launchers record instead of running. All else forward dispatches is torch compute, named as
+such, and so is a tensor that is not an input, a parameter or buffer of Model, or an allocation
+(it cannot be bound). Requests: `load` (model_new.py's source, the launchers, init arguments,
+the reference's state names) and `record` (one input set's layout) -> plan + findings.
 """
 
 from __future__ import annotations
@@ -19,14 +18,13 @@ import sys
 import types
 from typing import Any
 
-from cuda_agent.eval.plan import ALLOC_FILL, FILLS, VIEWS  # what forward may dispatch
+from cuda_agent.eval.plan import ALLOC_FILL, C_TO_DTYPE, FILLS, INT_RANGE, VIEWS
 
 
 class Recording:
     """The storages forward touches and what it did to them, for one forward (or __init__)."""
 
-    def __init__(self, torch):
-        self.torch = torch
+    def __init__(self):
         self.storages: list[dict] = []
         self.ids: dict[int, int] = {}  # storage cdata -> index
         self.keep: list[Any] = []  # tensors held so no storage address is reused while recording
@@ -50,10 +48,8 @@ class Recording:
 
     def view(self, t) -> dict | None:
         sid = self.find(t)
-        if sid is None:
-            return None
-        return {"storage": sid, "offset": t.storage_offset(), "shape": list(t.shape), "stride": list(t.stride()),
-                "dtype": _dtype(t)}
+        return None if sid is None else {"storage": sid, "offset": t.storage_offset(), "shape": list(t.shape),
+                                         "stride": list(t.stride()), "dtype": _dtype(t)}
 
 
 def _dtype(t) -> str:
@@ -71,15 +67,13 @@ def _fill_value(base: str, args: tuple, kwargs: dict):
 def make_mode(torch, rec: Recording):
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    meta = torch.device("meta")
-
     class Recorder(TorchDispatchMode):
         def __torch_dispatch__(self, func, types_, args=(), kwargs=None):
             kwargs = dict(kwargs or {})
             dev = kwargs.get("device")
             if dev is not None and torch.device(dev).type != "meta":
                 rec.devices.add(torch.device(dev).type)
-                kwargs["device"] = meta
+                kwargs["device"] = torch.device("meta")
             out = func(*args, **kwargs)
             base = func._schema.name.split("::")[-1]
             if base in ALLOC_FILL:
@@ -97,9 +91,8 @@ def make_mode(torch, rec: Recording):
                     rec.steps.append({"op": "fill", "view": target, "value": _json_number(value)})
             elif base not in VIEWS:
                 rec.compute.append(base)
-                for t in (out if isinstance(out, (tuple, list)) else [out]):
-                    if isinstance(t, torch.Tensor):
-                        rec.dirty.add(t.untyped_storage()._cdata)
+                outs = out if isinstance(out, (tuple, list)) else [out]
+                rec.dirty.update(t.untyped_storage()._cdata for t in outs if isinstance(t, torch.Tensor))
                 if base.endswith("_") and args and isinstance(args[0], torch.Tensor):
                     rec.dirty.add(args[0].untyped_storage()._cdata)
             return out
@@ -108,16 +101,13 @@ def make_mode(torch, rec: Recording):
 
 
 def _json_number(v):
-    if isinstance(v, float) and not math.isfinite(v):
-        return repr(v)  # 'inf' / 'nan': check_plan rejects strings, so such fills are refused clearly
-    return v
+    # 'inf' / 'nan' as strings: check_plan rejects strings, so such fills are refused clearly
+    return repr(v) if isinstance(v, float) and not math.isfinite(v) else v
 
 
 # -- the recording kernel_runtime ------------------------------------------------------------
 def make_runtime(torch, spec: dict, current: list) -> types.ModuleType:
     """A `kernel_runtime` whose only name is load_kernels; its launchers record calls."""
-    from cuda_agent.eval.plan import C_TO_DTYPE, INT_BITS
-
     launchers = {launcher["name"]: launcher for launcher in (spec or {}).get("launchers", [])}
 
     def bind(name: str):
@@ -127,47 +117,8 @@ def make_runtime(torch, spec: dict, current: list) -> types.ModuleType:
             rec: Recording = current[0]
             if len(args) != len(params):
                 raise TypeError(f"{name} takes {len(params)} argument(s) (the stream is passed for you), got {len(args)}")
-            bound = []
-            for p, a in zip(params, args):
-                where = f"{name}: parameter {p['name']!r}"
-                if p["kind"] == "pointer":
-                    if a is None:
-                        bound.append(None)
-                        continue
-                    if not isinstance(a, torch.Tensor):
-                        raise TypeError(f"{where} expects a tensor, got {type(a).__name__}")
-                    want = C_TO_DTYPE.get(p["type"])
-                    if want is not None and _dtype(a) != want:
-                        raise TypeError(f"{where} expects {want}, got {_dtype(a)}")
-                    if not a.is_contiguous():
-                        raise ValueError(f"{where} expects a contiguous tensor (make it contiguous, or pass strides)")
-                    sid = rec.find(a)
-                    if sid is None:
-                        rec.problems.append(("plan",
-                            f"{name}({p['name']}) got a tensor that is not an input, a parameter or buffer of Model, "
-                            "or an allocation (torch.empty*/zeros*/full*): only those can reach a launcher"))
-                        sid = -1
-                    size = a.element_size()
-                    bound.append({"storage": sid, "offset": a.storage_offset() * size, "nbytes": a.numel() * size,
-                                  "dtype": _dtype(a)})
-                elif p["type"] in ("float", "double"):
-                    if type(a) not in (float, int):
-                        raise TypeError(f"{where} expects a Python float, got {type(a).__name__}")
-                    bound.append({"value": float(a) if math.isfinite(a) else repr(a)})
-                elif p["type"] == "bool":
-                    if type(a) is not bool and not (type(a) is int and a in (0, 1)):
-                        raise TypeError(f"{where} expects a bool, got {type(a).__name__}")
-                    bound.append({"value": bool(a)})
-                else:
-                    if type(a) is not int:
-                        raise TypeError(f"{where} expects a Python int, got {type(a).__name__}")
-                    bits = INT_BITS[p["type"]]
-                    lo, hi = ((0, (1 << bits) - 1) if p["type"].startswith("u")
-                              else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1))
-                    if not lo <= a <= hi:
-                        raise OverflowError(f"{where} expects an integer in [{lo}, {hi}], got {a}")
-                    bound.append({"value": a})
-            rec.steps.append({"op": "call", "launcher": name, "args": bound})
+            rec.steps.append({"op": "call", "launcher": name,
+                              "args": [_bound(torch, rec, name, p, a) for p, a in zip(params, args)]})
 
         call.__name__ = name
         return call
@@ -195,13 +146,49 @@ def make_runtime(torch, spec: dict, current: list) -> types.ModuleType:
     return mod
 
 
+def _bound(torch, rec: Recording, launcher: str, p: dict, a: Any) -> dict | None:
+    """One launcher argument as the plan writes it, checked as kernel_runtime checks it."""
+    where = f"{launcher}: parameter {p['name']!r}"
+    if p["kind"] == "pointer":
+        if a is None:
+            return None
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"{where} expects a tensor, got {type(a).__name__}")
+        want = C_TO_DTYPE.get(p["type"])
+        if want is not None and _dtype(a) != want:
+            raise TypeError(f"{where} expects {want}, got {_dtype(a)}")
+        if not a.is_contiguous():
+            raise ValueError(f"{where} expects a contiguous tensor (make it contiguous, or pass strides)")
+        sid = rec.find(a)
+        if sid is None:
+            rec.problems.append(("plan",
+                f"{launcher}({p['name']}) got a tensor that is not an input, a parameter or buffer of Model, "
+                "or an allocation (torch.empty*/zeros*/full*): only those can reach a launcher"))
+            sid = -1
+        size = a.element_size()
+        return {"storage": sid, "offset": a.storage_offset() * size, "nbytes": a.numel() * size, "dtype": _dtype(a)}
+    if p["type"] in ("float", "double"):
+        if type(a) not in (float, int):
+            raise TypeError(f"{where} expects a Python float, got {type(a).__name__}")
+        return {"value": float(a) if math.isfinite(a) else repr(a)}
+    if p["type"] == "bool":
+        if type(a) is not bool and not (type(a) is int and a in (0, 1)):
+            raise TypeError(f"{where} expects a bool, got {type(a).__name__}")
+        return {"value": bool(a)}
+    if type(a) is not int:
+        raise TypeError(f"{where} expects a Python int, got {type(a).__name__}")
+    lo, hi = INT_RANGE[p["type"]]
+    if not lo <= a <= hi:
+        raise OverflowError(f"{where} expects an integer in [{lo}, {hi}], got {a}")
+    return {"value": a}
+
+
 # -- the process -----------------------------------------------------------------------------
 def _meta_value(torch, desc: Any) -> Any:
     if "tensor" in desc:
         d = desc["tensor"]
         dtype = getattr(torch, d["dtype"])
-        store = torch.empty(d["nbytes"] // torch.empty(0, dtype=dtype, device="meta").element_size(),
-                            dtype=dtype, device="meta")
+        store = torch.empty(d["nbytes"] // dtype.itemsize, dtype=dtype, device="meta")
         return store.as_strided(d["shape"], d["stride"], d["offset"])
     if "tuple" in desc:
         return tuple(_meta_value(torch, v) for v in desc["tuple"])
@@ -227,14 +214,13 @@ class _Recorder:
         """The first meta dispatch imports torch's meta registrations and decompositions (about two
         seconds): pay it while this process waits, not in the first recorded forward."""
         torch = self.torch
-        rec = Recording(torch)
+        rec = Recording()
         x = torch.empty(4, 8, device="meta")
         with torch.no_grad(), make_mode(torch, rec):
-            y = torch.empty_like(x).view(-1)
+            torch.empty_like(x).view(-1)
             torch.zeros(3, device="cuda").fill_(1.0)
             (x.t().contiguous() + 1).sum(0)
             torch.nn.functional.linear(x, torch.empty(2, 8, device="meta"))
-        del y
 
     def load(self, req: dict) -> dict:
         torch = self.torch
@@ -247,23 +233,20 @@ class _Recorder:
         if cls is None:
             raise RuntimeError("model_new.py defines no class ModelNew")
         init_args = [_meta_value(torch, d) for d in req["init_inputs"]]
-        rec = Recording(torch)
-        self.current[0] = rec
+        self.current[0] = rec = Recording()
         torch.manual_seed(req.get("init_seed", 0))
         with torch.device("meta"), make_mode(torch, rec):
             model = cls(*init_args)
-        state = model.state_dict(keep_vars=True)
-        mine, want = set(state), set(req["state"])
+        mine, want = set(model.state_dict(keep_vars=True)), set(req["state"])
         if mine != want:
-            raise RuntimeError(
-                "ModelNew's parameters/buffers must carry the same names as Model's "
-                f"(missing: {sorted(want - mine)[:5]}, unexpected: {sorted(mine - want)[:5]})")
+            raise RuntimeError("ModelNew's parameters/buffers must carry the same names as Model's "
+                               f"(missing: {sorted(want - mine)[:5]}, unexpected: {sorted(mine - want)[:5]})")
         self.model, self.init = model, rec
         return {"ok": True, "init_compute": sorted(set(rec.compute))}
 
     def record(self, req: dict) -> dict:
         torch = self.torch
-        rec = Recording(torch)
+        self.current[0] = rec = Recording()
         inputs = [_meta_value(torch, d) for d in req["inputs"]]
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
@@ -278,7 +261,6 @@ class _Recorder:
             sid = rec.find(self.init.keep[s["view"]["storage"]]) if s["op"] == "fill" else None
             if sid is not None and rec.storages[sid]["kind"] == "alloc":
                 prologue.append({**s, "view": {**s["view"], "storage": sid}})
-        self.current[0] = rec
         error = None
         with torch.no_grad(), make_mode(torch, rec):
             try:
@@ -286,22 +268,17 @@ class _Recorder:
             except Exception as e:
                 error = (f"{type(e).__name__}: {e} (forward is recorded on meta tensors, without data: it may "
                          "only allocate outputs, take views and call launchers)")
-                out = None
+                out = ()
         outputs = []
         for j, o in enumerate(out if isinstance(out, (tuple, list)) else [out]):
-            if error:
-                break
             if type(o) is not torch.Tensor:
                 rec.problems.append(("tensor_subclass", f"output {j} is a {type(o).__name__}, not a plain "
                                      "torch.Tensor: return the tensors your kernels wrote"))
-                continue
-            v = rec.view(o)
-            if v is None:
+            elif (v := rec.view(o)) is None:
                 rec.problems.append(("plan", f"output {j} is not a tensor forward allocated (torch compute made it)"))
-                continue
-            outputs.append(v)
-        plan = {"storages": rec.storages, "steps": prologue + rec.steps,
-                "outputs": outputs}
+            else:
+                outputs.append(v)
+        plan = {"storages": rec.storages, "steps": prologue + rec.steps, "outputs": outputs}
         return {"ok": error is None, "error": error, "plan": plan, "compute": rec.compute,
                 "problems": rec.problems, "devices": sorted(rec.devices)}
 

@@ -9,22 +9,12 @@ from rich.table import Table
 from cuda_agent.eval.verdict import Timing, Verdict
 
 # `cuda-agent eval` exit codes (documented in README.md and --help)
-EXIT_CODES = {
-    "correct": 0,
-    "incorrect": 1,
-    "guard_violation": 1,
-    "compile_error": 3,
-    "runtime_error": 4,
-    "timeout": 4,
-    "unscorable": 5,
-    "error": 5,
-}
+EXIT_CODES = {"correct": 0, "incorrect": 1, "guard_violation": 1, "compile_error": 3, "runtime_error": 4, "timeout": 4,
+              "unscorable": 5, "error": 5}
 
 
 def _ms(t: Timing | None) -> str:
-    if t is None:
-        return "-"
-    return f"{t.median_ms:.4f} ms [{t.p20_ms:.4f}-{t.p80_ms:.4f}] n={t.reps}"
+    return "-" if t is None else f"{t.median_ms:.4f} ms [{t.p20_ms:.4f}-{t.p80_ms:.4f}] n={t.reps}"
 
 
 def _x(v: float | None) -> str:

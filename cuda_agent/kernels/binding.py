@@ -1,50 +1,60 @@
 """The harness's own binding of a built kernel library: its copy of runtime.py, never the candidate's.
 
 runtime.py (copied into workspaces as `kernel_runtime.py`) exposes only `load_kernels` to
-model_new.py; its private entry `_bind_library` is what the harness calls here. This module is
-imported as `cuda_agent.kernels.runtime`, a module object of its own: nothing a candidate does to
-the `kernel_runtime` it imported reaches these launchers.
+model_new.py; its private entries `_load_spec` and `_bind_library` are what the harness calls
+here. This module is imported as `cuda_agent.kernels.runtime`, a module object of its own:
+nothing a candidate does to the `kernel_runtime` it imported reaches these launchers.
 
     library, spec = load_spec(build_dir)                 # reads and checks launchers.json
     launchers = bind_library(library, spec, cuda=True)   # {name: callable}, no files read
+    raw = RawLibrary(build_dir, cuda=True)               # the judge's: ctypes functions, no checks
 """
 
 from __future__ import annotations
 
-import json
+import ctypes
 import os
 from collections.abc import Callable
 from pathlib import Path
 
-from cuda_agent.kernels.launchers import SPEC_NAME, SPEC_VERSION
-from cuda_agent.kernels.runtime import _bind_library
+from cuda_agent.kernels.runtime import _bind_library, _load_spec
 
 
 def bind_library(library_path: Path, spec: dict, cuda: bool) -> dict[str, Callable[..., None]]:
-    """{launcher name: callable} for the library at library_path as spec describes it.
-
-    The callables are the ones model_new.py gets (same argument checks, same fast path, the
-    current stream passed last); cuda=False binds in host-only mode (CPU tensors, NULL stream).
-    """
+    """{launcher name: callable} for the library at library_path as spec describes it: the callables
+    model_new.py gets (same checks, same fast path); cuda=False binds in host-only mode."""
     return _bind_library(Path(library_path), spec, cuda)
 
 
 def load_spec(build_dir: str | os.PathLike) -> tuple[Path, dict]:
-    """(library path, spec) from build_dir/launchers.json (build_dir may also be that file).
+    """(library path, spec) from build_dir/launchers.json (or that file), raising as load_kernels does:
+    FileNotFoundError when the spec or its library is missing, RuntimeError on a version it does not read."""
+    return _load_spec(build_dir)
 
-    Raises as load_kernels does: FileNotFoundError when the spec or its library is missing,
-    RuntimeError on a spec version this runtime does not read.
-    """
-    path = Path(build_dir)
-    spec_path = path if path.is_file() else path / SPEC_NAME
-    if not spec_path.is_file():
-        raise FileNotFoundError(f"no {SPEC_NAME} in {path}: compile the kernels first (kernels/*.cu -> build)")
-    spec = json.loads(spec_path.read_text())
-    if spec.get("version") != SPEC_VERSION:
-        raise RuntimeError(
-            f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: compile again"
-        )
-    library = spec_path.parent / spec["library"]
-    if not library.is_file():
-        raise FileNotFoundError(f"{library} is missing (named by {spec_path}): compile the kernels again")
-    return library, spec
+
+def _ctype(param: dict):
+    """ctypes' type for a launcher parameter: a pointer, or the scalar its C type names (int64_t -> c_int64)."""
+    return ctypes.c_void_p if param["kind"] == "pointer" else getattr(ctypes, "c_" + param["type"].removesuffix("_t"))
+
+
+class RawLibrary:
+    """The launchers of one built library as raw ctypes functions (pointers as integers, no checks): the
+    judge's, for plans the parent already checked against the launchers' signatures."""
+
+    def __init__(self, build_dir: Path, cuda: bool):
+        library, spec = load_spec(build_dir)  # the harness wrote it: the launchers parsed from the sources
+        self.lib = ctypes.CDLL(str(library), mode=os.RTLD_LOCAL)
+        self.fns: dict[str, tuple] = {}
+        for launcher in spec["launchers"]:
+            fn = getattr(self.lib, launcher["name"])
+            fn.argtypes = [*map(_ctype, launcher["params"][:-1]), ctypes.c_void_p]  # the stream last
+            fn.restype = None if launcher["returns"] == "void" else ctypes.c_int
+            self.fns[launcher["name"]] = (fn, launcher["returns"] != "void")
+        self.read_error = self.lib.cuda_agent_last_error if cuda else None
+        if cuda:
+            self.read_error.argtypes, self.read_error.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+        self.error_buf = ctypes.create_string_buffer(512)
+
+    def check_error(self, name: str) -> None:
+        if self.read_error is not None and self.read_error(self.error_buf, 512):
+            raise RuntimeError(f"{name}: CUDA error at launch: {self.error_buf.value.decode(errors='replace')}")

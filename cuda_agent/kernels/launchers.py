@@ -115,10 +115,8 @@ def parse_source(source: bytes, file: str) -> Found:
                           "preproc_elif", "namespace_definition"):  # fmt: skip
                 visit(child, extern_c)
             elif kind == "ERROR":
-                found.warnings.append(
-                    f"{file}:{child.start_point.row + 1}: could not parse this region; launchers in it "
-                    "may be missed (nvcc will say whether the code is valid)"
-                )
+                found.warnings.append(f"{file}:{child.start_point.row + 1}: could not parse this region; launchers "
+                                      "in it may be missed (nvcc will say whether the code is valid)")
                 visit(child, extern_c)
 
     visit(tree.root_node, False)
@@ -134,15 +132,11 @@ def parse_sources(files: list[Path], root: Path) -> Found:
         total.kernels += [n for n in one.kernels if n not in total.kernels]
         total.problems += one.problems
         total.warnings += one.warnings
-    seen: dict[str, Launcher] = {}
+    first: dict[str, Launcher] = {}
     for launcher in total.launchers:
-        if launcher.name in seen:
-            first = seen[launcher.name]
-            total.problems.append(
-                f"{launcher.file}:{launcher.line}: launcher {launcher.name!r} is also defined at "
-                f"{first.file}:{first.line}; give each launcher a unique name"
-            )
-        seen.setdefault(launcher.name, launcher)
+        if (other := first.setdefault(launcher.name, launcher)) is not launcher:
+            total.problems.append(f"{launcher.file}:{launcher.line}: launcher {launcher.name!r} is also defined at "
+                                  f"{other.file}:{other.line}; give each launcher a unique name")
     return total
 
 
@@ -178,21 +172,16 @@ def _launcher(fn: tree_sitter.Node, file: str, problems: list[str]) -> Launcher 
     if declarator.type != "function_declarator" or returns not in RETURN_TYPES:
         shown = returns + ("*" if declarator.type == "pointer_declarator" else "")
         problems.append(f"{where} returns {shown}; launchers return void, int or cudaError_t")
-    params: list[Param] = []
     param_list = declarator.child_by_field_name("parameters")
     decls = [p for p in param_list.named_children if p.type != "comment"] if param_list is not None else []
     if len(decls) == 1 and _text(decls[0]) == "void":
         decls = []
-    for i, decl in enumerate(decls):
-        param = _param(decl, i, where, problems)
-        if param is not None:
-            params.append(param)
+    params = [_param(decl, i, where, problems) for i, decl in enumerate(decls)]
+    params = [p for p in params if p is not None]
     streams = [i for i, p in enumerate(params) if p.kind == "stream"]
     if len(problems) == before and (streams != [len(params) - 1]):
-        problems.append(
-            f"{where} must take exactly one cudaStream_t, as its last parameter "
-            "(the runtime passes the current stream there)"
-        )
+        problems.append(f"{where} must take exactly one cudaStream_t, as its last parameter "
+                        "(the runtime passes the current stream there)")
     if len(problems) > before:
         return None
     return Launcher(name=name, returns=returns, file=file, line=line, params=params)  # type: ignore[arg-type]
@@ -234,11 +223,9 @@ def _param(decl: tree_sitter.Node, index: int, where: str, problems: list[str]) 
     elif depth == 0 and c_type in POINTER_TYPES:
         problems.append(f"{where}: parameter {shown} passes {c_type} by value; pass a float and convert inside")
     else:
-        problems.append(
-            f"{where}: parameter {shown} has unsupported type {_text(type_node)!r}; use pointers to or "
-            "values of float, double, __half, __nv_bfloat16, (u)int8..64_t, int, size_t, bool "
-            "(reinterpret_cast vector types like float4 inside the launcher)"
-        )
+        problems.append(f"{where}: parameter {shown} has unsupported type {_text(type_node)!r}; use pointers to or "
+                        "values of float, double, __half, __nv_bfloat16, (u)int8..64_t, int, size_t, bool "
+                        "(reinterpret_cast vector types like float4 inside the launcher)")
     return None
 
 

@@ -12,11 +12,10 @@ ranges), passes the current CUDA stream as the last argument, and raises if the 
 Without CUDA (CPU-only CI) it runs in host-only mode: CPU tensors, a NULL stream, which suits
 launchers whose body is a plain host loop.
 
-The module's namespace holds `load_kernels` and nothing else public: everything it uses (ctypes,
-os, torch, the binding helpers) lives inside `_runtime()`'s closure, so `kernel_runtime.ctypes`
-or `kernel_runtime.os` do not exist for model_new.py to reach. `_bind_library` is the harness's
-entry (cuda_agent.kernels.binding): the launchers of a library bound from a spec already read.
-`_DTYPES` and `_SCALARS` are the C type names it binds, as frozensets of strings.
+The namespace holds `load_kernels` and nothing else public: ctypes, os, torch and the helpers live
+in `_runtime()`'s closure, so `kernel_runtime.ctypes` or `.os` do not exist for model_new.py to
+reach. `_load_spec` and `_bind_library` are the harness's entries (cuda_agent.kernels.binding);
+`_DTYPES` and `_SCALARS` the C type names it binds, as frozensets of strings.
 """
 
 
@@ -32,43 +31,32 @@ def _runtime():
     SPEC_VERSION = 1
 
     _DTYPES = {
-        "float": torch.float32, "double": torch.float64, "__half": torch.float16,
-        "__nv_bfloat16": torch.bfloat16, "bool": torch.bool,
-        "__nv_fp8_e4m3": torch.float8_e4m3fn, "__nv_fp8_e5m2": torch.float8_e5m2,
+        "float": torch.float32, "double": torch.float64, "__half": torch.float16, "__nv_bfloat16": torch.bfloat16,
+        "bool": torch.bool, "__nv_fp8_e4m3": torch.float8_e4m3fn, "__nv_fp8_e5m2": torch.float8_e5m2,
         "int8_t": torch.int8, "uint8_t": torch.uint8, "int16_t": torch.int16, "uint16_t": torch.uint16,
         "int32_t": torch.int32, "uint32_t": torch.uint32, "int64_t": torch.int64, "uint64_t": torch.uint64,
         "void": None,  # any dtype
     }  # fmt: skip
-    _SCALARS = {
-        "float": ctypes.c_float, "double": ctypes.c_double, "bool": ctypes.c_bool,
-        "int8_t": ctypes.c_int8, "uint8_t": ctypes.c_uint8, "int16_t": ctypes.c_int16,
-        "uint16_t": ctypes.c_uint16, "int32_t": ctypes.c_int32, "uint32_t": ctypes.c_uint32,
-        "int64_t": ctypes.c_int64, "uint64_t": ctypes.c_uint64,
-    }  # fmt: skip
-    _INT_RANGES = {
-        name: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1)
-               if name.startswith("int") else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
-        for name, c in _SCALARS.items() if name.endswith("_t")
-    }  # fmt: skip
+    _SCALARS = {name: getattr(ctypes, "c_" + name.removesuffix("_t")) for name in (
+        "float", "double", "bool", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
+        "uint64_t")}  # ctypes.c_float, ctypes.c_int8...
+    _INT_RANGES = {name: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1)
+                          if name.startswith("int") else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
+                   for name, c in _SCALARS.items() if name.endswith("_t")}  # fmt: skip
     _ERROR_BUF = 512
 
     def make_kernels(library_name: str, launchers: dict):
-        """The launchers of one library, as attributes (`kernels.relu_forward(...)`).
-
-        The class is made per library so that its methods read the library's name and launcher
-        list from their closure: an instance holds its launchers as attributes and nothing else
-        (no path, no spec, no ctypes handle).
-        """
+        """The launchers of one library, as attributes (`kernels.relu_forward(...)`). The class is made per
+        library, so an instance holds its launchers and nothing else (no path, spec or ctypes handle)."""
         names = list(launchers)
 
         class Kernels:
             def __getattr__(self, name: str):  # only reached when no launcher has that name
                 if name.startswith("__"):
                     raise AttributeError(name)
-                raise AttributeError(
-                    f"no launcher named {name!r} in {library_name} (launchers: {', '.join(names) or 'none'}); "
-                    'define it as extern "C" in kernels/*.cu and compile again'
-                )
+                listed = ", ".join(names) or "none"
+                raise AttributeError(f"no launcher named {name!r} in {library_name} (launchers: {listed}); "
+                                     'define it as extern "C" in kernels/*.cu and compile again')
 
             def __getitem__(self, name: str):
                 return getattr(self, name)
@@ -97,27 +85,29 @@ def _runtime():
         """Bind the library described by build_dir/launchers.json (build_dir may also be that file)."""
         if build_dir is None:
             build_dir = os.environ.get("CUDA_AGENT_KERNELS") or Path(__file__).resolve().parent / "build"
+        library, spec = load_spec(build_dir)
+        # CUDA_AGENT_HOST_ONLY=1 (set by the harness's CPU mode) forces host-only mode on a GPU machine too
+        cuda = torch.cuda.is_available() and os.environ.get("CUDA_AGENT_HOST_ONLY") != "1"
+        return make_kernels(library.name, bind_library(library, spec, cuda))
+
+    def load_spec(build_dir) -> tuple:
+        """(library path, spec) from build_dir/launchers.json (build_dir may also be that file)."""
         path = Path(build_dir)
         spec_path = path if path.is_file() else path / SPEC_NAME
         if not spec_path.is_file():
             raise FileNotFoundError(f"no {SPEC_NAME} in {path}: compile the kernels first (kernels/*.cu -> build)")
         spec = json.loads(spec_path.read_text())
         if spec.get("version") != SPEC_VERSION:
-            raise RuntimeError(
-                f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: compile again"
-            )
+            raise RuntimeError(f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: "
+                               "compile again")
         library = spec_path.parent / spec["library"]
         if not library.is_file():
             raise FileNotFoundError(f"{library} is missing (named by {spec_path}): compile the kernels again")
-        # CUDA_AGENT_HOST_ONLY=1 (set by the harness's CPU mode) forces host-only mode on a GPU machine too
-        cuda = torch.cuda.is_available() and os.environ.get("CUDA_AGENT_HOST_ONLY") != "1"
-        return make_kernels(library.name, bind_library(library, spec, cuda))
+        return library, spec
 
     def bind_library(library_path, spec: dict, cuda: bool) -> dict:
-        """{launcher name: callable} for the library at library_path, as spec (launchers.json) describes it.
-
-        Reads no files: the spec is given. cuda=False binds in host-only mode (CPU tensors, NULL stream).
-        """
+        """{launcher name: callable} for the library at library_path, as spec (launchers.json) describes it;
+        reads no files. cuda=False binds in host-only mode (CPU tensors, NULL stream)."""
         lib = ctypes.CDLL(str(library_path), mode=os.RTLD_LOCAL)
         return {launcher["name"]: _bind(lib, launcher, bool(cuda)) for launcher in spec["launchers"]}
 
@@ -143,10 +133,8 @@ def _runtime():
         def checked_call(args: tuple) -> None:
             """The slow path: validates every argument with a precise message, then calls."""
             if len(args) != count:
-                raise TypeError(
-                    f"{signature} takes {count} argument{'s' if count != 1 else ''} "
-                    f"(the stream is passed for you), got {len(args)}"
-                )
+                raise TypeError(f"{signature} takes {count} argument{'s' if count != 1 else ''} "
+                                f"(the stream is passed for you), got {len(args)}")
             devices: set = set()
             values = [check(arg, devices) for check, arg in zip(checks, args)]
             stream = None
@@ -165,11 +153,8 @@ def _runtime():
         return call
 
     def _fast_path(name, params, fn, checked_call, failed, stream_of, last_error, cuda):
-        """A function specialised to one signature: plain checks inline, a few microseconds a call.
-
-        Whatever the inline checks do not accept (wrong dtype, numpy scalars, None pointers...) goes
-        to checked_call, which accepts it or raises the precise error.
-        """
+        """A function specialised to one signature: plain checks inline, a few microseconds a call. Whatever
+        they do not accept (wrong dtype, numpy scalars, None pointers...) goes to checked_call."""
         env = {"T": torch.Tensor, "fn": fn, "slow": checked_call, "failed": failed, "stream_of": stream_of,
                "last_error": last_error, "current_device": torch.cuda.current_device}  # fmt: skip
         lines, values, first_tensor = [], [], None
@@ -186,21 +171,15 @@ def _runtime():
                 if cuda and first_tensor is None:
                     first_tensor = a
                     lines.append(f"device = {a}.get_device()")
-                values.append(f"{a}.data_ptr()")
             elif p["type"] in ("float", "double"):
                 lines.append(f"if type({a}) is not float and type({a}) is not int: return slow(args)")
-                values.append(a)
             elif p["type"] == "bool":
                 lines.append(f"if type({a}) is not bool: return slow(args)")
-                values.append(a)
             else:
                 lo, hi = _INT_RANGES[p["type"]]
                 lines.append(f"if type({a}) is not int or not {lo} <= {a} <= {hi}: return slow(args)")
-                values.append(a)
-        if cuda:
-            stream = f"stream_of({'device' if first_tensor else 'current_device()'})"
-        else:
-            stream = "None"
+            values.append(f"{a}.data_ptr()" if p["kind"] == "pointer" else a)
+        stream = f"stream_of({'device' if first_tensor else 'current_device()'})" if cuda else "None"
         body = [
             f"if len(args) != {len(params)}: return slow(args)",
             *([f"{', '.join(f'a{i}' for i in range(len(params)))}, = args"] if params else []),
@@ -223,10 +202,9 @@ def _runtime():
         if kind == "pointer":
             dtype = _DTYPES[ctype]
             want = f"a contiguous {'CUDA' if cuda else 'CPU'} tensor" + (f" of {dtype}" if dtype is not None else "")
-            Tensor = torch.Tensor
 
             def pointer(arg, devices):
-                if not isinstance(arg, Tensor):
+                if not isinstance(arg, torch.Tensor):
                     if arg is None:
                         return None  # NULL, for optional buffers
                     raise TypeError(f"{where} expects {want}, got {type(arg).__name__}")
@@ -281,20 +259,16 @@ def _runtime():
 
     def _stream_getter():
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-        if raw is not None:
-            return raw
-        return lambda device: torch.cuda.current_stream(device).cuda_stream
+        return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
     def _error_reader(lib, launcher: str):
         """Raises if the CUDA runtime inside the library recorded an error (e.g. a bad launch config)."""
         try:
             read = lib.cuda_agent_last_error
         except AttributeError:
-            raise RuntimeError(
-                f"{lib._name} lacks cuda_agent_last_error: build it with cuda-agent's build_kernels"
-            ) from None
-        read.argtypes = [ctypes.c_char_p, ctypes.c_int]
-        read.restype = ctypes.c_int
+            message = f"{lib._name} lacks cuda_agent_last_error: build it with cuda-agent's build_kernels"
+            raise RuntimeError(message) from None
+        read.argtypes, read.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
         buf = ctypes.create_string_buffer(_ERROR_BUF)
 
         def check() -> None:
@@ -316,9 +290,9 @@ def _runtime():
 
         return describe
 
-    return load_kernels, bind_library, frozenset(_DTYPES), frozenset(_SCALARS)
+    return load_kernels, load_spec, bind_library, frozenset(_DTYPES), frozenset(_SCALARS)
 
 
 # The C type names the runtime binds (strings only, for the parser's tests), then nothing else.
-load_kernels, _bind_library, _DTYPES, _SCALARS = _runtime()
+load_kernels, _load_spec, _bind_library, _DTYPES, _SCALARS = _runtime()
 del _runtime

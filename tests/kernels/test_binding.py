@@ -27,7 +27,7 @@ def fresh_runtime(name: str = "kernel_runtime_surface"):
 def test_runtime_namespace_holds_load_kernels_and_no_modules():
     runtime = fresh_runtime()
     names = [n for n in vars(runtime) if not n.startswith("__")]
-    assert names == ["load_kernels", "_bind_library", "_DTYPES", "_SCALARS"]
+    assert names == ["load_kernels", "_load_spec", "_bind_library", "_DTYPES", "_SCALARS"]
     assert [n for n in names if not n.startswith("_")] == ["load_kernels"]
     for attr in ("ctypes", "os", "json", "torch", "Path", "Kernels", "SPEC_NAME", "_bind", "_check", "_runtime"):
         with pytest.raises(AttributeError):

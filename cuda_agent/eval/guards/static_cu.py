@@ -52,8 +52,7 @@ FORBIDDEN = frozenset({
 FORBIDDEN_NAMESPACES = frozenset({"at", "c10", "torch", "pybind11", "py", "caffe2"})
 PYTHON_API = re.compile(r"^_?Py[A-Z_]|^_ZN")  # the Python C API, or mangled C++ (libtorch) symbols
 THREAD_QUALIFIED = frozenset({"std::thread", "std::jthread", "std::async"})
-FORBIDDEN_INCLUDES = ("torch/", "ATen/", "c10/", "pybind11/", "caffe2/", "Python.h", "dlfcn.h", "fstream",
-                      "spawn.h")
+FORBIDDEN_INCLUDES = ("torch/", "ATen/", "c10/", "pybind11/", "caffe2/", "Python.h", "dlfcn.h", "fstream", "spawn.h")
 THREAD_INCLUDES = ("thread", "future", "pthread.h")
 PTX_LOW = re.compile(r"\.(f16|bf16|tf32|e4m3|e5m2|f16x2|bf16x2)\b")
 # Ways around the built-library audit (native.py), stopped here first (docs/guards.md):
@@ -130,7 +129,6 @@ class _Scan:
                 continue
             if kind == "gnu_asm_expression":
                 self.asm(n)
-                self.asm_place(n)
             elif kind == "namespace_definition":
                 self.namespace(n)
             elif kind in ("asm", "__asm__", "__asm") and (n.parent is None or n.parent.type != "gnu_asm_expression"):
@@ -145,22 +143,19 @@ class _Scan:
                 self.declared(n)
                 called = n.parent is not None and n.parent.type == "call_expression" \
                     and n.parent.child_by_field_name("function") == n
-                self.token(n.text.decode(errors="replace"), n.start_point[0],
-                           "type_identifier" if called else kind)  # half(x) is a functional cast
-                if kind == "namespace_identifier" and n.text.decode() in FORBIDDEN_NAMESPACES:
-                    self.add("forbidden_call", n.text.decode(), n.start_point[0],
-                             f"{n.text.decode()}:: is libtorch/Python API; kernels are plain CUDA C++")
+                name = n.text.decode(errors="replace")
+                self.token(name, n.start_point[0], "type_identifier" if called else kind)  # half(x): a functional cast
+                if kind == "namespace_identifier" and name in FORBIDDEN_NAMESPACES:
+                    self.add("forbidden_call", name, n.start_point[0],
+                             f"{name}:: is libtorch/Python API; kernels are plain CUDA C++")
             stack.extend(reversed(n.children))
 
     # -- what the built-library audit (native.py) relies on --------------------------------------
 
-    def asm_place(self, n: tree_sitter.Node) -> None:
-        """asm labels on declarations, assembly outside device code, directives that emit sections."""
+    def asm(self, n: tree_sitter.Node) -> None:
+        """The code of an asm statement, asm labels on declarations, assembly outside device code."""
         line = n.start_point[0]
-        code = " ".join(s.text.decode(errors="replace") for s in _descendants(n) if s.type == "string_literal")
-        if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
-            self.add("load_time_code", "asm ." + m.group(1), line, f"asm directive .{m.group(1)} places sections or "
-                     "defines symbols (code run at load, hidden imports); write plain functions")
+        self.asm_code(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"), line)
         if n.parent is None or n.parent.type != "expression_statement":
             self.add("native_symbol", "asm label", line, "an asm label on a declaration renames the symbol it "
                      "imports or defines; declare and call functions by their own names")
@@ -241,23 +236,19 @@ class _Scan:
                 self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing; "
                          "launch everything on the stream the launcher receives")
 
-    def asm(self, n: tree_sitter.Node) -> None:
-        self.ptx(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"),
-                 n.start_point[0])
-
-    def ptx(self, ptx: str, line: int) -> None:
-        if self.task_fp32 and ("mma" in ptx or "cvt" in ptx) and PTX_LOW.search(ptx):
+    def asm_code(self, code: str, line: int) -> None:
+        """Inline assembly (an asm statement's or a macro's): precision downgrades, section/symbol directives."""
+        if self.task_fp32 and ("mma" in code or "cvt" in code) and PTX_LOW.search(code):
             self.add("precision", "asm", line, "inline PTX mma/cvt with f16/bf16/tf32/fp8 in an "
                      "fp32 task is a precision downgrade; use fp32 FMA")
+        if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
+            self.add("load_time_code", "asm ." + m.group(1), line, f"asm directive .{m.group(1)} places sections or "
+                     "defines symbols (code run at load, hidden imports); write plain functions")
 
     def macro(self, n: tree_sitter.Node) -> None:
         raw = n.text.decode(errors="replace")
         if re.search(r"\b(?:asm|__asm__|__asm)\b", raw):  # inline PTX wrapped in a macro
-            code = " ".join(_PTX_STRINGS.findall(raw))
-            self.ptx(code, n.start_point[0])
-            if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
-                self.add("load_time_code", "asm ." + m.group(1), n.start_point[0], f"asm directive .{m.group(1)} "
-                         "places sections or defines symbols (code run at load, hidden imports); write plain functions")
+            self.asm_code(" ".join(_PTX_STRINGS.findall(raw)), n.start_point[0])
         # Blank out comments and strings, keeping newlines so line numbers still hold.
         body = _MACRO_NOISE.sub(lambda m: "\n" * m.group().count("\n") or " ", raw)
         for m in _WORD.finditer(body):
@@ -272,11 +263,10 @@ def _in_device_code(n: tree_sitter.Node) -> bool:
     arch = False
     child, node = n, n.parent
     while node is not None:
+        condition = node.child_by_field_name("condition")
         if node.type in ("preproc_ifdef", "preproc_if") and "__CUDA_ARCH__" in (
-                node.child_by_field_name("name") or node.child_by_field_name("condition") or node).text.decode():
-            negated = node.children[0].type == "#ifndef" or (node.child_by_field_name("condition") is not None
-                                                              and node.child_by_field_name("condition").type
-                                                              == "unary_expression")
+                node.child_by_field_name("name") or condition or node).text.decode():
+            negated = node.children[0].type == "#ifndef" or getattr(condition, "type", None) == "unary_expression"
             in_else = child.type in ("preproc_else", "preproc_elif")
             arch = arch or negated == in_else
         if node.type == "lambda_expression":

@@ -31,14 +31,12 @@ class Checker(FileNames, ast.NodeVisitor):
         self.findings: list[Finding] = []
 
     # -- reporting ---------------------------------------------------------------------
-
-    def add(self, guard: str, node: ast.AST, message: str) -> None:
-        severity = self.precision_severity if guard == "precision" else "fail"
+    def add(self, guard: str, node: ast.AST, message: str, severity: Severity | None = None) -> None:
+        severity = severity or (self.precision_severity if guard == "precision" else "fail")
         self.findings.append(Finding(guard=guard, message=message, severity=severity,
                                      where=f"{self.filename}:{getattr(node, 'lineno', 0)}"))
 
     # -- imports -----------------------------------------------------------------------
-
     def visit_Import(self, node: ast.Import) -> None:
         for a in node.names:
             self.check_import(node, a.name)
@@ -73,15 +71,12 @@ class Checker(FileNames, ast.NodeVisitor):
         return True
 
     # -- names and attributes ----------------------------------------------------------
-
     def check_name(self, node: ast.AST, name: str, ctx: ast.expr_context) -> bool:
         """Apply the per-name rules to a resolved module path; True if one fired."""
-        fired = False
-        for guard, message in name_rules(name, store=isinstance(ctx, (ast.Store, ast.Del)),
-                                          task_fp32=self.task_fp32):
+        rules = name_rules(name, store=isinstance(ctx, (ast.Store, ast.Del)), task_fp32=self.task_fp32)
+        for guard, message in rules:
             self.add(guard, node, message)
-            fired = True
-        return fired
+        return bool(rules)
 
     def visit_Attribute(self, node: ast.Attribute) -> None:
         name = self.dotted(node)
@@ -140,7 +135,6 @@ class Checker(FileNames, ast.NodeVisitor):
                      "the candidate must not read the task's code or data")
 
     # -- calls -------------------------------------------------------------------------
-
     def visit_Call(self, node: ast.Call) -> None:
         func = node.func
         if isinstance(func, ast.Name) and func.id in REFLECTIVE and func.id not in self.bound:
@@ -193,7 +187,6 @@ class Checker(FileNames, ast.NodeVisitor):
             self.add("timer_patch", node, MSG_MODULE_PATCH.format(name=f"{base}.{const or '<computed>'}"))
 
     # -- statements --------------------------------------------------------------------
-
     def visit_Try(self, node: ast.AST) -> None:
         self.add("fallback", node, "try/except in model_new.py (a fallback when the kernel fails); "
                  "let errors surface and fix the kernel")
@@ -277,14 +270,13 @@ class Checker(FileNames, ast.NodeVisitor):
         if isinstance(getattr(node, "_parent", None), ast.AugAssign):
             return  # visit_AugAssign reports it
         value = _assigned_value(node)
-        if value is not None and isinstance(value, ast.Constant):
+        if isinstance(value, ast.Constant):
             return  # a flag or counter reset to a literal carries no result
         what = f"self.{node.attr} ="
-        if value is not None and (self.dotted(value.func) if isinstance(value, ast.Call) else None) in ALLOCATORS:
-            self.findings.append(Finding(guard="memoization", severity="warn", where=f"{self.filename}:{node.lineno}",
-                                         message=MSG_BUFFER.format(what=what)))
-            return
-        self.add("memoization", node, MSG_STATE.format(what=what))
+        if isinstance(value, ast.Call) and self.dotted(value.func) in ALLOCATORS:
+            self.add("memoization", node, MSG_BUFFER.format(what=what), severity="warn")
+        else:
+            self.add("memoization", node, MSG_STATE.format(what=what))
 
 
 def _describe_attr(base: ast.AST, attr: str) -> str:
@@ -302,6 +294,4 @@ def _op(node: ast.AugAssign) -> str:
 
 def _assigned_value(target: ast.Attribute) -> ast.expr | None:
     parent = getattr(target, "_parent", None)
-    if isinstance(parent, (ast.Assign, ast.AnnAssign)):
-        return parent.value
-    return None
+    return parent.value if isinstance(parent, (ast.Assign, ast.AnnAssign)) else None
