@@ -116,16 +116,7 @@ class BaselineCache:
             secret = self._secret()
             data = self._load()
             data[key] = {**entry, "fields": want, "tag": self._tag(secret, key, want, entry)}
-            fd, tmp = tempfile.mkstemp(dir=self.path.parent, prefix=".baselines-")
-            try:
-                with os.fdopen(fd, "w") as f:
-                    json.dump(data, f, indent=1, sort_keys=True)
-                    f.flush()
-                    os.fsync(f.fileno())
-                os.replace(tmp, self.path)
-            except BaseException:
-                Path(tmp).unlink(missing_ok=True)
-                raise
+            _replace(self.path, ".baselines-", json.dumps(data, indent=1, sort_keys=True).encode())
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -178,17 +169,23 @@ class BaselineCache:
                                   "(set CUDA_AGENT_CACHE to a folder of your own)")
         os.chmod(folder, 0o700)
         secret = os.urandom(KEY_BYTES)
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".key-")  # mkstemp makes it 0600
-        try:
-            with os.fdopen(fd, "wb") as f:
-                f.write(secret)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.key_path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        _replace(self.key_path, ".key-", secret)
         return secret
+
+
+def _replace(path: Path, prefix: str, data: bytes) -> None:
+    """Write `data` to a temp file beside `path` (mkstemp: mode 0600), synced, then put it in place
+    atomically: a reader sees the old file or the new one, never half of one."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def timing_from(entry: dict | None) -> Timing | None:

@@ -93,12 +93,9 @@ def side_work(timing: Timing) -> list[Finding]:
 
 def libraries(build: Any) -> set[str]:
     """Vendor libraries the candidate links (cuBLAS / cuDNN kernels are then allowed)."""
-    libs: set[str] = set()
-    for flag in " ".join(getattr(build, "commands", None) or []).split():
-        m = re.match(r"-l(cublas|cublasLt|cudnn)$", flag)
-        if m:
-            libs.add("cudnn" if m.group(1) == "cudnn" else "cublas")
-    return libs
+    flags = " ".join(getattr(build, "commands", None) or []).split()
+    return {"cudnn" if m.group(1) == "cudnn" else "cublas"
+            for flag in flags if (m := re.match(r"-l(cublas|cublasLt|cudnn)$", flag))}
 
 
 def error_text(resp: dict) -> str:
@@ -177,14 +174,12 @@ def mutated_inputs(given: list, fresh: list) -> list[int]:
     """Indices of tensor inputs whose values differ from a fresh draw of the same seed."""
     import torch
 
-    bad = []
-    for i, (a, b) in enumerate(zip(given, fresh)):
-        if isinstance(a, torch.Tensor):
-            same = a.shape == b.shape and bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point()
-                                                 else (a == b)).all())
-            if not same:
-                bad.append(i)
-    return bad
+    def same(a, b) -> bool:
+        if a.shape != b.shape:
+            return False
+        return bool(((a == b) | (a.isnan() & b.isnan()) if a.is_floating_point() else (a == b)).all())
+
+    return [i for i, (a, b) in enumerate(zip(given, fresh)) if isinstance(a, torch.Tensor) and not same(a, b)]
 
 
 def timed_outputs(bufs: list[list], kept: list[dict], out_tols: dict[int, Tolerances], tol: Tolerances) -> list[Finding]:

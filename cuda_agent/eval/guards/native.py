@@ -29,6 +29,7 @@ from cuda_agent.eval.guards.native_elf import SHN_UNDEF, STB_LOCAL, Elf, ElfErro
 from cuda_agent.eval.guards.native_library import audit_shared, toolkit_baseline
 from cuda_agent.eval.guards.native_object import ObjectAudit, Unit
 from cuda_agent.eval.guards.native_rules import linked_libs
+from cuda_agent.eval.guards.static_py import dedupe
 from cuda_agent.eval.verdict import Finding
 from cuda_agent.kernels.build import SUPPORT_SOURCE, BuildResult
 
@@ -64,7 +65,7 @@ def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> l
     shared = audit_shared(library, toolkit, libs, extra, accepted_init, len(units))
     findings += [Finding(guard=guard, message=message, where=build.lib_path.name)
                  for guard, symbol, message in shared if (guard, symbol) not in named]
-    return _dedupe(findings)
+    return dedupe(findings, key=lambda f: (f.guard, f.message))
 
 
 def _plan(build: BuildResult) -> tuple[list[Unit], str, list[str]]:
@@ -83,13 +84,3 @@ def _plan(build: BuildResult) -> tuple[list[Unit], str, list[str]]:
     if link is None or not units:
         raise ValueError("no compile or link command in the build result")
     return units, link[0], [f for f in link if re.fullmatch(r"-[lL].+", f) and f != "-lineinfo"]
-
-
-def _dedupe(findings: list[Finding]) -> list[Finding]:
-    seen, out = set(), []
-    for f in findings:
-        key = (f.guard, f.message)
-        if key not in seen:
-            seen.add(key)
-            out.append(f)
-    return out

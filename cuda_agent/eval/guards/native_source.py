@@ -120,8 +120,7 @@ def _declared_name(d) -> str | None:
 
 
 def _enclosing_function(n) -> str | None:
-    while n is not None and n.type != "function_definition":
-        n = n.parent
+    n = _enclosing(n, "function_definition")
     if n is None:
         return None
     d = n.child_by_field_name("declarator")

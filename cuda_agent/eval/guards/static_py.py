@@ -38,7 +38,7 @@ def check_model_new(source: str, *, filename: str = "model_new.py", task_fp32: b
     return dedupe(checker.findings)
 
 
-def dedupe(findings: list[Finding]) -> list[Finding]:
-    """One finding per guard and line: nested names (torch._C._x) would repeat it."""
-    seen: set[tuple[str, str | None]] = set()
-    return [f for f in findings if (f.guard, f.where) not in seen and not seen.add((f.guard, f.where))]
+def dedupe(findings: list[Finding], key=lambda f: (f.guard, f.where)) -> list[Finding]:
+    """One finding per key, by default per guard and line: nested names (torch._C._x) would repeat it."""
+    seen: set = set()
+    return [f for f in findings if key(f) not in seen and not seen.add(key(f))]
