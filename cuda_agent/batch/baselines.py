@@ -1,10 +1,7 @@
 """`cuda-agent baselines TASK_DIR`: time eager and torch.compile for every task once per GPU type,
 into the harness's baseline cache (eval/baselines.py), so a batch's evaluations find them there.
-
-The harness keys the cache by (task hash, GPU name, torch version, dtypes, mode), so one GPU per
-type is enough. Each task is timed by Evaluator.time_baselines, the code path an evaluation takes
-(no second timing code).
-"""
+The cache is keyed by (task hash, GPU name, torch version, dtypes, mode): one GPU per type is
+enough. Evaluator.time_baselines times each task, the code path an evaluation takes."""
 
 from __future__ import annotations
 

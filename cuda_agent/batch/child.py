@@ -1,11 +1,9 @@
 """A task's process: `python -m cuda_agent.batch.child JOB.json`. Runs the agent on one task the
 way `optimize` does (cuda_agent/run.py, the same run folder), or scores one candidate (eval mode),
-with evaluations through the pool; writes its TaskRow to job.result_path.
-
-SIGINT (the batch was stopped) ends the loop with a closing record and skips re-verification:
-the task is resumed and finalized next time. A run whose trajectory already ends with a closing
-that is not `interrupted` is only finalized (it was stopped while re-verifying).
-"""
+with evaluations through the pool; writes its TaskRow to job.result_path. SIGINT (the batch was
+stopped) ends the loop with a closing record and skips re-verification: the task is resumed and
+finalized next time. A run whose trajectory already ends with a closing that is not `interrupted`
+is only finalized (it was stopped while re-verifying)."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """`cuda-agent tasks import PARQUET --out DIR`: CUDA-Agent-Ops-6K's parquet (columns `ops`,
-`data_source`, `code`, ...) -> one task file per row, a folder `batch` takes as it is.
-
-Each row's `code` is written to `DIR/<row>_<ops>.py`; every file is checked the way a batch loads
-it (it imports, defines `Model`, get_inputs and get_init_inputs). A row that fails is not dropped:
-its file goes to `DIR/_rejected/` (a folder `batch` skips), and `DIR/import.json` lists it with the
-reason, next to every imported task's row index, ops and data_source.
-"""
+`data_source`, `code`, ...) -> one task file per row, `DIR/<row>_<ops>.py`, a folder `batch` takes
+as it is. Each file is checked the way a batch loads it (it imports, defines `Model`, get_inputs and
+get_init_inputs); one that fails goes to `DIR/_rejected/` (a folder `batch` skips), and
+`DIR/import.json` lists it with the reason, next to each imported task's row, ops and data_source."""
 
 from __future__ import annotations
 

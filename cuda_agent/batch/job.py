@@ -6,14 +6,13 @@ hung task can be killed with its process group, and tasks never share torch's gl
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, Field
 
 from cuda_agent.batch.rows import TaskRow
+from cuda_agent.kernels.objects import write_atomic
 from cuda_agent.pool import PoolSpec
 from cuda_agent.settings import Settings
 
@@ -43,7 +42,4 @@ class TaskJob(BaseModel):
 
 def write_json_atomic(path: Path, data: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-")
-    with os.fdopen(fd, "w") as f:
-        json.dump(data, f, indent=1)
-    os.replace(tmp, path)
+    write_atomic(path, json.dumps(data, indent=1))

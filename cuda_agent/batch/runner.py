@@ -1,11 +1,9 @@
 """The scheduler: up to `concurrency` task processes at once, each placed on a device by the pool.
-
 A task process that exits without a result crashed (its log says why); one that runs past
 `task_timeout` is killed with its process group and recorded as hung; the batch goes on either
 way. Ctrl-C: every task process gets SIGINT (each closes its trajectory and writes an
 `interrupted` row), stragglers are killed after `grace_s`, and every row is written before the
-KeyboardInterrupt goes on to the caller.
-"""
+KeyboardInterrupt goes on to the caller."""
 
 from __future__ import annotations
 

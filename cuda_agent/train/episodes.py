@@ -1,19 +1,16 @@
 """One RL episode of the verl glue (train/verl_glue.py): a KernelEnv for one task row of the verl
 parquet, and where it runs. No verl here (and Ray only inside RayEpisode).
 
-EpisodeHost is the synchronous object holding the episode: the task rebuilt from the row, the
-workspace, the tools, the harness. The agent loop reaches it through an async handle, so that an
-agent-loop worker's event loop keeps serving its other rollouts while a build or an evaluation
-takes seconds:
-- LocalEpisode: the host in the calling process, each call in a thread. For one machine whose
-  agent-loop process sees a GPU, CPU tasks (`eval.device: cpu`) and the tests.
-- RayEpisode: the host as a Ray actor with a share of a GPU (1/evals_per_gpu, and as much of a
-  custom resource when `ray_resource` names one that only the evaluation nodes have). The
-  workspace, nvcc, the harness's reference and worker processes, ncu and compute-sanitizer then
-  all run on an evaluation GPU, apart from the GPUs verl trains and generates on (the paper keeps
-  its sandbox pool apart from training the same way). Ray sets CUDA_VISIBLE_DEVICES for the
-  actor, so its device is cuda:0; the harness's timing lock maps that back to the physical GPU,
-  as for `batch --ray` (pool/raypool.py).
+EpisodeHost holds the episode (the task rebuilt from the row, the workspace, the tools, the
+harness), synchronously. The agent loop reaches it through an async handle, so that its worker's
+event loop keeps serving other rollouts while a build or an evaluation takes seconds:
+- LocalEpisode: the host in the calling process, each call in a thread (one machine whose
+  agent-loop process sees a GPU, CPU tasks with `eval.device: cpu`, the tests).
+- RayEpisode: the host as a Ray actor with 1/evals_per_gpu of a GPU (and as much of `ray_resource`,
+  a custom resource only the evaluation nodes have). The workspace, nvcc, the harness, ncu and
+  compute-sanitizer then run on an evaluation GPU, apart from the GPUs verl trains and generates
+  on. Ray sets CUDA_VISIBLE_DEVICES, so the actor's device is cuda:0; the harness's timing lock
+  maps that back to the physical GPU, as for `batch --ray` (pool/raypool.py).
 """
 
 from __future__ import annotations

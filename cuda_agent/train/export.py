@@ -1,19 +1,16 @@
 """Runs -> training data (DESIGN decision 7): SFT chat JSONL, RFT (the best run per task), and
-verl's parquet of tasks.
-
-Read from trajectories only (records.py, trajectory.py; no agent loop). The rules:
+verl's parquet of tasks, read from trajectories only (records.py, trajectory.py; no agent loop):
 - A run's messages are the raw history (system, task, assistant turns with their tool calls,
   tool results, a person's messages), so trainers re-tokenise with their own chat template.
 - Turns the model did not write as they ran are never presented as its own: a turn a person
-  edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do
-  not train on this assistant message") and is listed in the run's metadata; a person's
-  messages are user turns marked in the metadata. `--drop-marked` leaves such runs out instead.
-- Context trimming changed what the model saw; the export keeps the full observations and lists
-  the trimmed steps in the metadata (`--drop-trimmed` leaves those runs out).
-- Secrets: every string is redacted again on the way out (secrets.Redactor), though the
-  trajectory was already written redacted.
-- A task's reward is the milestone reward of the best correct version the run found (the
-  closing record's), -1 when none.
+  edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do not
+  train on this assistant message"); such turns and a person's messages are listed in the run's
+  metadata, and `--drop-marked` leaves those runs out instead.
+- Context trimming changed what the model saw: the full observations are kept, the trimmed steps
+  listed in the metadata (`--drop-trimmed` leaves those runs out).
+- Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
+  written redacted. A task's reward is the closing record's: the milestone reward of the best
+  correct version the run found, -1 when none.
 """
 
 from __future__ import annotations

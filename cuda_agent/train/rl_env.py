@@ -1,13 +1,11 @@
 """The environment for online RL: reset(task) -> first observation; step(tool call) ->
 observation, reward, done. A thin episode wrapper over cuda_agent.environment.Environment, the
-object the agent loop drives: the same workspace, tools, harness and reward, no second tool
-dispatch.
+object the agent loop drives: the same workspace, tools, harness and reward, no second dispatch.
 
-Rewards: the episode's reward is the milestone reward of the best correct version found in it
-(-1 when none), as the paper scores a task; it is given on the step that ends the episode
-(`finish`, or the step limit). The per-step reward is shaping: the milestone reward of the
-version a `verify` or `benchmark` step evaluated, None for other tools. Trainers that want the
-paper's setting use only the final one.
+Rewards: the episode's is the milestone reward of the best correct version found in it (-1 when
+none), as the paper scores a task, given on the step that ends the episode (`finish`, or the step
+limit). Before it, a step's reward is shaping: the milestone reward of the version a `verify` or
+`benchmark` step evaluated, None for other tools. The paper's setting uses only the final one.
 """
 
 from __future__ import annotations

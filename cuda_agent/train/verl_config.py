@@ -1,19 +1,16 @@
 """`cuda-agent train ppo --config FILE`: our small config file -> verl's PPO configuration, checked
-against verl's own, written to a folder, and the command that launches it (docs/training.md).
-
-What is written (OUT/):
-- verl_ppo.yaml: `defaults: [ppo_trainer, _self_]` (verl's config, found through hydra's search
-  path) and the values we set; `python -m verl.trainer.main_ppo --config-path OUT --config-name
-  verl_ppo` composes it exactly as verl's own examples compose theirs;
-- tools.yaml: our tools for rollout.multi_turn.tool_config_path (one CudaAgentTool each);
-- agent_loops.yaml: the `cuda_agent` agent loop and its episode settings, for
+against verl's own, written to a folder, and the command that launches it (docs/training.md):
+- OUT/verl_ppo.yaml: `defaults: [ppo_trainer, _self_]` (verl's config, through hydra's search path)
+  and our values; `python -m verl.trainer.main_ppo --config-path OUT --config-name verl_ppo`
+  composes it exactly as verl's own examples compose theirs;
+- OUT/tools.yaml: our tools for rollout.multi_turn.tool_config_path (one CudaAgentTool each);
+- OUT/agent_loops.yaml: the `cuda_agent` agent loop and its episode settings, for
   rollout.agent.agent_loop_config_path.
 
-The check: verl's ppo_trainer is composed with hydra and every value of ours is applied to it in
-struct mode, so a key verl does not have fails there, named, in one line (`+key` adds one on
-purpose, as on hydra's command line). Where the model is a folder on this machine, verl's own
-validate_config (batch sizes against GPUs, the model's config) runs too; elsewhere it runs at
-launch. verl and hydra are imported inside the functions that need them.
+The check: our values are applied to verl's ppo_trainer (composed with hydra) in struct mode, so a
+key verl does not have fails, named, in one line (`+key` adds one on purpose, as on hydra's command
+line). Where the model is a folder here, verl's own validate_config (batch sizes against GPUs, the
+model's config) runs too; elsewhere it runs at launch. verl and hydra are imported inside functions.
 """
 
 from __future__ import annotations
