@@ -63,7 +63,7 @@ def eval_command(
     with console.status("evaluating..."):
         with Evaluator(t, cfg, warm=False) as ev:
             verdict = ev.evaluate(candidate)
-            task_info = ev.ref.describe()
+            task_info = ev.describe_task()
     if json_out:
         print(json.dumps({"task": task_info, "candidate": str(candidate), "device": dev,
                           "verdict": verdict.model_dump()}, indent=1))
