@@ -1,14 +1,12 @@
-"""One Environment: a workspace, the tools, the evaluator and the reward. No litellm here.
-
-The agent loop drives it and so does the RL glue (reset -> first observation is the agent's
-business; `step(tool, args)` -> observation, reward, done). Observations come back with
-credentials redacted (cuda_agent/secrets.py). The reference is built from the
-workspace's first commit, never from its work tree, so nothing the model edits can change
-what it is judged against.
+"""One Environment: a workspace, the tools, the evaluator and the reward; the agent loop and the RL
+glue drive it (`step(tool, args)` -> observation, reward, done). Observations come back with
+credentials redacted (cuda_agent/secrets.py). The reference is built from the workspace's first
+commit, never from its work tree, so nothing the model edits can change what it is judged against.
 """
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +29,7 @@ class StepResult:
     done: bool  # the model called finish
 
 
-class Environment:
+class Environment(contextlib.AbstractContextManager):
     def __init__(self, workspace: Workspace, eval_config: EvalConfig | None = None,
                  tool_settings: ToolSettings | None = None):
         self.workspace = workspace
@@ -72,11 +70,8 @@ class Environment:
     def reference_task(self) -> Task:
         """The task as the workspace was created with it, from its first commit (a private copy),
         loaded once per run: the prompt, every evaluator and the profilers share it."""
-        if self._reference is None:
-            self._reference = self._load_reference()
-        return self._reference
-
-    def _load_reference(self) -> Task:
+        if self._reference is not None:
+            return self._reference
         ws = self.workspace
         if self._reference_dir is None:
             self._reference_dir = tempfile.TemporaryDirectory(prefix="cuda-agent-ref-")
@@ -93,9 +88,9 @@ class Environment:
         if sidecar is not None:
             inputs = folder / "model.inputs.py"
             write_private(inputs, sidecar)
-        task = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
-                         module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)
-        return task
+        self._reference = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
+                                    module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)
+        return self._reference
 
     def _make_evaluator(self):
         from cuda_agent.eval.evaluator import Evaluator
@@ -108,9 +103,6 @@ class Environment:
             self._reference_dir.cleanup()
             self._reference_dir = None
             self._reference = None
-
-    def __enter__(self) -> Environment:
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()

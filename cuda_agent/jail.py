@@ -178,10 +178,8 @@ class Jail:
             for dev in sorted(Path("/dev").glob("nvidia*")):
                 if dev.exists():
                     a += ["--dev-bind", str(dev), str(dev)]
-        for p in self.readable:
-            a += ["--ro-bind", str(p), str(p)]
-        for p in self.writable:
-            a += ["--bind", str(p), str(p)]
+        for flag, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
+            a += [arg for p in paths for arg in (flag, str(p), str(p))]
         a += ["--remount-ro", "/"]  # the sandbox's own root (where bwrap made mount points) too
         if self.cwd:
             a += ["--chdir", str(self.cwd)]

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.settings import Settings
-from cuda_agent.workspace.trailers import VersionInfo
+from cuda_agent.workspace.trailers import VersionInfo, metrics_of
 
 if TYPE_CHECKING:
     from cuda_agent.agent.loop import RunResult
@@ -91,15 +91,13 @@ class RunOutcome(BaseModel):
 
     def summary(self) -> dict:
         """What `optimize --json` prints and a batch row is made from."""
-        v = self.verified
+        v, m = self.verified, metrics_of(self.verified) if self.verified else None
         return {"run_dir": str(self.run_dir), "stop_reason": self.stop_reason, "steps": self.steps,
                 "tokens": self.tokens, "cost": self.cost, "wall_s": round(self.wall_s, 1), "error": self.error,
                 "best": self.best.model_dump(mode="json") if self.best else None,
                 "verified_reward": v.reward if v else None,
                 "verified": {"speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
-                             "time_ms": v.timing.median_ms if v.timing else None,
-                             "eager_ms": v.eager.median_ms if v.eager else None,
-                             "compile_ms": v.compiled.median_ms if v.compiled else None} if v else None,
+                             "time_ms": m.time_ms, "eager_ms": m.eager_ms, "compile_ms": m.compile_ms} if v else None,
                 "report": str(self.report) if self.report else None,
                 "dropin": str(self.dropin) if self.dropin else None}
 

@@ -1,11 +1,9 @@
-"""Every setting of a run, typed, and where each value came from.
-
-Five layers, later ones win: the defaults below < the user's file (~/.config/cuda-agent/config.toml,
-or $XDG_CONFIG_HOME/cuda-agent/config.toml) < the project's file (./cuda-agent.toml) < the
-environment (CUDA_AGENT_*, nested fields with `__`: CUDA_AGENT_EVAL__N_SETS=8) < command-line flags.
-`cuda-agent config show` prints the result with each value's layer; a run records it in its header.
-pydantic-settings reads the files and the environment; the merge is ours so that every leaf keeps
-its origin.
+"""Every setting of a run, typed, and where each value came from. Five layers, later ones win: the
+defaults below < the user's file (~/.config/cuda-agent/config.toml, or under $XDG_CONFIG_HOME) <
+the project's file (./cuda-agent.toml) < the environment (CUDA_AGENT_*, nested fields with `__`:
+CUDA_AGENT_EVAL__N_SETS=8) < command-line flags. `cuda-agent config show` prints each value's layer;
+a run records it in its header. pydantic-settings reads the files and the environment; the merge is
+ours so that every leaf keeps its origin.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""Load a task: `file.py::Class` (KernelBench format), its init args and seeded inputs.
-
-A task file holds an nn.Module and, KernelBench style, module-level `get_inputs()` and
-`get_init_inputs()`. A file without them takes them from a sidecar `<file>.inputs.py` (or any
-file named by `--inputs`), which defines the missing functions. Torch is imported lazily so
-the CLI starts fast.
+"""Load a task: `file.py::Class` (KernelBench format), its init args and seeded inputs. A task file
+holds an nn.Module and, KernelBench style, module-level `get_inputs()` and `get_init_inputs()`; a
+file without them takes them from a sidecar `<file>.inputs.py` (or the file `--inputs` names).
+Torch is imported lazily so the CLI starts fast.
 """
 
 from __future__ import annotations

@@ -1,15 +1,13 @@
-"""A run's trajectory.jsonl (DESIGN decision 7): one JSONL per run, append-only, each record
-flushed and fsynced as it happens, so a crash loses at most the line being written; read back
-whole, a torn last line is skipped. The record types are records.py's.
-
-Secrets never reach the file (cuda_agent/secrets.py): every string of every record is redacted by
-value (the environment's credential variables, the configured model keys the loop registers with
-`add_secrets`, also URL-encoded or JSON-escaped) and by shape (provider tokens, URL passwords...);
-the header's and resume's configs are scrubbed before that (agent/header.py, secrets.scrub_config).
+"""A run's trajectory.jsonl (DESIGN decision 7): append-only, each record flushed and fsynced as it
+happens, so a crash loses at most the line being written (read back, a torn last line is skipped).
+Secrets never reach the file: every string of every record is redacted (secrets.Redactor, with the
+model keys the loop registers through `add_secrets`); the header's and resume's configs are scrubbed
+before that (secrets.scrub_config). The record types are records.py's.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -19,7 +17,7 @@ from cuda_agent.records import Record, parse_record
 from cuda_agent.secrets import Redactor
 
 
-class TrajectoryWriter:
+class TrajectoryWriter(contextlib.AbstractContextManager):
     """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
     `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
 
@@ -48,9 +46,6 @@ class TrajectoryWriter:
     def close(self) -> None:
         if not self._file.closed:
             self._file.close()
-
-    def __enter__(self) -> TrajectoryWriter:
-        return self
 
     def __exit__(self, *exc) -> None:
         self.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import platform
 import re
 from importlib import metadata
@@ -12,16 +13,12 @@ def software_versions() -> dict[str, str]:
     from cuda_agent import __version__
 
     out = {"cuda-agent": __version__, "python": platform.python_version()}
-    try:
+    with contextlib.suppress(metadata.PackageNotFoundError):
         out["torch"] = metadata.version("torch")
-    except metadata.PackageNotFoundError:
-        pass
-    try:
+    with contextlib.suppress(Exception):  # no toolkit here: the header says nothing rather than failing the run
         from cuda_agent.kernels.toolkit import find_nvcc, nvcc_version
 
         found = re.search(r"release ([\d.]+)", nvcc_version(find_nvcc()))
         if found:
             out["nvcc"] = found.group(1)
-    except Exception:  # no toolkit here: the header says nothing rather than failing the run
-        pass
     return out

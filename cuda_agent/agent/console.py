@@ -1,10 +1,7 @@
-"""What a person sees of a headless run, and how `--confirm` asks them.
-
-`LiveWriter` is a TrajectoryWriter that also keeps a one-line rich status current (step, last
-tool and its verdict, best speedup so far, cost), so the loop needs no display code.
-`ConsoleApproval` is the approval hook behind `--confirm`: approve, reject with a reason that
-goes to the model, or edit the arguments (recorded as a person's edit).
-"""
+"""What a person sees of a headless run, and how `--confirm` asks them. `LiveWriter` is a
+TrajectoryWriter that also keeps a one-line rich status current (step, last tool, best version,
+cost), so the loop needs no display code. `ConsoleApproval` is the approval hook behind
+`--confirm`: approve, reject with a reason for the model, or edit the arguments."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Any chat model through litellm: hosted providers by name (openai/..., anthropic/..., gemini/...,
-openrouter/...) and local OpenAI-compatible servers (vLLM, SGLang, llama.cpp, Ollama) by api_base.
-
-litellm is imported on first use only: its import takes seconds, and neither `cuda-agent --help`
-nor the GPU machine should need it. Keys stay in the environment: we read one only to hand it
-to litellm, never store it on the object, and scrub key-like text from every error we raise.
-"""
+"""Any chat model through litellm: hosted providers by name (openai/..., anthropic/...) and local
+OpenAI-compatible servers (vLLM, SGLang, llama.cpp, Ollama) by api_base. litellm is imported on
+first use only: its import takes seconds, and neither `cuda-agent --help` nor the GPU machine
+should need it. Keys stay in the environment: one is read only to hand it to litellm, never
+stored on the object, and key-like text is scrubbed from every error raised."""
 
 from __future__ import annotations
 
@@ -70,8 +68,6 @@ class LitellmModel:
         self.name = model
         self._native: bool | None = self.config.native_tools
 
-    # -- the Model protocol -------------------------------------------------------------------------
-
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
         native = self.native_tools
         kwargs = self._request(messages if native else to_text_messages(messages, tools), tools if native else [])
@@ -113,8 +109,6 @@ class LitellmModel:
             except Exception:
                 self._native = False
         return self._native
-
-    # -- helpers ------------------------------------------------------------------------------------
 
     def _request(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         c = self.config

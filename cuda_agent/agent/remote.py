@@ -1,11 +1,8 @@
-"""The agent's side of the control channel (cuda_agent/control.py): pause, stop, injected
-messages and approvals from a client such as the TUI, through the loop's three hooks.
-
-`checkpoint` runs before each model query (blocks while paused; raises StopRequested after a
-stop), `inbox` hands over injected messages, `approval` waits for a decision on each tool call
-while approve mode is on. Waiting polls the commands file, so a client that goes away (detached
-TUI) leaves the run paused or waiting until one comes back, never crashed.
-"""
+"""The agent's side of the control channel (cuda_agent/control.py), through the loop's three hooks:
+`checkpoint` runs before each model query (blocks while paused; raises StopRequested after a stop),
+`inbox` hands over injected messages, `approval` waits for a decision on each tool call while
+approve mode is on. Waiting polls the commands file, so a client that goes away (detached TUI)
+leaves the run paused or waiting until one comes back, never crashed."""
 
 from __future__ import annotations
 
@@ -30,7 +27,6 @@ class RemoteControl:
         self.decisions: dict[str, Decision] = {}
         write_state(self.run_dir, self.state)
 
-    # -- the loop's hooks ---------------------------------------------------------------
     def checkpoint(self) -> None:
         self._poll()
         while self.state.paused and not self.state.stopping:
@@ -68,14 +64,11 @@ class RemoteControl:
         self.state.stop_reason = stop_reason
         write_state(self.run_dir, self.state)
 
-    # -- commands -----------------------------------------------------------------------
     def _poll(self) -> None:
         commands = self.reader.new()
         for c in commands:
-            if c.op == "pause":
-                self.state.paused = True
-            elif c.op == "resume":
-                self.state.paused = False
+            if c.op in ("pause", "resume"):
+                self.state.paused = c.op == "pause"
             elif c.op == "stop":
                 self.state.stopping = True
             elif c.op == "inject" and c.text.strip():

@@ -1,9 +1,7 @@
 """Tool calls for models without native tool calling: the tools are listed in the system prompt
-and the model writes one fenced ```action block per turn. Observations go back as user messages.
-
-`to_text_messages` turns the loop's native-style history (assistant tool_calls, role "tool") into
-this form, so the loop never needs to know which protocol a model speaks.
-"""
+and the model writes one fenced ```action block per turn; observations go back as user messages.
+`to_text_messages` turns the loop's native-style history into this form, so the loop never needs
+to know which protocol a model speaks."""
 
 from __future__ import annotations
 
@@ -35,18 +33,9 @@ def tools_addendum(tools: list[dict]) -> str:
         fn = _function(tool)
         params = json.dumps(fn.get("parameters", {"type": "object", "properties": {}}), sort_keys=True)
         lines += [f"## {fn['name']}", fn.get("description", "").strip(), f"Arguments (JSON schema): {params}", ""]
-    lines += [
-        "# How to call a tool",
-        "",
-        FORMAT_HELP,
-        "For example:",
-        "",
-        "```action",
-        '{"tool": "' + (_function(tools[0])["name"] if tools else "finish") + '", "arguments": {}}',
-        "```",
-        "",
-        "Write nothing after the action block; its result comes back in the next message.",
-    ]
+    example = '{"tool": "' + (_function(tools[0])["name"] if tools else "finish") + '", "arguments": {}}'
+    lines += ["# How to call a tool", "", FORMAT_HELP, "For example:", "", "```action", example, "```", "",
+              "Write nothing after the action block; its result comes back in the next message."]
     return "\n".join(lines)
 
 

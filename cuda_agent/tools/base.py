@@ -28,6 +28,10 @@ class ToolError(Exception):
     """A mistake the model can fix (bad path, no match...): its message becomes the observation."""
 
 
+class NoArgs(BaseModel):  # a tool that takes no arguments (no docstring: it would enter the schema)
+    pass
+
+
 class ToolResult(BaseModel):
     observation: str  # what the model reads, bounded
     status: Literal["ok", "error"] = "ok"

@@ -8,7 +8,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
-from cuda_agent.tools.base import Tool, ToolContext, ToolError, ToolResult
+from cuda_agent.tools.base import NoArgs, Tool, ToolContext, ToolError, ToolResult
 
 
 class CompileArgs(BaseModel):
@@ -50,17 +50,13 @@ class Compile(Tool):
                                                                "ptxas": {k: v.model_dump() for k, v in r.ptxas.items()}})
 
 
-class VerifyArgs(BaseModel):
-    pass
-
-
 class Evaluate(Tool):
     """verify and benchmark: one evaluation of the workspace, without or with timing."""
 
-    Args = VerifyArgs
+    Args = NoArgs
     timing: bool
 
-    def execute(self, args: VerifyArgs, ctx: ToolContext) -> ToolResult:
+    def execute(self, args: NoArgs, ctx: ToolContext) -> ToolResult:
         from cuda_agent.eval.render import verdict_text
         from cuda_agent.eval.verdict import Finding, Verdict
 

@@ -7,12 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from cuda_agent.profiling.ncu import MISSING, KernelProfile, find_ncu, profile_candidate
 from cuda_agent.profiling.roofline import OVERRIDES, Roofline, count_task, detect_gpu_name, gpu_peaks, roofline, roofline_text
 from cuda_agent.profiling.runner import short_name
-from cuda_agent.tools.base import ToolContext, ToolResult
+from cuda_agent.tools.base import NoArgs, ToolContext, ToolResult
 from cuda_agent.tools.wrapped import WrappedTool
 
 SHOWN_KERNELS = 6  # the longest launches; the rest are summed in one line
@@ -20,22 +18,18 @@ SHOWN_RULES = 3
 _COSTS: dict[str, object] = {}  # task ref -> TaskCost, counted once per process
 
 
-class ProfileArgs(BaseModel):
-    pass
-
-
 class Profile(WrappedTool):
     name = "profile"
     description = ("Profile one forward of the current kernels with Nsight Compute: per kernel its duration, compute "
                    "and memory throughput (% of peak), achieved/theoretical occupancy and its limiter, registers, "
                    "shared memory, DRAM bytes, top warp stalls and ncu's advice, then the roofline floor. 10-60 s.")
-    Args = ProfileArgs
+    Args = NoArgs
     missing = MISSING
 
     def program(self, ctx: ToolContext) -> Path | None:
         return find_ncu(str(ctx.tools.ncu_path) if ctx.tools.ncu_path else None)
 
-    def wrapped(self, args: ProfileArgs, ctx: ToolContext, ncu: Path, task_ref: str, kernels: Path) -> ToolResult:
+    def wrapped(self, args: NoArgs, ctx: ToolContext, ncu: Path, task_ref: str, kernels: Path) -> ToolResult:
         res = profile_candidate(ncu, task_ref, Path(ctx.workspace.root), kernels, ctx.tools.profile_timeout_s,
                                 sandbox=ctx.eval.sandbox)
         if not res.ok:

@@ -32,18 +32,10 @@ GIT_TIMEOUT_S = 300
 # config every git call runs with, over whatever the repository's own config says
 HARNESS_CONFIG = {
     "core.hooksPath": os.devnull,  # no hook runs: pre-commit, post-commit, reference-transaction...
-    "core.fsmonitor": "false",
-    "core.sshCommand": "false",
-    "core.attributesFile": os.devnull,
-    "core.excludesFile": os.devnull,
-    "core.autocrlf": "false",
-    "core.bare": "false",
-    "commit.gpgSign": "false",
-    "tag.gpgSign": "false",
-    "gc.auto": "0",
-    "maintenance.auto": "false",
-    "user.name": IDENTITY,
-    "user.email": f"{IDENTITY}@localhost",
+    "core.fsmonitor": "false", "core.sshCommand": "false", "core.attributesFile": os.devnull,
+    "core.excludesFile": os.devnull, "core.autocrlf": "false", "core.bare": "false",
+    "commit.gpgSign": "false", "tag.gpgSign": "false", "gc.auto": "0", "maintenance.auto": "false",
+    "user.name": IDENTITY, "user.email": f"{IDENTITY}@localhost",
 }
 _EXCLUDES = tuple(f":(exclude,glob)**/{p}" + ("/**" if "*" not in p else "") for p in BUILD_OUTPUTS)
 
@@ -106,8 +98,6 @@ class History:
         repo.git.update_environment(**{k: v for k, v in self._env.items()
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
 
-    # -- running git ------------------------------------------------------------------------------
-
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
         """A read-only git command on this repository (`ls-tree`, `log`...): its output, paths that
         are not UTF-8 kept as surrogate escapes (so they round-trip to the file system)."""
@@ -125,13 +115,10 @@ class History:
     def _driver_overrides(self) -> dict[str, str]:
         """Empty clean/smudge/process commands for every filter driver the config (includes too)
         defines, so a .gitattributes `filter=` runs nothing."""
-        out = run_git(["config", "-z", "--name-only", "--get-regexp", r"^filter\."], self._env, self.work_tree,
-                      ok=(0, 1)).stdout.decode("utf-8", "surrogateescape")
+        out = self.git("config", "-z", "--name-only", "--get-regexp", r"^filter\.", ok=(0, 1))
         drivers = {name.split(".", 1)[1].rsplit(".", 1)[0] for name in out.split("\0") if name.count(".") >= 2}
         return {f"filter.{d}.{k}": v for d in sorted(drivers)
                 for k, v in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))}
-
-    # -- versions ---------------------------------------------------------------------------------
 
     def stage(self, env: dict[str, str] | None = None) -> None:
         """Stage the work tree: everything as .gitignore says (deletions included), then what a
@@ -153,9 +140,7 @@ class History:
         self._run([*args, *(["--allow-empty"] if allow_empty else [])], stdin=message.encode(), env=env)
         return self.head()
 
-    def snapshot(self, message: str) -> str | None:
-        """Commit uncommitted work (new, changed or deleted files) so nothing is lost; None if clean."""
-        return self.commit(message)
+    snapshot = commit  # uncommitted work (new, changed or deleted files) kept; None when clean
 
     def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
         """Commit the work tree as the next version (even if unchanged) and move `best` if it is better."""

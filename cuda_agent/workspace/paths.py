@@ -1,9 +1,6 @@
 """Where workspaces go and what paths they allow: every path a tool touches goes through `resolve_in`.
-
-The model names files relative to the workspace; nothing it names may leave the workspace (by
-`..`, an absolute path or a symlink), reach into `.git` (the history is the record of its work),
-or, for writes, replace a protected file (the task and the files the harness relies on).
-"""
+Nothing the model names may leave the workspace (by `..`, an absolute path or a symlink), reach into
+`.git` (the history is the record of its work), or, for writes, replace a protected file."""
 
 from __future__ import annotations
 

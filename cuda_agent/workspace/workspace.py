@@ -122,8 +122,6 @@ class Workspace:
         ws.snapshot("snapshot: uncommitted work found on re-open")
         return ws
 
-    # -- layout -------------------------------------------------------------------------------
-
     @property
     def candidate_dir(self) -> Path:
         """model_new.py and kernels/ live at the workspace root."""
@@ -141,8 +139,6 @@ class Workspace:
     def resolve(self, rel: str, *, for_write: bool = False) -> Path:
         """A path the model named, made absolute, or WorkspaceError if it leaves or breaks the sandbox."""
         return resolve_in(self.root, rel, for_write=for_write)
-
-    # -- protected files ----------------------------------------------------------------------
 
     def changed_protected(self) -> list[str]:
         """Protected files that differ from creation (changed, deleted, or replaced by a symlink)."""
@@ -168,8 +164,6 @@ class Workspace:
         self.history.checkout_files(self.history.root_commit(), changed)
         self.history.commit(f"restore protected files: {', '.join(changed)}")
         return changed
-
-    # -- versions -----------------------------------------------------------------------------
 
     def snapshot(self, message: str) -> str | None:
         return self.history.snapshot(message)
