@@ -25,7 +25,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
     plans: dict[str, dict] = {}
     for i in range(ev.cfg.n_sets):
         seed = secrets.randbits(31)
-        inputs = ev.task.draw_inputs(seed, ev.device)
+        inputs = ev.ref.inputs(seed)
         described = [describe(x) for x in inputs]
         plan = record_plan(ev, recorder, described, spec, verdict)
         if plan is None:

@@ -39,6 +39,7 @@ from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.spares import Spares
+from cuda_agent.eval.task_code import TaskCodeError
 from cuda_agent.eval.timing_phase import calibrate, fill_baselines, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
 from cuda_agent.jail import JailUnavailable, jail_problem
@@ -61,10 +62,16 @@ class Evaluator:
         self.warm = warm
         self.refusal = jail_problem() if self.cfg.sandbox else None
         self.spares = Spares(self.task, self.cfg, self.cache_dir, warm=warm and not self.refusal)
-        self.ref = Reference(self.task, self.device, self.cfg.init_seed)
+        self.ref: Reference | None = None
+        self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
+        try:
+            self.ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
+            self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
+        except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory
+            self.unscorable = str(e)
+            self.spares.close()
         # what every plan is checked against: each parameter's and buffer's storage size
-        self.state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()}
-        self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
+        self.state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()} if self.ref else {}
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
         self.overhead_ms: float | None = None  # the judge's cost per timed rep, by our clock
 
@@ -106,17 +113,32 @@ class Evaluator:
         except TaskError as e:  # the judge's copy of the task no longer hashes to what was snapshotted
             verdict.status, verdict.error = "error", str(e)
             return self._scored(verdict, seconds, t_start)
+        seeds: list[int] = []
         try:
-            self._run(recorder, judge, candidate_dir, build, verdict, seconds, timing)
+            seeds = self._run(recorder, judge, candidate_dir, build, verdict, seconds, timing)
         except ChildError as e:
             verdict.status = "timeout" if e.kind == "timeout" else "runtime_error"
             verdict.error = str(e)
+        except TaskCodeError as e:  # the reference failed on a fresh input set: no candidate can pass
+            verdict.status, verdict.error = "unscorable", str(e)
+            self.unscorable = str(e)
         finally:
             t = time.perf_counter()
             recorder.kill()
             judge.kill()
             seconds["kill"] = time.perf_counter() - t
+        if seeds and verdict.status == "correct" and not verdict.failing_findings:
+            # after the candidate's processes are gone: their GPU memory is free for the baselines'
+            t = time.perf_counter()
+            fill_baselines(self, seeds, verdict)
+            seconds["baselines"] = time.perf_counter() - t
         return self._scored(verdict, seconds, t_start)
+
+    def describe_task(self) -> dict:
+        """The task for records: Reference.describe(), or what is known without running it."""
+        if self.ref is not None:
+            return self.ref.describe()
+        return {"path": str(self.task.path), "class": self.task.class_name, "hash": self.task.source_hash}
 
     def time_baselines(self) -> tuple[Verdict, int]:
         """Eager and torch.compile alone (`cuda-agent baselines`), on fresh input sets, through the
@@ -124,6 +146,8 @@ class Evaluator:
         verdict = Verdict(status="correct")
         if self.refusal:
             return Verdict(status="error", error=self.refusal), 0
+        if self.unscorable:
+            return Verdict(status="unscorable", error=self.unscorable), 0
         seeds = [secrets.randbits(31) for _ in range(self.cfg.timing_sets)]
         return verdict, fill_baselines(self, seeds, verdict)
 
@@ -139,7 +163,8 @@ class Evaluator:
 
     # -- steps ---------------------------------------------------------------------------
     def _run(self, recorder: JailedChild, judge: JailedChild, candidate_dir: Path, build: Any, verdict: Verdict,
-             seconds: dict, timing: bool) -> None:
+             seconds: dict, timing: bool) -> list[int]:
+        """Correctness, then timing; the seeds of the timed sets (for the baselines), [] if none."""
         t = time.perf_counter()
         recorder.wait_ready()
         ready = judge.wait_ready()
@@ -152,25 +177,22 @@ class Evaluator:
         calibrate(self, judge)
         spec = checks.spec(build)
         if not load_recorder(self, recorder, candidate_dir, spec, verdict):
-            return
+            return []
         threads = judge.threads()
         resp = judge.request({"op": "load_library", "build_dir": str(build.out_dir)}, self.cfg.timeout_s)
         seconds["load"] = time.perf_counter() - t
         if not resp.get("ok"):
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
-            return
+            return []
         t = time.perf_counter()
         out_tols = check_sets(self, recorder, judge, build, spec, verdict, threads)
         seconds["correctness"] = time.perf_counter() - t
         if verdict.status != "correct" or verdict.failing_findings or not timing:
-            return
+            return []
         t = time.perf_counter()
         seeds = time_candidate(self, recorder, judge, spec, out_tols, verdict, threads)
         seconds["timing"] = time.perf_counter() - t
-        if verdict.status == "correct" and not verdict.failing_findings:
-            t = time.perf_counter()
-            fill_baselines(self, seeds, verdict)
-            seconds["baselines"] = time.perf_counter() - t
+        return seeds
 
     def _scored(self, verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
         guard_failed = bool(verdict.failing_findings)

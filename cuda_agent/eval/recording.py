@@ -35,7 +35,7 @@ def record_only(ev: Evaluator, candidate_dir: Path, verdict: Verdict) -> None:
     recorder = ev.spares.take("recorder")
     try:
         if load_recorder(ev, recorder, candidate_dir, {}, verdict):
-            inputs = ev.task.draw_inputs(secrets.randbits(31), ev.device)
+            inputs = ev.ref.inputs(secrets.randbits(31))
             record_plan(ev, recorder, [describe(x) for x in inputs], {}, verdict)
     except ChildError as e:
         verdict.notes.append(f"forward could not be recorded: {e}")

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval.scratch import private_dir
+from cuda_agent.eval.task_code import TaskCodeError, task_code
 from cuda_agent.task import Task, TaskError, describe_value, load_task, source_digest
 
 
@@ -106,29 +107,36 @@ def pin_full_fp32() -> None:
 
 
 class Reference:
-    def __init__(self, task: Task, device: str, init_seed: int = 0):
+    def __init__(self, task: Task, device: str, init_seed: int = 0, timeout_s: float | None = None):
         import torch
 
         pin_full_fp32()  # the judge computes in full fp32 too
         self.task = task
         self.device = device
         self.init_seed = init_seed
-        self.init_inputs = task.init_inputs(init_seed)
-        self.model = task.build_model(self.init_inputs, device, init_seed)
+        self.timeout_s = timeout_s
+        with self._code("get_init_inputs()"):
+            self.init_inputs = task.init_inputs(init_seed)
+        with self._code(f"{task.class_name}(...) (its __init__)"):
+            self.model = task.build_model(self.init_inputs, device, init_seed)
         self.state_dict = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
         self.notes: list[str] = []
         try:
             self.model64 = copy.deepcopy(self.model).double()
-        except Exception as e:  # e.g. a module that cannot be deep-copied
+        except Exception as e:  # e.g. a module that cannot be deep-copied, or no memory for it
             self.model64 = None
-            self.notes.append(f"no float64 reference ({type(e).__name__}: {e}); judged against fp32")
+            self.notes.append(f"no float64 reference ({type(e).__name__}: {str(e)[:200]}); judged against fp32")
         floats = [v.dtype for v in self.state_dict.values() if v.is_floating_point()]
-        sample = task.draw_inputs(0, device)
+        sample = self.inputs(0)
         floats += [x.dtype for x in sample if isinstance(x, torch.Tensor) and x.is_floating_point()]
         self.fp32 = bool(floats) and all(d == torch.float32 for d in floats)
         self.dtypes = sorted({str(d).removeprefix("torch.") for d in floats})
         self.input_bytes = tensors_bytes(sample)
         self.inputs_desc = [describe_value(x) for x in sample]
+
+    def _code(self, call: str):
+        files = tuple(f for f in (self.task.path, self.task.inputs_path) if f is not None)
+        return task_code(call, files, self.timeout_s)
 
     def describe(self) -> dict:
         """What the task is, for records: its hash, dtypes, input shapes and init arguments."""
@@ -136,40 +144,60 @@ class Reference:
                 "dtypes": self.dtypes, "inputs": self.inputs_desc,
                 "init_inputs": [describe_value(x) for x in self.init_inputs]}
 
+    def inputs(self, seed: int) -> list:
+        """One input set of the task's get_inputs(), on the device."""
+        with self._code("get_inputs()"):
+            return self.task.draw_inputs(seed, self.device)
+
     def outputs(self, inputs: list) -> tuple[list, list | None]:
         """fp32 (the task's own dtype) and float64 reference outputs for one input set."""
         import torch
 
         with torch.no_grad():
-            ref = [o.detach() for o in flatten(self.model(*inputs))]
+            with self._code("forward"):
+                ref = [o.detach() for o in flatten(self.model(*inputs))]
             ref64 = None
             if self.model64 is not None:
                 try:
-                    ref64 = [o.detach() for o in flatten(self.model64(*[_to_double(x) for x in inputs]))]
-                except Exception as e:
+                    with self._code("forward in float64"):
+                        ref64 = [o.detach() for o in flatten(self.model64(*[_to_double(x) for x in inputs]))]
+                except TaskCodeError as e:
                     self.model64 = None
-                    self.notes.append(f"float64 reference failed ({type(e).__name__}: {e}); judged against fp32")
+                    self.notes.append(f"no float64 reference ({e}); judged against fp32")
         return ref, ref64
 
     def determinism_problem(self, seed: int) -> str | None:
         """Run the reference twice on one input set with different RNG states: a task whose
-        output depends on the RNG (dropout, sampling) cannot be scored."""
+        output depends on the RNG (dropout, sampling) cannot be scored. Compared in chunks: a
+        float64 copy of a large output would need twice its size again."""
         import torch
 
         from cuda_agent.task import seed_everything
 
-        inputs = self.task.draw_inputs(seed, self.device)
+        inputs = self.inputs(seed)
         outs = []
         for s in (seed + 1, seed + 2):
             seed_everything(s)
-            with torch.no_grad():
+            with torch.no_grad(), self._code("forward"):
                 outs.append([o.detach().clone() for o in flatten(self.model(*inputs))])
+        del inputs
         for i, (a, b) in enumerate(zip(*outs)):
-            if not isinstance(a, torch.Tensor):
-                continue
-            same = a.shape == b.shape and torch.allclose(a.double(), b.double(), rtol=1e-5, atol=1e-6, equal_nan=True)
-            if not same:
+            if isinstance(a, torch.Tensor) and not _same(a, b):
                 return (f"output {i} changes between two runs on the same inputs: the reference is not "
                         "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)")
         return None
 
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal within 1e-5 relative / 1e-6 absolute, NaNs equal, walked in float64 chunks."""
+    import torch
+
+    from cuda_agent.eval.tensor_walk import chunks, real_view, walk_order
+
+    if not isinstance(b, torch.Tensor) or a.shape != b.shape or a.is_complex() != b.is_complex():
+        return False
+    a, b = real_view(a), real_view(b)
+    for x, y in chunks([a, b], walk_order(a), 1 << 22):
+        if not torch.allclose(x.double(), y.double(), rtol=1e-5, atol=1e-6, equal_nan=True):
+            return False
+    return True

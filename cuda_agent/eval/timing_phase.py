@@ -40,7 +40,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     kept: list[dict] = []
     for _ in range(ev.cfg.timing_sets):
         seed = secrets.randbits(31)
-        inputs = ev.task.draw_inputs(seed, ev.device)
+        inputs = ev.ref.inputs(seed)
         plan = record_plan(ev, recorder, [describe(x) for x in inputs], spec, verdict)
         if plan is None:
             verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status

@@ -1,0 +1,109 @@
+"""The task's own code failing in the parent (get_init_inputs, get_inputs, __init__, forward: an
+exception, a call that never returns): `cuda-agent eval` answers with an `unscorable` verdict that
+names the call and the task's line, exit code 5, and `--json` prints one JSON object; never a
+traceback, never a wait without end."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.task_code import TaskCodeError, task_code
+from cuda_agent.task import load_task
+
+TASK = Path(__file__).parents[1] / "harness" / "cpu_task"
+SRC = (TASK / "model.py").read_text()
+GET_INPUTS = "    return [torch.randn(N), torch.randn(N)]"
+INIT = "        self.alpha = alpha"
+FORWARD = "        return self.alpha * x + y"
+
+
+def variant(tmp_path: Path, old: str, new: str) -> Path:
+    assert old in SRC
+    path = tmp_path / "task.py"
+    path.write_text(SRC.replace(old, new))
+    return path
+
+
+def line_of(path: Path, text: str) -> int:
+    return next(i for i, line in enumerate(path.read_text().splitlines(), 1) if text in line)
+
+
+def eval_json(task: Path, *extra: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, dict]:
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(TASK / "honest"),
+                           "--device", "cpu", "--no-compile-baseline", "--sets", "2", "--json", *extra],
+                          capture_output=True, text=True, timeout=timeout)
+    return proc, json.loads(proc.stdout)
+
+
+@pytest.mark.parametrize("old, new, call, marker", [
+    (GET_INPUTS, "    raise ValueError('no inputs today')", "get_inputs() raised ValueError: no inputs today", "raise ValueError"),
+    (INIT, "        raise RuntimeError('bad alpha')", "Model(...) (its __init__) raised RuntimeError: bad alpha", "bad alpha"),
+    (FORWARD, "        return x.view(3, -1)", "forward raised RuntimeError", "x.view(3, -1)"),
+    ("def get_init_inputs():\n    return [2.0]", "def get_init_inputs():\n    return [1 / 0]",
+     "get_init_inputs() raised ZeroDivisionError", "1 / 0"),
+])
+def test_task_code_that_raises_is_an_unscorable_verdict_naming_the_call_and_line(tmp_path, old, new, call, marker):
+    task = variant(tmp_path, old, new)
+    proc, out = eval_json(task)
+    v = out["verdict"]
+    assert proc.returncode == 5 and v["status"] == "unscorable" and v["reward"] == -1, proc.stderr[-2000:]
+    assert f"the task's {call}" in v["error"] and f"(task.py line {line_of(task, marker)})" in v["error"]
+    assert "Traceback" not in proc.stderr and out["task"]["hash"]
+
+
+@pytest.mark.parametrize("old, new, call", [
+    (GET_INPUTS, "    import time\n    time.sleep(3600)", "get_inputs()"),
+    (FORWARD, "        import time\n        time.sleep(3600)", "forward"),
+])
+def test_task_code_that_never_returns_is_stopped_at_the_time_limit(tmp_path, old, new, call):
+    t0 = time.monotonic()
+    proc, out = eval_json(variant(tmp_path, old, new), "--timeout", "3")
+    assert time.monotonic() - t0 < 60
+    assert proc.returncode == 5 and out["verdict"]["status"] == "unscorable"
+    assert f"the task's {call} did not return within 3 s" in out["verdict"]["error"]
+
+
+def test_a_task_that_swallows_exceptions_cannot_swallow_the_time_limit(tmp_path):
+    task = variant(tmp_path, GET_INPUTS, "    import time\n    while True:\n        try:\n            time.sleep(3600)\n"
+                                         "        except Exception:\n            pass")
+    proc, out = eval_json(task, "--timeout", "3")
+    assert proc.returncode == 5 and "did not return within 3 s" in out["verdict"]["error"]
+
+
+def test_a_reference_that_fails_on_a_later_input_set_stops_every_evaluation(tmp_path):
+    """The reference passes the evaluator's start (init, a sample, the determinism check) and
+    raises on the correctness phase's sets: that verdict and every later one are unscorable."""
+    task = variant(tmp_path, FORWARD, "        if float(x.abs().max()) > 0 and _calls.append(1) is None and len(_calls) > 3:\n"
+                                      "            raise RuntimeError('reference broke')\n        return self.alpha * x + y")
+    task.write_text(task.read_text().replace("N = 1 << 15", "N = 1 << 15\n_calls = []"))
+    cfg = EvalConfig(device="cpu", n_sets=2, baselines=[], spares=0)
+    with Evaluator(load_task(str(task)), cfg, warm=False) as ev:
+        assert ev.unscorable is None
+        first = ev.evaluate(TASK / "honest")
+        assert first.status == "unscorable" and "the task's forward raised RuntimeError: reference broke" in first.error
+        again = ev.evaluate(TASK / "honest")
+        assert again.status == "unscorable" and again.error == first.error and again.reward == -1
+
+
+def test_task_code_restores_a_timer_already_running(tmp_path):
+    """pytest-timeout (and any caller) may have SIGALRM armed: the task's limit does not cancel it."""
+    import signal
+
+    fired = []
+    old = signal.signal(signal.SIGALRM, lambda *a: fired.append(1))
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 30)
+        with pytest.raises(TaskCodeError, match="did not return within 0.2 s"):
+            with task_code("get_inputs()", (), 0.2):
+                time.sleep(5)
+        left = signal.getitimer(signal.ITIMER_REAL)[0]
+        assert 25 < left <= 30 and not fired
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
