@@ -12,6 +12,7 @@ import json
 import os
 import select
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -33,12 +34,32 @@ class ChildError(RuntimeError):
         self.kind = kind
 
 
+DOING = {"load": "loading model_new.py", "load_library": "loading the built library", "record": "recording forward",
+         "run": "running an input set", "calibrate": "calibrating its timer", "time_prepare": "preparing the timed sets",
+         "time_loop": "in the timed loop", "time_collect": "writing the timed outputs", "call": "calling a launcher",
+         "fill": "filling outputs", "time_reference": "timing a baseline"}
+
+
+def exit_text(code: int | None) -> str:
+    """How a jailed process ended. bubblewrap exits 128+N when its child died of signal N."""
+    if code is None:
+        return "it hung up without exiting and was killed"
+    sig = -code if code < 0 else code - 128 if 128 < code < 128 + 65 else None
+    if sig:
+        try:
+            return f"killed by {signal.Signals(sig).name}" + (f", exit code {code}" if code > 0 else "")
+        except ValueError:
+            pass
+    return f"exit code {code}"
+
+
 class JailedChild:
     """A jailed `python -m MODULE ARGS...` that answers requests; started ahead of need."""
 
     def __init__(self, module: str, args: list[str], jail: Jail, scratch: Path, start_timeout: float = 120.0):
         self.scratch = scratch
-        self.log_path = scratch / f"{module.rsplit('.', 1)[-1]}.log"
+        self.name = module.rsplit(".", 1)[-1]  # recorder, judge
+        self.log_path = scratch / f"{self.name}.log"
         read_fd, write_fd = os.pipe()
         with open(self.log_path, "ab") as log:
             self.proc = jail.popen([sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
@@ -48,6 +69,7 @@ class JailedChild:
         self._buf = b""
         self._start_timeout = start_timeout
         self._ready: dict | None = None
+        self.peak_bytes = 0  # the largest GPU peak the child reported (it says so in every answer)
 
     def wait_ready(self) -> dict:
         if self._ready is None:
@@ -65,7 +87,8 @@ class JailedChild:
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: _receive says how
-        return self._receive(timeout, msg.get("op", "?"))
+        op = msg.get("op", "?")
+        return self._receive(timeout, DOING.get(op, op))
 
     def _receive(self, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout
@@ -73,7 +96,7 @@ class JailedChild:
             left = deadline - time.monotonic()
             if left <= 0:
                 self.kill()
-                raise ChildError("timeout", f"it exceeded its {timeout:.0f} s limit while {what}")
+                raise ChildError("timeout", f"the {self.name} exceeded its {timeout:.0f} s limit while {what}")
             ready, _, _ = select.select([self._reply], [], [], min(left, 0.5))
             if ready:
                 chunk = os.read(self._reply, 1 << 20)
@@ -85,13 +108,19 @@ class JailedChild:
         if b"\n" in self._buf:
             line, self._buf = self._buf.split(b"\n", 1)
             try:
-                return json.loads(line)
-            except ValueError:
+                msg = json.loads(line)
+                self.peak_bytes = max(self.peak_bytes, int(msg.get("peak_bytes") or 0))
+                return msg
+            except (ValueError, TypeError, AttributeError):
                 self.kill()
-                raise ChildError("crash", f"it sent an answer that is not JSON while {what}") from None
-        code = self.proc.poll()
+                raise ChildError("crash", f"the {self.name} sent an answer that is not JSON while {what}") from None
+        tail = self.log_tail()  # before kill(), which removes the scratch folder the log is in
+        try:
+            code = self.proc.wait(2)  # reaped: poll() right after the pipe closed could still say None
+        except subprocess.TimeoutExpired:
+            code = None
         self.kill()
-        raise ChildError("crash", f"it died while {what} (exit code {code}){self.log_tail()}")
+        raise ChildError("crash", f"the {self.name} died while {what} ({exit_text(code)}){tail}")
 
     def threads(self) -> int:
         """Threads of every process of this child's tree, counted from outside the jail."""
@@ -158,13 +187,24 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
         if req.get("op") == "exit":
             return
         try:
-            send(handlers[req["op"]](req))
+            resp = handlers[req["op"]](req)
         except BaseException as e:  # the candidate's failure is a verdict, not a crash
             tb = traceback.format_exception(type(e), e, e.__traceback__)
-            send({"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]})
+            resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
+        try:
+            send({**resp, "peak_bytes": _gpu_peak()})
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
+
+
+def _gpu_peak() -> int:
+    """This process's peak of torch's CUDA allocator so far; 0 without CUDA."""
+    torch = sys.modules.get("torch")
+    try:
+        return torch.cuda.max_memory_allocated() if torch is not None and torch.cuda.is_initialized() else 0
+    except Exception:  # a context broken by the candidate (illegal address): the answer matters more
+        return 0
 
 
 def reply_fd_arg(argv: list[str]) -> tuple[int, list[str]]:

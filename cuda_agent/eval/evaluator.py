@@ -39,7 +39,7 @@ from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.spares import Spares
-from cuda_agent.eval.task_code import TaskCodeError
+from cuda_agent.eval.task_code import TaskCodeError, is_out_of_memory
 from cuda_agent.eval.timing_phase import calibrate, fill_baselines, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
 from cuda_agent.jail import JailUnavailable, jail_problem
@@ -81,6 +81,10 @@ class Evaluator:
         then counts the candidate as not faster)."""
         t_start = time.perf_counter()
         candidate_dir = Path(candidate_dir).resolve()
+        if self.cuda:  # verdict.memory_gib["parent"]: this evaluation's peak, not the evaluator's
+            import torch
+
+            torch.cuda.reset_peak_memory_stats(self.device)
         seconds: dict[str, float] = {}
         if self.refusal:
             return Verdict(status="error", error=self.refusal)
@@ -122,11 +126,19 @@ class Evaluator:
         except TaskCodeError as e:  # the reference failed on a fresh input set: no candidate can pass
             verdict.status, verdict.error = "unscorable", str(e)
             self.unscorable = str(e)
+        except Exception as e:
+            if not is_out_of_memory(e):
+                raise
+            verdict.status = "error"
+            verdict.error = (f"out of GPU memory in the parent (references and comparisons): {str(e).splitlines()[0]}; "
+                             "free the GPU of other processes or lower eval.n_sets / eval.timing_sets")
         finally:
             t = time.perf_counter()
             recorder.kill()
             judge.kill()
             seconds["kill"] = time.perf_counter() - t
+            if judge.peak_bytes:
+                verdict.memory_gib["judge"] = round(judge.peak_bytes / 2**30, 3)
         if seeds and verdict.status == "correct" and not verdict.failing_findings:
             # after the candidate's processes are gone: their GPU memory is free for the baselines'
             t = time.perf_counter()
@@ -208,8 +220,11 @@ class Evaluator:
         verdict.reward = milestone_reward(verdict.correct, guard_failed, t, te, tc)
         return self._finish(verdict, seconds, t_start)
 
-    @staticmethod
-    def _finish(verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
+    def _finish(self, verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
+        if self.cuda:
+            import torch
+
+            verdict.memory_gib["parent"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 3)
         seconds["total"] = time.perf_counter() - t_start
         verdict.seconds = {k: round(v, 4) for k, v in seconds.items()}
         return verdict

@@ -43,6 +43,8 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
         c = v.timing.clocks
         table.add_row("clocks", f"SM {c.get('sm_mhz', 0):.0f} MHz, mem {c.get('mem_mhz', 0):.0f} MHz, "
                                 f"{c.get('temp_c', 0):.0f} C ({v.timing.device})")
+    if v.memory_gib:
+        table.add_row("GPU memory peak", ", ".join(f"{k} {g:.2f} GiB" for k, g in v.memory_gib.items()))
     if v.seconds:
         table.add_row("seconds", ", ".join(f"{k} {s:.2f}" for k, s in v.seconds.items()))
     console.print(table)

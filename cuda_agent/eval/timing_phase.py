@@ -117,6 +117,8 @@ def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict) -> int:
     finally:
         if judge is not None:
             judge.kill()
+            if judge.peak_bytes:
+                verdict.memory_gib["baselines"] = round(judge.peak_bytes / 2**30, 3)
     return cached
 
 

@@ -91,6 +91,9 @@ class Verdict(BaseModel):
     error: str | None = None  # compile errors (trimmed) or the runtime error text
     notes: list[str] = Field(default_factory=list)
     seconds: dict[str, float] = Field(default_factory=dict)  # where the wall time went
+    # peak GPU memory (GiB, torch's allocator) of each process this evaluation ran on the device:
+    # parent (references, comparisons), judge (the candidate), baselines (eager, torch.compile)
+    memory_gib: dict[str, float] = Field(default_factory=dict)
 
     @property
     def failing_findings(self) -> list[Finding]:

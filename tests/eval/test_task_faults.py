@@ -107,3 +107,25 @@ def test_task_code_restores_a_timer_already_running(tmp_path):
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, old)
+
+
+def test_a_judge_that_dies_says_how_and_what_it_printed_last(tmp_path):
+    """A launcher that prints a line, then writes through a null pointer: the verdict names the
+    signal (not "exit code None") and keeps the line (the log is read before the jail is removed)."""
+    import shutil
+
+    cand = tmp_path / "crash"
+    shutil.copytree(TASK / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
+    (cand / "kernels" / "scale_add.cu").write_text(
+        "#include <cuda_runtime.h>\n#include <stdint.h>\n#include <stdio.h>\n"
+        'extern "C" void scale_add(const float* x, const float* y, float* out, float alpha, int64_t n,\n'
+        "                          cudaStream_t stream) {\n"
+        '    printf("about to write through a null pointer\\n");\n    fflush(stdout);\n'
+        "    *(volatile float*)(out - out) = alpha;\n}\n")
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK / "model.py"), "--candidate", str(cand),
+                           "--device", "cpu", "--no-compile-baseline", "--sets", "2", "--json"],
+                          capture_output=True, text=True, timeout=300)
+    v = json.loads(proc.stdout)["verdict"]
+    assert proc.returncode == 4 and v["status"] == "runtime_error", proc.stderr[-2000:]
+    assert "the judge died while running an input set (killed by SIGSEGV" in v["error"]
+    assert v["error"].rstrip().endswith("about to write through a null pointer")

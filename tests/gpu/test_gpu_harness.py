@@ -35,6 +35,8 @@ def test_example_candidate_is_correct_and_timed(cand, tmp_path):
     assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])
     assert v.timing.median_ms > 0 and v.eager.median_ms > 0 and v.compiled.median_ms > 0 and v.reward >= 1
     assert v.timing.clocks.get("sm_mhz", 0) > 0
+    # each process's GPU peak (baselines timed: the cache is new), and the parent's since this evaluation
+    assert set(v.memory_gib) == {"parent", "judge", "baselines"} and all(g > 0 for g in v.memory_gib.values())
 
 
 @pytest.fixture(scope="module")
