@@ -50,11 +50,23 @@ class RawLibrary:
             fn.argtypes = [*map(_ctype, launcher["params"][:-1]), ctypes.c_void_p]  # the stream last
             fn.restype = None if launcher["returns"] == "void" else ctypes.c_int
             self.fns[launcher["name"]] = (fn, launcher["returns"] != "void")
-        self.read_error = self.lib.cuda_agent_last_error if cuda else None
-        if cuda:
-            self.read_error.argtypes, self.read_error.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+        self.read_error = self.lib.cuda_agent_last_error
+        self.read_error.argtypes, self.read_error.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
         self.error_buf = ctypes.create_string_buffer(512)
+        # host-only mode: the launches a call made (support.cu counts them); on a GPU, not read
+        self.launches = None if cuda else getattr(self.lib, "cuda_agent_launches", None)
+        if self.launches is not None:
+            self.launches.argtypes, self.launches.restype = [], ctypes.c_ulonglong
+        self.cuda = cuda
 
     def check_error(self, name: str) -> None:
-        if self.read_error is not None and self.read_error(self.error_buf, 512):
-            raise RuntimeError(f"{name}: CUDA error at launch: {self.error_buf.value.decode(errors='replace')}")
+        """After each launcher call: on a GPU, CUDA's error state (no sync: launch errors, and earlier
+        faults once they surface); in host-only mode, whether the call launched a kernel, which does
+        nothing there (without a driver the error state is always set, so it alone cannot tell)."""
+        if self.cuda:
+            if self.read_error(self.error_buf, 512):
+                raise RuntimeError(f"{name}: CUDA error at launch: {self.error_buf.value.decode(errors='replace')}")
+        elif self.launches is not None and self.launches():
+            error = self.error_buf.value.decode(errors="replace") if self.read_error(self.error_buf, 512) else ""
+            what = f"a kernel launch failed: {error}" if error else "it launched a kernel (CUDA reported no error)"
+            raise RuntimeError(f"{name}: {what}; --device cpu runs host code only: launchers must loop on the host")

@@ -32,6 +32,10 @@ from cuda_agent.kernels.ptxas import PtxasInfo, parse_ptxas_report
 from cuda_agent.kernels.toolkit import ToolkitError, detect_arch, find_nvcc, gencode_flags, nvcc_version
 
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
+# every kernel launch passes through support.cu's counter first (host-only mode asks whether a
+# launcher launched anything); a counter increment per launch, nothing else
+LAUNCH_WRAPS = [flag for entry in ("__cudaPushCallConfiguration", "cudaLaunchKernel", "cudaLaunchCooperativeKernel")
+                for flag in ("-Xlinker", f"--wrap={entry}")]
 _LINK_FLAG = re.compile(r"^-(L.+|l(?!ineinfo$)[\w+.-]+)$")  # -lfoo / -L/dir go to the link, not nvcc -c
 
 
@@ -155,6 +159,7 @@ def _link(
     jobs: list[CompileJob], cache: Path, nvcc: Path, version: str, link_flags: list[str], root: Path
 ) -> tuple[Path, str, str]:
     """(library, command, errors): one library per set of objects, cached like them."""
+    link_flags = [*link_flags, *LAUNCH_WRAPS]
     key = hashlib.sha256(json.dumps([version, [j.key for j in jobs], link_flags]).encode()).hexdigest()[:16]
     lib = cache / "lib" / key / f"libkernels-{key}.so"
     objs = [str(j.obj(cache)) for j in jobs]

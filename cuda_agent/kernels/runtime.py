@@ -10,7 +10,8 @@ only torch and the standard library, never cuda_agent.
 Each callable checks its arguments against launchers.json (dtype, contiguity, one device, integer
 ranges), passes the current CUDA stream as the last argument, and raises if the launch failed.
 Without CUDA (CPU-only CI) it runs in host-only mode: CPU tensors, a NULL stream, which suits
-launchers whose body is a plain host loop.
+launchers whose body is a plain host loop; a launcher that launches a kernel there raises (the
+kernel ran nowhere).
 
 The namespace holds `load_kernels` and nothing else public: ctypes, os, torch and the helpers live
 in `_runtime()`'s closure, so `kernel_runtime.ctypes` or `.os` do not exist for model_new.py to
@@ -125,7 +126,7 @@ def _runtime():
         count = len(params)
         error_string = _error_string(lib) if returns == "cudaError_t" else str
         stream_of = _stream_getter() if cuda else None
-        last_error = _error_reader(lib, name) if cuda else None
+        last_error = _error_reader(lib, name) if cuda else _launch_checker(lib, name)
 
         def failed(rc: int) -> None:
             raise RuntimeError(f"{name} returned {rc} ({error_string(rc)})")
@@ -186,7 +187,7 @@ def _runtime():
             *lines,
             f"rc = fn({', '.join([*values, stream])})",
             "if rc: failed(rc)",
-            *(["last_error()"] if cuda else []),
+            *(["last_error()"] if last_error is not None else []),
         ]
         source = "def call(*args):\n" + "".join(f"    {line}\n" for line in body)
         exec(compile(source, f"<launcher {name}>", "exec"), env)
@@ -274,6 +275,26 @@ def _runtime():
         def check() -> None:
             if read(buf, _ERROR_BUF):
                 raise RuntimeError(f"{launcher}: CUDA error at launch: {buf.value.decode(errors='replace')}")
+
+        return check
+
+    def _launch_checker(lib, launcher: str):
+        """Host-only mode: raises if the call launched a kernel (the library counts its launches), which
+        does nothing without a GPU; None for a library built without the counter."""
+        launches = getattr(lib, "cuda_agent_launches", None)
+        if launches is None:
+            return None
+        launches.argtypes, launches.restype = [], ctypes.c_ulonglong
+        read = lib.cuda_agent_last_error
+        read.argtypes, read.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
+        buf = ctypes.create_string_buffer(_ERROR_BUF)
+
+        def check() -> None:
+            if launches():
+                error = buf.value.decode(errors="replace") if read(buf, _ERROR_BUF) else ""
+                what = f"a kernel launch failed: {error}" if error else "it launched a kernel (CUDA reported no error)"
+                raise RuntimeError(f"{launcher}: {what}; host-only mode (no GPU, or --device cpu) runs host code "
+                                   "only: launchers must loop on the host")
 
         return check
 

@@ -87,6 +87,38 @@ def test_bad_arguments_raise_one_clear_line(saxpy, args, error, message):
     assert torch.equal(y, torch.zeros(4))  # nothing ran
 
 
+LAUNCHING = """\
+#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void saxpy_kernel(const float* x, float* y, float a, int64_t n) {
+  int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i];
+}
+extern "C" void launch_saxpy(const float* x, float* y, float a, int64_t n, cudaStream_t stream) {
+  saxpy_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, y, a, n);
+}
+extern "C" void host_saxpy(const float* x, float* y, float a, int64_t n, cudaStream_t stream) {
+  for (int64_t i = 0; i < n; ++i) y[i] = a * x[i] + y[i];
+}
+"""
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a launch on host memory could fault a GPU's context")
+def test_host_only_a_kernel_launch_raises_saying_why_and_a_host_loop_beside_it_runs(prebuilt, kernel_runtime):
+    """Host-only mode: a launcher that launches a __global__ kernel did nothing (no GPU), and says so,
+    with CUDA's error string; a host loop in the same library runs, before and after."""
+    kernels = kernel_runtime.load_kernels(prebuilt("launching.cu", LAUNCHING).out_dir)
+    x, y = torch.ones(8), torch.zeros(8)
+    kernels.host_saxpy(x, y, 2.0, 8)
+    expected = (r"^launch_saxpy: a kernel launch failed: cudaError\w+: [^;]+; host-only mode \(no GPU, or --device "
+                r"cpu\) runs host code only: launchers must loop on the host$")
+    for a in (2.0, np.float32(2.0)):  # the fast path, and the checked one
+        with pytest.raises(RuntimeError, match=expected):
+            kernels.launch_saxpy(x, y, a, 8)
+    kernels.host_saxpy(x, y, 2.0, 8)  # the count starts again at each call
+    assert torch.equal(y, torch.full((8,), 4.0))
+
+
 def test_unknown_launcher_lists_the_known_ones(checks):
     with pytest.raises(AttributeError, match=r"no launcher named 'relu' in libkernels-\w+\.so \(launchers: status,"):
         checks.relu
