@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from cuda_agent import install_hint
 from cuda_agent.cli_settings import fail
 
 
@@ -22,6 +23,7 @@ def export_command(
 ) -> None:
     """Counts of what was written and what was left out, and why, are printed at the end."""
     from rich.console import Console
+    from rich.markup import escape
 
     from cuda_agent.train.export import export
 
@@ -35,10 +37,12 @@ def export_command(
     except FileNotFoundError as e:
         fail(str(e))
     except ImportError:
-        fail("--format verl writes parquet: pip install 'cuda-agent[train]' (pyarrow)")
+        fail(f"--format verl writes parquet: {install_hint('train')} (pyarrow)")
+    if report.written == 0:  # no file written: one line saying why
+        Console(stderr=True).print(f"[red]error[/]: nothing to export, {escape(str(out))} not written: "
+                                   f"{escape(report.why_empty())}", highlight=False, soft_wrap=True)
+        raise typer.Exit(3)
     console = Console(stderr=True)
     for line in report.lines():
-        console.print(line, highlight=False)
-    console.print(f"wrote {out}", highlight=False)
-    if report.written == 0:
-        raise typer.Exit(3)
+        console.print(line, highlight=False, markup=False)
+    console.print(f"wrote {out}", highlight=False, markup=False)

@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from cuda_agent import install_hint
 from cuda_agent.cli_settings import fail
 
 train_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -50,7 +51,7 @@ def sft_command(
         import transformers  # noqa: F401
         import trl  # noqa: F401
     except ImportError as e:
-        fail(f"train sft needs TRL, transformers and datasets ({e.name or e} is missing): pip install 'cuda-agent[train]'")
+        fail(f"train sft needs TRL, transformers and datasets ({e.name or e} is missing): {install_hint('train')}")
     from cuda_agent.train.sft import ModelLoadError, NothingToTrain, SFTSettings, check_out_dir, train_sft
     from cuda_agent.train.sft_data import BadExport, read_export
 
@@ -98,7 +99,7 @@ def ppo_command(
 
     console = Console(stderr=True)
     if importlib.util.find_spec("verl") is None:
-        fail("train ppo needs verl: pip install 'cuda-agent[train]'")
+        fail(f"train ppo needs verl: {install_hint('train')}")
     from cuda_agent.train.ppo_config import PPOConfigError, load_config
     from cuda_agent.train.verl_config import write_run
 

@@ -12,6 +12,8 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from cuda_agent import install_hint
+
 REQUIRED = ("code",)
 REJECTED = "_rejected"
 
@@ -35,7 +37,7 @@ def import_parquet(parquet: Path, out: Path, *, check=None) -> ImportReport:
     try:
         import pyarrow.parquet as pq
     except ImportError:
-        raise ImportError("reading parquet needs pyarrow: pip install 'cuda-agent[batch]'") from None
+        raise ImportError(f"reading parquet needs pyarrow: {install_hint('batch')}") from None
     table = pq.read_table(parquet)
     missing = [c for c in REQUIRED if c not in table.column_names]
     if missing:

@@ -7,6 +7,7 @@ import json
 import math
 from pathlib import Path
 
+from cuda_agent import install_hint
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.batch.summary import Metrics, Summary
 
@@ -58,7 +59,7 @@ def markdown(s: Summary, plot: str | None) -> str:
              "|---|" + "---|" * len(cols)]
     lines += [f"| {label} | " + " | ".join(get(m) for _, m in cols) + " |" for label, get in ROWS]
     lines += ["", f"![speedup distribution]({plot})" if plot else
-              "(no speedups.png: install matplotlib, `pip install cuda-agent[plot]`)", ""]
+              f"(no speedups.png: install matplotlib, `{install_hint('plot')}`)", ""]
     return "\n".join(lines)
 
 

@@ -1,5 +1,5 @@
 """Joining a Ray cluster for `cuda-agent batch --ray`. Ray is imported here and in the batch's Ray
-runner only, lazily: it is optional (`pip install 'cuda-agent[distributed]'`) and slow to import.
+runner only, lazily: it is optional (the `distributed` extra) and slow to import.
 
 `auto` is Ray's own `ray.init()` rule: RAY_ADDRESS if set, else the cluster `ray start` started on
 this machine, else a local Ray instance for this batch alone (this machine's CPUs and GPUs),
@@ -14,6 +14,8 @@ import tempfile
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cuda_agent import install_hint
+
 CONNECT_TIMEOUT_S = 5.0
 
 
@@ -25,7 +27,7 @@ def import_ray():
     try:
         import ray
     except ImportError:
-        raise RayError("--ray needs ray, which is not installed: pip install 'cuda-agent[distributed]'") from None
+        raise RayError(f"--ray needs ray, which is not installed: {install_hint('distributed')}") from None
     return ray
 
 

@@ -1,12 +1,13 @@
 """report.md for one run: task, model, stop reason, every version in a table (the best marked),
 the re-verification, cost and tokens, wall time, and speedup.png (speedup over versions). Read
 from what the run left behind (git history, trajectory), so it can be written again for any run
-folder; without matplotlib (`pip install cuda-agent[plot]`) it says so and is otherwise complete."""
+folder; without matplotlib (the `plot` extra) it says so and is otherwise complete."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_agent import install_hint
 from cuda_agent.records import Closing, Evaluation, Header, ModelTurn
 from cuda_agent.results.final import Reverification
 from cuda_agent.trajectory import read_trajectory
@@ -107,7 +108,7 @@ def _plot(versions: list[VersionInfo], path: Path) -> str:
         from matplotlib.figure import Figure
         from matplotlib.ticker import MaxNLocator
     except ImportError:
-        return "no plot: matplotlib is not installed (`pip install 'cuda-agent[plot]'` and write the report again)"
+        return f"no plot: matplotlib is not installed (`{install_hint('plot')}` and write the report again)"
     fig = Figure(figsize=(7, 4), dpi=120)
     FigureCanvasAgg(fig)  # the Agg canvas, without touching pyplot's global backend
     ax = fig.add_subplot()

@@ -73,6 +73,13 @@ class ExportReport:
             out.append(f"{self.marked_turns} assistant turn(s) written by a person or a script kept with weight 0")
         return out
 
+    def why_empty(self) -> str:
+        """Why nothing was written, in one line."""
+        if not self.runs:
+            return "no run folder (a folder with trajectory.jsonl) under the paths given"
+        left = "; ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()))
+        return f"{self.runs} run(s) read, every one left out: {left}"
+
 
 def find_runs(paths: list[Path]) -> list[Path]:
     """Run folders under the given paths (a run folder, a batch folder, a folder of runs)."""
@@ -154,6 +161,8 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             episodes.append(ep)
     if fmt == "rft":
         episodes = _best_per_task(episodes, report)
+    if not episodes:  # nothing to write: no file (an empty one would pass for an export)
+        return report
     out.parent.mkdir(parents=True, exist_ok=True)
     redact = Redactor()
     if fmt == "verl":

@@ -4,6 +4,8 @@ the `distributed` extra). Ray is hidden by a `ray` package that fails to import.
 import os
 import subprocess
 
+from cuda_agent import install_hint
+
 from batch_helpers import TASK_SRC, batch_args, command, make_tasks
 
 
@@ -16,5 +18,6 @@ def test_ray_not_installed_says_how_to_install_it(tmp_path):
     proc = subprocess.run(command(*batch_args(tasks, scripts, tmp_path / "run", "--ray", "auto")), capture_output=True,
                           text=True, timeout=120, env=env)
     assert proc.returncode == 2
-    assert "--ray needs ray, which is not installed: pip install 'cuda-agent[distributed]'" in proc.stderr
+    assert f"--ray needs ray, which is not installed: {install_hint('distributed')}" in proc.stderr
+    assert "pip install -e '" in proc.stderr  # cuda-agent is installed from this checkout
     assert not (tmp_path / "run").exists()

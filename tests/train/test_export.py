@@ -76,8 +76,10 @@ def test_sft_keeps_raw_messages_tools_and_marks_what_the_model_did_not_write(run
 def test_filters_say_why(runs):
     root, *_ = runs
     report = export([root], "sft", root / "sft.jsonl", min_reward=3, drop_marked=True, include_unfinished=True)
-    assert report.written == 0
+    assert report.written == 0 and not (root / "sft.jsonl").exists()  # nothing to write: no file
     assert report.skipped == {"reward below 3": 2, "turns written by a person or a script (--drop-marked)": 1}
+    assert report.why_empty() == ("3 run(s) read, every one left out: 2 reward below 3; 1 turns written by a person "
+                                  "or a script (--drop-marked)")
 
 
 def test_rft_keeps_the_best_run_of_each_task(runs):
@@ -114,6 +116,13 @@ def test_cli_export_of_a_scripted_run_is_empty_and_says_why(tmp_path):
                                  str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline", "--quiet"])
     assert r.exit_code == 3, r.output  # no correct version
     r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "sft", "--out", str(tmp_path / "o.jsonl")])
-    assert r.exit_code == 3 and "no turn written by the model" in r.output
+    # nothing to write: no file, one line on stderr saying why, exit code 3
+    assert r.exit_code == 3 and not (tmp_path / "o.jsonl").exists() and r.stdout == ""
+    assert r.stderr.count("\n") == 1 and "o.jsonl not written" in r.stderr, r.stderr
+    assert "no turn written by the model" in r.stderr and "wrote" not in r.stderr
+    (tmp_path / "empty").mkdir()
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "empty"), "--format", "rft", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 3 and not (tmp_path / "o.jsonl").exists() and r.stderr.count("\n") == 1, r.stderr
+    assert "no run folder" in r.stderr
     r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "dpo", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "use sft, rft or verl" in r.output

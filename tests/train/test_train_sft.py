@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+from cuda_agent import install_hint
 from cuda_agent.cli import app
 from cuda_agent.agent.text_protocol import parse_action
 from cuda_agent.train.sft_data import (BAD_ARGUMENTS, SEVERAL_CALLS, WEIGHT_ZERO, BadExport, read_export,
@@ -381,7 +382,7 @@ def test_cli_errors_come_before_any_model_is_loaded(tmp_path, monkeypatch):
     _one_line_error(_sft(data, "--model", tmp_path / "no-model", "--out", tmp_path / "o2"), "no such folder", after=1)
     _one_line_error(_sft(data, "--model", "m", "--out", out, "--long", "wrap"), "truncate or skip")
     monkeypatch.setitem(sys.modules, "trl", None)  # as if TRL were not installed
-    _one_line_error(_sft(data, "--model", "m", "--out", tmp_path / "o3"), "pip install 'cuda-agent[train]'")
+    _one_line_error(_sft(data, "--model", "m", "--out", tmp_path / "o3"), install_hint("train"))
 
 
 def test_read_export_says_what_is_wrong(tmp_path):
