@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.eval.evaluator import Evaluator
-from cuda_agent.eval.settings import EvalConfig, default_device
+from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.task import load_task
 
 
@@ -26,9 +26,14 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--task", default="examples/scale_add_small")
     ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--device", default=None)
+    ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu: host-only kernels (the pipeline, no GPU)")
     args = ap.parse_args()
-    device = args.device or default_device()
+    device = args.device
+    if device != "cpu":
+        import torch
+
+        if not torch.cuda.is_available():
+            raise SystemExit("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu")
     task_dir = Path(args.task)
     work = Path(tempfile.mkdtemp(prefix="edit-to-verdict-")) / "candidate"
     shutil.copytree(task_dir / "candidate", work)

@@ -10,8 +10,8 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, resolve_or_exit,
-                                     run_flags)
+                                     NO_COMPILE, NO_GPU, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, out_folder_problem,
+                                     require_device, resolve_or_exit, run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -20,9 +20,8 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     if gpus and device:
         fail("give --gpus (GPU indices) or --device, not both")
     if not gpus:
-        from cuda_agent.eval.settings import default_device
-
-        return [device or default_device()]
+        require_device(device or "cuda:0")  # no GPU: one line, never a silent CPU batch
+        return [device or "cuda:0"]
     try:
         ids = [int(g) for g in gpus.split(",") if g.strip()]
     except ValueError:
@@ -30,10 +29,11 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     import torch
 
     n = torch.cuda.device_count()
+    if not n:
+        fail(NO_GPU)
     bad = [i for i in ids if not 0 <= i < n]
     if not ids or bad:
-        fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them"
-              + ("" if n else ", or leave --gpus out to run on the CPU (host-only test kernels)"))
+        fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them")
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
 
@@ -70,8 +70,8 @@ def batch_command(
     script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one JSON file for every task, or a folder of <task id>.json."),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
     candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0, or cpu without a GPU)."),
-    device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu: host-only test kernels)."),
+    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0)."),
+    device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu: host-only test kernels, nothing a GPU does; setting: eval.device)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-j", min=1, help="Tasks at once (default: 2 per device)."),
     slots: int = typer.Option(2, "--evals-per-gpu", min=1, help="Evaluations at once per device (timing is serialised per GPU anyway)."),
     filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose id (path below TASK_DIR, no .py) matches this regex."),
@@ -89,7 +89,7 @@ def batch_command(
     allow_shell: bool = ALLOW_SHELL,
     no_sandbox: bool = NO_SANDBOX,
     no_compile: bool = NO_COMPILE,
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs cuda-agent[distributed]."),
+    ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray)."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
@@ -114,9 +114,13 @@ def batch_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, **_eval_config(eval_config)), detect_device=False)  # each task's device is the pool's
+        no_sandbox=no_sandbox, **_eval_config(eval_config)))  # each task's device is the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
+    if not device and not gpus and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE
+        device = resolved.settings.eval.device
+    # before any work: no GPU here is one line now (with --ray the cluster's GPUs count, not this machine's)
+    devices = _ray_devices(gpus, device) if ray else _devices(gpus, device)
     try:
         entries = discover(task_dir, filter_, limit)
     except TaskDirError as e:
@@ -127,19 +131,11 @@ def batch_command(
         lacking = [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]
         if lacking:
             fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
-    if not eval_only:
-        from cuda_agent.workspace.paths import enclosing_git_root
-
-        owner = enclosing_git_root(out)
-        if owner is not None:
-            fail(f"{out} is inside the git repository at {owner}: each task's workspace is a git repository, "
-                  "pass --out DIR outside it")
-    if not device and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE
-        device = resolved.settings.eval.device
+    if not eval_only and (problem := out_folder_problem(out)):
+        fail(problem)
     if ray:
         from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
 
-        devices = _ray_devices(gpus, device)
         try:  # before any work: ray missing or the address unreachable is one line now
             import_ray()
             check_address(ray)
@@ -147,8 +143,6 @@ def batch_command(
             fail(str(e))
         # paths the task processes get must not depend on this process's folder: they run elsewhere
         entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
-    else:
-        devices = _devices(gpus, device)
     wall = resolved.settings.limits.max_wall_s
     timeout = task_timeout if task_timeout is not None else (wall + 1800 if wall else None)
     settings = BatchSettings(

@@ -8,14 +8,14 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, eval_flags, resolve_or_exit
+from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, eval_flags, fail, require_device, resolve_or_exit
 
 
 def eval_command(
     task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Folder with model_new.py and kernels/*.cu."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, or cpu when no GPU: host-only kernels) (setting: eval.device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels, nothing a GPU does (setting: eval.device; default cuda:0)."),
     sets: Optional[int] = typer.Option(None, "--sets", min=1, help="Correctness input sets, fresh seeds each run (setting: eval.n_sets; default 5)."),
     tolerance: Optional[str] = typer.Option(None, "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances)."),
     allow_precision: bool = typer.Option(False, "--allow-precision", help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing (setting: eval.allow_precision)."),
@@ -26,38 +26,31 @@ def eval_command(
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
-    4 runtime error or timeout, 5 task unscorable or harness error."""
+    4 runtime error or timeout, 5 task unscorable or harness error. Errors go to stderr; the verdict
+    to stdout (with --json, one JSON object)."""
     from rich.console import Console
-    from rich.markup import escape
 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
     from cuda_agent.eval.tolerance import Tolerances
     from cuda_agent.task import TaskError, load_task
 
-    console = Console(stderr=json_out)
-    if not candidate.is_dir():
-        console.print(f"[red]error[/]: candidate folder not found: {candidate}")
-        raise typer.Exit(2)
-    try:
-        t = load_task(task, inputs=inputs)
-    except TaskError as e:
-        console.print(f"[red]error[/]: {escape(str(e))}", highlight=False)
-        raise typer.Exit(2)
-    import torch
-
     cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
                                               timeout_s=timeout, allow_precision=True if allow_precision else None)
                            }).settings.eval
-    dev = cfg.device
-    if dev.startswith("cuda") and not torch.cuda.is_available():
-        console.print("[red]error[/]: no CUDA GPU is visible to torch; run on a GPU machine or pass --device cpu")
-        raise typer.Exit(2)
+    if not candidate.is_dir():
+        fail(f"candidate folder not found: {candidate}")
+    require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
     if tolerance is not None:
         try:
             cfg.tolerances = Tolerances.preset(tolerance)
         except (KeyError, ValueError):
-            console.print(f"[red]error[/]: unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
-            raise typer.Exit(2)
+            fail(f"unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
+    try:
+        t = load_task(task, inputs=inputs)
+    except TaskError as e:
+        fail(str(e))
+    dev = cfg.device
+    console = Console(stderr=json_out)
     from cuda_agent.eval.evaluator import Evaluator
 
     with console.status("evaluating..."):

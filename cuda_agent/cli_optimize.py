@@ -12,6 +12,7 @@ whole session: the turns already taken are skipped.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import Optional
@@ -19,7 +20,8 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, resolve_or_exit, run_flags)
+                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, out_folder_problem, require_device,
+                                     resolve_or_exit, run_flags)
 
 
 def optimize_command(
@@ -28,9 +30,9 @@ def optimize_command(
     api_base: Optional[str] = API_BASE,
     script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders, not inside a git repository (setting: out; default runs)."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in): outside any git repository, or in a folder its .gitignore lists (a clone's runs/)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N (default cuda:0, cpu without a GPU: host-only test kernels) (setting: eval.device)."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels, nothing a GPU does (setting: eval.device; default cuda:0)."),
     max_steps: Optional[int] = MAX_STEPS,
     max_cost: Optional[float] = MAX_COST,
     max_tokens: Optional[int] = MAX_TOKENS,
@@ -65,7 +67,9 @@ def optimize_command(
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")
-    spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None)
+    require_device(settings.eval.device)  # before the task loads or the model is called
+    spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
+                   workspace=None if resume is not None else _new_run_folder(settings.out, task, inputs))
     if tui:
         from cuda_agent.tui.launch import launch_with_tui
 
@@ -78,9 +82,12 @@ def optimize_command(
     try:
         opened = open_run(spec, settings)
     except RunError as e:
+        if spec.workspace is not None:  # the run folder made for it, left empty
+            with contextlib.suppress(OSError):
+                spec.workspace.parent.rmdir()
         fail(str(e))
     run_dir = opened[0].workspace.root.parent
-    console.print(f"run folder: {run_dir}", highlight=False)
+    console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
     writer = ((lambda path, llm: LiveWriter(path, console, llm.name)) if live
               else (lambda path, llm: TrajectoryWriter(path)))
@@ -95,9 +102,29 @@ def optimize_command(
         line = (f"best: version {done.best.version}, re-verified, reward {v.reward}, "
                 f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile"
                 if v else "no correct version passed re-verification")
-        Console().print(f"{done.stop_reason} after {done.steps} steps; {line}; {run_dir}", highlight=False)
+        Console().print(f"{done.stop_reason} after {done.steps} steps; {line}; {run_dir}", highlight=False,
+                        soft_wrap=True)
         if done.dropin:
             Console().print(f"drop-in: {done.dropin} (see its README.md); report: {done.report}", highlight=False)
         if done.error:
-            Console(stderr=True).print(f"[red]error[/]: {escape(done.error)}", highlight=False)
+            Console(stderr=True).print(f"[red]error[/]: {escape(done.error)}", highlight=False, soft_wrap=True)
     raise typer.Exit(done.exit_code)
+
+
+def _new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:
+    """The workspace path of a new run when `out` lies in a folder a git repository ignores (the default
+    `runs` at the root of a clone): the run folder is made here, so the workspace repository sits in
+    that ignored folder. None when `out` is outside any repository (the run makes its folder itself).
+    A folder of the user's tracked tree is refused (cli_settings.out_folder_problem)."""
+    from cuda_agent.task import TaskError, load_task
+    from cuda_agent.workspace.paths import WorkspaceError, enclosing_git_root, new_run_dir
+
+    if problem := out_folder_problem(out):
+        fail(problem)
+    if enclosing_git_root(out) is None:
+        return None
+    try:
+        name = load_task(task, inputs=inputs).name
+        return new_run_dir(out, name) / "workspace"
+    except (TaskError, WorkspaceError) as e:
+        fail(str(e))

@@ -37,20 +37,61 @@ def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None,
             "eval": eval_flags(no_compile, no_sandbox, **eval), "tools": {"allow_shell": True if allow_shell else None}}
 
 
-def resolve_or_exit(flags: dict[str, Any], *, detect_device: bool = True):
-    """The settings with `flags` on top (None: not given). The device, when no layer set it, is
-    cuda:0 where torch sees a GPU and cpu elsewhere (host-only test kernels)."""
+def resolve_or_exit(flags: dict[str, Any]):
+    """The settings with `flags` on top (None: not given). The device is eval.device as the layers
+    give it, cuda:0 by default: only an explicit setting (--device cpu, CUDA_AGENT_EVAL__DEVICE=cpu,
+    a config file) selects the CPU; `require_device` stops a command whose GPU is not there."""
     from cuda_agent.settings import SettingsError, resolve
 
     try:
-        resolved = resolve(flags)
+        return resolve(flags)
     except SettingsError as e:
         fail(str(e))
-    if detect_device and "eval.device" not in resolved.origins:
-        from cuda_agent.eval.settings import default_device
 
-        resolved.settings.eval.device = default_device()
-    return resolved
+
+NO_GPU = ("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
+          "host-only test kernels (nothing a GPU does is run or timed)")
+
+
+def require_device(device: str) -> None:
+    """Stop with one line (exit code 2) unless `device` is cpu or a GPU torch can use: without a GPU
+    nothing falls back to the CPU by itself, where a candidate's kernels would never run."""
+    if device == "cpu":
+        return
+    if device != "cuda" and not (device.startswith("cuda:") and device[5:].isdigit()):
+        fail(f"device {device!r}: give cuda:N (a GPU index) or cpu")
+    import torch
+
+    if not torch.cuda.is_available():
+        fail(NO_GPU)
+    n = torch.cuda.device_count()
+    if device != "cuda" and int(device[5:]) >= n:
+        fail(f"device {device}: torch sees {n} GPU(s) (cuda:0..cuda:{n - 1}); pick one of them")
+
+
+def out_folder_problem(out: Path) -> str | None:
+    """Why `out` cannot hold run folders, or None. Each run's workspace is a git repository: not one
+    nested in the user's tracked tree, so `out` is outside any git work tree, or in a folder that work
+    tree ignores (a clone's `runs/`, listed in its .gitignore)."""
+    import subprocess
+
+    from cuda_agent.workspace.paths import enclosing_git_root
+
+    owner = enclosing_git_root(out)
+    if owner is None:
+        return None
+    inside = Path(out).resolve().relative_to(owner)
+    if inside != Path("."):
+        try:  # the trailing / asks about a folder, existing or not
+            ignored = subprocess.run(["git", "-C", str(owner), "check-ignore", "-q", "--", f"{inside.as_posix()}/"],
+                                     capture_output=True, timeout=30).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            ignored = False
+        if ignored:
+            return None
+    ignore = f", or list {inside.as_posix()}/ in {owner / '.gitignore'}" if inside != Path(".") else ""
+    return (f"{out} is inside the git repository at {owner}, which does not ignore it: each run's workspace is a "
+            f"git repository of its own; pass --out DIR outside it{ignore}")
 
 
 @config_app.command("show")

@@ -8,6 +8,7 @@ from typing import Optional
 
 import typer
 
+from cuda_agent import install_hint
 from cuda_agent.cli_settings import fail, resolve_or_exit
 
 
@@ -26,9 +27,9 @@ def tui_command(
     try:
         from cuda_agent.tui.app import RunApp
     except ImportError:
-        fail("the app needs Textual: pip install 'cuda-agent[tui]'")
+        fail(f"the app needs Textual: {install_hint('tui')}")
     resume_with = None
     if model or script:  # the settings here, with the model given now
-        settings = resolve_or_exit({"model": model, "api_base": api_base}, detect_device=False).settings
+        settings = resolve_or_exit({"model": model, "api_base": api_base}).settings
         resume_with = (settings, str(script.resolve()) if script else None)
     RunApp(run_dir.resolve(), resume_with=resume_with).run()

@@ -1,4 +1,5 @@
-"""Shared test set-up: GPU tests are marked `gpu` and skipped where no CUDA device is visible."""
+"""Shared test set-up: GPU tests are marked `gpu` and skipped where no CUDA device is visible, where
+the commands are told to run on the CPU (CUDA_AGENT_EVAL__DEVICE=cpu)."""
 
 import os
 import sys
@@ -19,6 +20,13 @@ def has_gpu() -> bool:
 
         _HAS_GPU = torch.cuda.is_available()
     return _HAS_GPU
+
+
+# Without a GPU, eval, optimize and batch stop unless the CPU is asked for (host-only test kernels):
+# the tests ask for it explicitly, for the whole session, on the setting's environment layer (what a
+# user would set); subprocesses inherit it. A test of the no-GPU refusal removes it.
+if not has_gpu():
+    os.environ.setdefault("CUDA_AGENT_EVAL__DEVICE", "cpu")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -1,11 +1,13 @@
 """`cuda-agent eval` end to end on CPU: table, --json, exit codes, clear errors for bad input."""
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+import torch
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
@@ -53,8 +55,65 @@ def test_exit_3_for_a_compile_error(tmp_path):
     ],
 )
 def test_bad_input_is_one_clear_line_and_exit_2(args, message):
-    r = run(*args, "--device", "cpu")
-    assert r.exit_code == 2 and message in r.output
+    for json_out in ([], ["--json"]):  # errors go to stderr, table mode too; stdout stays empty
+        r = run(*args, "--device", "cpu", *json_out)
+        assert r.exit_code == 2 and message in r.stderr and r.stdout == "", r.output
+        assert r.stderr.count("\n") == 1, r.stderr
+
+
+def no_gpu_env(**more):
+    """This machine as one without a GPU (a GPU machine hides its GPUs) and no device set anywhere."""
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_AGENT_EVAL__DEVICE"}
+    return {**env, "CUDA_VISIBLE_DEVICES": "", **more}
+
+
+def test_without_a_gpu_eval_stops_at_once_unless_the_cpu_is_asked_for(tmp_path):
+    """No silent CPU: without a GPU the command stops before building anything, with one line on
+    stderr (what is missing, doctor, --device cpu) and exit code 2; a settings layer that says cpu
+    (here the project file) runs host-only as --device cpu does."""
+    base = [sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK / "model.py"), "--candidate",
+            str(TASK / "honest"), "--no-compile-baseline", "--sets", "2"]
+    for json_out in ([], ["--json"]):
+        proc = subprocess.run(base + json_out, capture_output=True, text=True, timeout=300, env=no_gpu_env(),
+                              cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
+        assert proc.stderr.count("\n") == 1 and "no CUDA GPU is visible to torch" in proc.stderr
+        assert "cuda-agent doctor" in proc.stderr and "--device cpu" in proc.stderr
+    (tmp_path / "cuda-agent.toml").write_text('[eval]\ndevice = "cpu"\n')
+    proc = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300, env=no_gpu_env(), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads(proc.stdout)["device"] == "cpu"
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU: the launch fails at once there")
+def test_a_kernel_launch_in_host_only_mode_is_a_runtime_error_that_says_so(tmp_path):
+    """--device cpu runs launchers on the host: one that launches a __global__ kernel did nothing;
+    the verdict says the launch failed and why (not "incorrect" over an untouched output)."""
+    cand = tmp_path / "c"
+    (cand / "kernels").mkdir(parents=True)
+    (cand / "model_new.py").write_text((TASK / "honest" / "model_new.py").read_text())
+    (cand / "kernels" / "k.cu").write_text(LAUNCHING_KERNEL)
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK / "model.py"), "--candidate",
+                           str(cand), *ARGS, "--json"], capture_output=True, text=True, timeout=300)
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert proc.returncode == 4 and verdict["status"] == "runtime_error", proc.stdout[-3000:]
+    first = verdict["error"].splitlines()[0]
+    assert "scale_add: a kernel launch failed: cuda" in first, first
+    assert "--device cpu runs host code only: launchers must loop on the host" in first
+    assert verdict["sets"][0]["error"].splitlines()[0] == first
+
+
+LAUNCHING_KERNEL = """#include <cuda_runtime.h>
+#include <stdint.h>
+__global__ void scale_add_kernel(const float* x, const float* y, float* out, float alpha, int64_t n) {
+    int64_t i = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+    if (i < n) out[i] = alpha * x[i] + y[i];
+}
+extern "C" void scale_add(const float* x, const float* y, float* out, float alpha, int64_t n,
+                          cudaStream_t stream) {
+    scale_add_kernel<<<(unsigned)((n + 255) / 256), 256, 0, stream>>>(x, y, out, alpha, n);
+}
+"""
 
 
 def test_without_the_jail_eval_refuses_then_no_sandbox_is_the_recorded_way_out(tmp_path):

@@ -85,3 +85,67 @@ def test_live_writer_tracks_the_best_version(tmp_path):
     assert w.best.version == 2 and "1.80x vs compile" in w._status().plain and "$0.25" in w._status().plain
     w.close()
     assert len(read_trajectory(tmp_path / "t.jsonl")) == 4
+
+
+def _no_gpu_env(**more):
+    """This machine as one without a GPU (a GPU machine hides its GPUs), no device set anywhere."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "CUDA_AGENT_EVAL__DEVICE"}
+    return {**env, "CUDA_VISIBLE_DEVICES": "", **more}
+
+
+def test_without_a_gpu_optimize_and_batch_stop_at_once_with_one_line(tmp_path):
+    """No silent CPU run: exit code 2, one line on stderr (what is missing, doctor, --device cpu),
+    nothing written; --help states the real default."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([call("finish", summary="x")]))
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    (tasks / "t.py").write_text((TASK / "model.py").read_text())
+    commands = [["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs")],
+                ["batch", str(tasks), "--script", str(script), "--out", str(tmp_path / "batch")],
+                ["batch", str(tasks), "--eval-only", "--candidates", str(tmp_path), "--out", str(tmp_path / "batch")]]
+    for args in commands:
+        proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", *args], capture_output=True, text=True,
+                              timeout=300, env=_no_gpu_env(), cwd=tmp_path)
+        assert proc.returncode == 2 and proc.stdout == "", (args, proc.stderr[-2000:])
+        assert proc.stderr.count("\n") == 1 and "no CUDA GPU is visible to torch" in proc.stderr, proc.stderr
+        assert "cuda-agent doctor" in proc.stderr and "--device cpu" in proc.stderr
+    assert not (tmp_path / "runs").exists() and not (tmp_path / "batch").exists()
+    shown = " ".join(CliRunner().invoke(app, ["optimize", "--help"], env={"COLUMNS": "200"}).output.split())
+    assert "default cuda:0" in shown and "cpu without a GPU" not in shown
+
+
+def _git(cwd, *args):
+    import subprocess
+
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True).stdout
+
+
+def test_default_out_works_at_the_root_of_a_clone_and_a_tracked_folder_is_refused(tmp_path, monkeypatch):
+    """`runs` (the default --out) inside a git repository: fine where the repository ignores it (a
+    clone of cuda-agent lists /runs/ in .gitignore), and the run says where it went; refused, with
+    nothing written, where the workspace repository would sit in the user's tracked tree."""
+    clone = tmp_path / "clone"
+    clone.mkdir()
+    _git(clone, "init", "-q")
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([call("list_files"), call("finish", summary="done")]))
+    monkeypatch.chdir(clone)
+    monkeypatch.delenv("CUDA_AGENT_OUT", raising=False)
+    args = ["optimize", str(TASK / "model.py"), "--script", str(script), "--device", "cpu", "--no-compile-baseline"]
+    refused = CliRunner().invoke(app, args)
+    assert refused.exit_code == 2 and refused.stdout == "" and not (clone / "runs").exists()
+    assert "inside the git repository" in refused.stderr and "does not ignore it" in refused.stderr
+    assert "runs/ in" in refused.stderr and ".gitignore" in refused.stderr
+    (clone / ".gitignore").write_text("/runs/\n")
+    r = CliRunner().invoke(app, args)
+    assert r.exit_code == 3, r.output  # no correct version: the script writes no kernel
+    (run_dir,) = (clone / "runs").iterdir()
+    assert f"run folder: {run_dir}\n" in r.stdout  # where the run went, unbroken
+    assert (run_dir / "workspace" / ".git").exists() and (run_dir / "trajectory.jsonl").is_file()
+    assert _git(clone, "status", "--porcelain").split() == ["??", ".gitignore"]  # the run is not in the tree

@@ -161,11 +161,12 @@ def _overlapping(spans):
     return [[s for s in spans if s[0] <= t < s[1]] for t, _, _ in spans]
 
 
-def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_factory, gpu_cluster):
+def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_factory, gpu_cluster, monkeypatch):
     """No GPU here, so each task's evaluation fails; what is tested is where and when Ray ran it.
     One task per GPU (--evals-per-gpu 1): 2 at once, on different GPUs; two per GPU: 4 at once,
     each GPU shared by two."""
     address, env = gpu_cluster
+    monkeypatch.delenv("CUDA_AGENT_EVAL__DEVICE", raising=False)  # a GPU per task (tests/conftest.py sets cpu)
     ids = ["t0", "t1", "t2", "t3"]
     cache = cache_dir(tmp_path_factory)
     for share, at_once in ((1, 2), (2, 4)):
