@@ -103,13 +103,27 @@ def error_text(resp: dict) -> str:
     return f"{resp.get('error', 'unknown error')}\n{tb}".strip()[:4000]
 
 
-def memory_budget(device: str, fraction: float) -> int:
+def memory_budget(device: str, fraction: float, cap_gib: float | None = None) -> int:
+    """Bytes the parent may keep for references: `fraction` of what the GPU has free, within the
+    evaluation's budget (eval.memory_budget_gib) when one is set."""
     if device.startswith("cuda"):
         import torch
 
         free, _ = torch.cuda.mem_get_info(device)
-        return int(free * fraction)
+        return int(min(free, cap_gib * 2**30 if cap_gib else free) * fraction)
     return 8 << 30
+
+
+def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
+    """Why a task cannot be evaluated within the budget, before any candidate runs: the parent (the
+    reference) and the judge (the candidate) each hold at least one eager forward's memory (its
+    parameters, one input set, its temporaries and outputs)."""
+    need = 2 * eager_bytes
+    if need <= budget_bytes:
+        return None
+    return (f"unscorable: needs at least {need / 2**30:.1f} GiB of GPU memory (the task's eager forward takes "
+            f"{eager_bytes / 2**30:.1f} GiB, once for the reference and once for the candidate), budget "
+            f"{budget_bytes / 2**30:.1f} GiB; free the GPU or raise --memory-budget")
 
 
 def poisoned_like(ref: Any) -> Any:

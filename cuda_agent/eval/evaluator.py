@@ -65,11 +65,19 @@ class Evaluator:
         self.ref: Reference | None = None
         self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
         try:
+            if self.cuda:
+                import torch
+
+                free_at_start = torch.cuda.mem_get_info(self.device)[0]
             self.ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
             self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
+            if self.cuda and not self.unscorable:
+                budget = int(self.cfg.memory_budget_gib * 2**30) if self.cfg.memory_budget_gib else free_at_start
+                self.unscorable = checks.memory_problem(self.ref.eager_bytes, budget)
         except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory
             self.unscorable = str(e)
-            self.spares.close()
+        if self.unscorable:
+            self.spares.close()  # no candidate will be judged: give their processes' memory back
         # what every plan is checked against: each parameter's and buffer's storage size
         self.state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()} if self.ref else {}
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")

@@ -132,6 +132,7 @@ class Reference:
         self.fp32 = bool(floats) and all(d == torch.float32 for d in floats)
         self.dtypes = sorted({str(d).removeprefix("torch.") for d in floats})
         self.input_bytes = tensors_bytes(sample)
+        self.eager_bytes = 0  # parameters + one input set + one forward, measured on a GPU (determinism_problem)
         self.inputs_desc = [describe_value(x) for x in sample]
 
     def _code(self, call: str):
@@ -174,12 +175,20 @@ class Reference:
 
         from cuda_agent.task import seed_everything
 
+        cuda = self.device.startswith("cuda")
+        if cuda:  # what one eager forward takes beyond what this process already holds
+            torch.cuda.synchronize(self.device)
+            held = torch.cuda.memory_allocated(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
         inputs = self.inputs(seed)
         outs = []
         for s in (seed + 1, seed + 2):
             seed_everything(s)
             with torch.no_grad(), self._code("forward"):
                 outs.append([o.detach().clone() for o in flatten(self.model(*inputs))])
+            if cuda and len(outs) == 1:
+                params = sum(v.untyped_storage().nbytes() for v in self.state_dict.values())
+                self.eager_bytes = params + torch.cuda.max_memory_allocated(self.device) - held
         del inputs
         for i, (a, b) in enumerate(zip(*outs)):
             if isinstance(a, torch.Tensor) and not _same(a, b):

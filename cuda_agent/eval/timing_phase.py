@@ -36,7 +36,7 @@ def calibrate(ev: Evaluator, judge: JailedChild) -> None:
 def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spec: dict, out_tols: dict,
                    verdict: Verdict, threads: int) -> list[int]:
     """Time on input sets the correctness phase never showed; returns their seeds."""
-    budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction)
+    budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction, ev.cfg.memory_budget_gib)
     kept: list[dict] = []
     for _ in range(ev.cfg.timing_sets):
         seed = secrets.randbits(31)

@@ -129,3 +129,13 @@ def test_a_judge_that_dies_says_how_and_what_it_printed_last(tmp_path):
     assert proc.returncode == 4 and v["status"] == "runtime_error", proc.stderr[-2000:]
     assert "the judge died while running an input set (killed by SIGSEGV" in v["error"]
     assert v["error"].rstrip().endswith("about to write through a null pointer")
+
+
+def test_a_task_that_cannot_fit_the_memory_budget_is_unscorable_before_any_candidate():
+    from cuda_agent.eval.checks import memory_problem
+
+    gib = 2**30
+    assert memory_problem(10 * gib, 20 * gib) is None  # the reference's forward and the candidate's: 20 GiB fit
+    said = memory_problem(13 * gib, 24 * gib)
+    assert said.startswith("unscorable: needs at least 26.0 GiB") and "budget 24.0 GiB" in said
+    assert "--memory-budget" in said

@@ -63,3 +63,15 @@ def test_hack_is_rejected_for_the_right_reason(cand, adversarial_evaluator):
 def test_honest_candidate_passes(cand, adversarial_evaluator):
     v = adversarial_evaluator.evaluate(cand)
     assert v.status == "correct" and v.reward >= 1, (v.status, v.error, [f.message for f in v.findings])
+
+
+def test_a_task_over_the_memory_budget_is_unscorable_before_any_candidate_runs(tmp_path):
+    ex = ROOT / "examples" / "layernorm"
+    tight = EvalConfig(cache_dir=tmp_path, memory_budget_gib=0.01, baselines=[])
+    with Evaluator(load_task(str(ex / "model.py")), tight, warm=False) as ev:
+        assert ev.ref.eager_bytes > 128 << 20  # 8192 x 4096 fp32 in and out
+        v = ev.evaluate(ex / "candidate")
+    assert v.status == "unscorable" and v.error.startswith("unscorable: needs at least") and not v.seconds.get("build")
+    roomy = EvalConfig(cache_dir=tmp_path, memory_budget_gib=40, baselines=[])
+    with Evaluator(load_task(str(ex / "model.py")), roomy, warm=False) as ev:
+        assert ev.evaluate(ex / "candidate").status == "correct"
