@@ -5,6 +5,7 @@ agent loop. Writing and reading the file is trajectory.py's.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Annotated, Any, Literal, Union
 
@@ -59,7 +60,7 @@ class ToolResultRecord(_Record):
     call_id: str
     name: str
     observation: str  # exactly what the model was shown
-    status: str  # ok | error | rejected (by the approval hook)
+    status: str  # ok | error | rejected (by the approval hook) | skipped (a limit: never ran) | interrupted
     seconds: float = 0.0
     data: dict[str, Any] = {}
     format_error: bool = False  # the call itself was malformed (unknown tool, bad arguments)
@@ -141,6 +142,30 @@ _ADAPTER: TypeAdapter = TypeAdapter(Record)
 
 
 def parse_record(line: str | bytes) -> Record:
-    """One trajectory line as its record type (ValueError when it is not one)."""
-    return _ADAPTER.validate_json(line)
+    """One trajectory line as its record type (ValueError when it is not one). A line holding a
+    lone surrogate's escape (`\\ud800`, which older runs could write) reads with U+FFFD in its place."""
+    try:
+        return _ADAPTER.validate_json(line)
+    except ValueError:
+        try:
+            obj = json.loads(line)  # Python's parser takes lone surrogate escapes; pydantic's does not
+        except ValueError:
+            raise ValueError(f"not JSON: {str(line)[:80]!r}") from None
+        return _ADAPTER.validate_python(valid_text(obj))
+
+
+def valid_text(value: Any) -> Any:
+    """`value` (a str, or the strs of a JSON-like dict or list) with every lone surrogate, which UTF-8
+    cannot carry (what a JSON `\\ud800` escape decodes to), replaced by U+FFFD; a valid pair joined."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+            return value
+        except UnicodeEncodeError:
+            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+    if isinstance(value, dict):
+        return {valid_text(k): valid_text(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [valid_text(v) for v in value]
+    return value
 

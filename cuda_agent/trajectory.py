@@ -65,8 +65,9 @@ def _encodable(obj: Any) -> Any:
 
 def read_trajectory(path: Path | str) -> list[Record]:
     """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
-    anywhere else is corruption and raises ValueError naming the line."""
-    lines = Path(path).read_text(encoding="utf-8").split("\n")
+    anywhere else is corruption and raises ValueError naming the line. Bytes that are not UTF-8 and
+    lone surrogate escapes read as U+FFFD (records.parse_record)."""
+    lines = Path(path).read_text(encoding="utf-8", errors="replace").split("\n")
     records = []
     for i, line in enumerate(lines):
         if not line.strip():

@@ -21,7 +21,7 @@ from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
 
 _RETRYABLE = ("RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
-              "ServiceUnavailableError", "BadGatewayError")
+              "ServiceUnavailableError", "BadGatewayError", "EmptyReply")
 _AUTH = ("AuthenticationError", "PermissionDeniedError")
 _SECRET_PATTERNS = re.compile(r"(Bearer\s+\S+|sk-[A-Za-z0-9_\-]{6,}|key=[^&\s]+)")
 _LOCAL_PLACEHOLDER_KEY = "no-key"  # local servers ignore it; the OpenAI client insists on one
@@ -43,6 +43,12 @@ class LitellmModelConfig(BaseModel):
     backoff_s: float = 2.0  # first retry waits about this long, doubling each time
     max_backoff_s: float = 60.0
     context_tokens: int | None = None  # overrides litellm's model info (local models are unknown to it)
+
+
+class EmptyReply(Exception):
+    """The server answered, but with no choice to read (HTTP 200, `"choices": []`): retried like a 5xx."""
+
+    message = "the server answered with no choices (an empty reply)"
 
 
 def _litellm():
@@ -76,7 +82,7 @@ class LitellmModel:
         retrying = self._retrying()
         failure = None
         try:
-            response = retrying(litellm.completion, **kwargs)
+            response = retrying(self._complete, litellm, kwargs)
         except Exception as e:  # litellm maps every provider's failures onto its exception types
             failure = self._error(e, attempts=retrying.statistics["attempt_number"])
         if failure is not None:
@@ -90,6 +96,14 @@ class LitellmModel:
             except FormatError as e:
                 raise FormatError(str(e), response=result) from None
         return result
+
+    @staticmethod
+    def _complete(litellm, kwargs: dict[str, Any]):
+        """One attempt; a reply without choices is a failure of its own (EmptyReply), not an IndexError."""
+        response = litellm.completion(**kwargs)
+        if not getattr(response, "choices", None):
+            raise EmptyReply(EmptyReply.message)
+        return response
 
     def context_window(self) -> int | None:
         if self.config.context_tokens:

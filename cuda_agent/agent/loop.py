@@ -27,10 +27,10 @@ from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import make_header
 from cuda_agent.agent.prompts import system_message, task_message
-from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall, assistant_message
+from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall, assistant_message, valid_arguments, valid_response
 from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
-                                ToolResultRecord, Trim, UserMessage)
+                                ToolResultRecord, Trim, UserMessage, valid_text)
 from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
@@ -129,14 +129,15 @@ class Agent:
             self.checkpoint()
         self._check_limits()
         for text in self.inbox() if self.inbox else []:
-            text = self.redact.text(text)
+            text = self.redact.text(valid_text(text))
             self.writer.write(UserMessage(step=self.steps, content=text))
             self.messages.append({"role": "user", "content": text})
         self._trim()
         try:
             response, problem = self.model.query(self.messages, self.tools), None
         except FormatError as e:  # the client could not read an action; the answer still cost tokens
-            response, problem = e.response or ModelResponse(), self.redact.text(str(e))
+            response, problem = e.response or ModelResponse(), self.redact.text(valid_text(str(e)))
+        response = valid_response(response)  # no lone surrogate reaches a file, git or the next request
         self.steps += 1
         self._account(response)
         calls = [c if c.id else c.model_copy(update={"id": f"call-{self.steps}-{i}"})
@@ -146,7 +147,7 @@ class Agent:
         elif not calls:
             problem = NO_CALL_NATIVE if self.native else f"Your reply had no action. {FORMAT_HELP}"
         malformed = [self._malformed(c) for c in calls]
-        decisions = [None if bad or not self.approval else self.approval(c) for c, bad in zip(calls, malformed)]
+        decisions = [None if bad or not self.approval else self._approve(c) for c, bad in zip(calls, malformed)]
         self._record_turn(response, calls, decisions)
         if problem is not None:
             self.writer.write(FormatErrorRecord(step=self.steps, message=problem))
@@ -200,13 +201,20 @@ class Agent:
             observation = f"Format error: {r.observation}" if malformed else r.observation
             status, seconds, data, version = r.status, r.seconds, r.record_data(), r.version
             done, reward = out.done, out.reward
-        observation = self.redact.text(observation)  # the environment redacted already; this covers the rest
+        # the environment redacted already; this covers the rest (and a non-UTF-8 file name's surrogates)
+        observation = self.redact.text(valid_text(observation))
         self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
                                            status=status, seconds=seconds, data=data, format_error=malformed))
         if version is not None:  # an evaluation committed as a version: its record, from the same metrics
             self.writer.write(version.evaluation(self.steps))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
         return done, reward
+
+    def _approve(self, call: ToolCall) -> Decision:
+        d = self.approval(call)
+        if d.edited_arguments is None:
+            return d
+        return d.model_copy(update={"edited_arguments": valid_arguments(d.edited_arguments)})
 
     def _malformed(self, call: ToolCall) -> bool:
         """Unknown tool, unreadable or invalid arguments: the registry answers, and it is a format error."""

@@ -3,9 +3,12 @@ litellm and a recorded trajectory all look the same to the loop."""
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
+
+from cuda_agent.records import valid_text
 
 
 class ToolCall(BaseModel):
@@ -47,3 +50,25 @@ def assistant_message(content: str, calls: list) -> dict:
     if wire:
         message["tool_calls"] = wire
     return message
+
+
+def valid_arguments(raw: str) -> str:
+    """A call's raw JSON arguments with no lone surrogate, in the text or behind a `\\ud800` escape
+    (what would reach a file, git or the next request as a character UTF-8 cannot carry): such
+    arguments are written again with U+FFFD in its place; all others stay byte for byte."""
+    raw = valid_text(raw)
+    if "\\u" not in raw:
+        return raw
+    try:
+        parsed = json.loads(raw)
+    except ValueError:
+        return raw  # malformed: the registry says so; a surrogate escape in it decodes to nothing
+    cleaned = valid_text(parsed)
+    return raw if cleaned == parsed else json.dumps(cleaned, ensure_ascii=False)
+
+
+def valid_response(r: ModelResponse) -> ModelResponse:
+    """A model's answer as it enters the run: text UTF-8 can carry (see valid_arguments)."""
+    calls = [c.model_copy(update={"id": valid_text(c.id), "name": valid_text(c.name),
+                                  "arguments": valid_arguments(c.arguments)}) for c in r.tool_calls]
+    return r.model_copy(update={"content": valid_text(r.content), "tool_calls": calls})

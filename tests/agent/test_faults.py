@@ -1,0 +1,145 @@
+"""Faults a run must turn into a verdict, not a traceback: lone surrogates from the model (in its text
+and in its tool arguments) and in older trajectories, a server's empty reply, a stale git lock in
+the workspace, and `--resume` of a finished run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cuda_agent.agent.protocol import valid_arguments
+from cuda_agent.cli import app
+from cuda_agent.records import UserMessage, valid_text
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
+
+TASK = Path(__file__).parent.parent / "harness" / "cpu_task"
+CPU = ["--device", "cpu", "--no-compile-baseline"]
+LONE = "\ud800"  # what a JSON "\ud800" escape decodes to: a character UTF-8 cannot carry
+needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="litellm is not installed")
+
+
+def optimize(*args: str, json_out: bool = True) -> tuple[int, dict | str, str]:
+    """The command in-process: exit code, --json's summary (else stdout), stderr."""
+    r = CliRunner().invoke(app, ["optimize", *args, *(["--json"] if json_out else [])])
+    assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
+    out = r.stdout
+    return r.exit_code, json.loads(out[out.index("{"):]) if json_out and "{" in out else out, r.stderr
+
+
+@pytest.fixture
+def fast_retries(monkeypatch):
+    """The command's LitellmModel with short back-offs (5 attempts take seconds, not a minute)."""
+    from cuda_agent.agent.litellm_model import LitellmModel
+
+    init = LitellmModel.__init__
+    monkeypatch.setattr(LitellmModel, "__init__", lambda self, *a, **kw: init(self, *a, **{
+        "backoff_s": 0.01, "max_backoff_s": 0.05, **kw}))
+
+
+def no_lone_surrogates(obj) -> bool:
+    return valid_text(obj) == obj
+
+
+def test_valid_text_and_arguments():
+    assert valid_text(f"a{LONE}b") == "a\ufffdb" and valid_text("\ud83d\ude00") == "\U0001F600"
+    assert valid_text({"k": [f"x{LONE}"], f"{LONE}": 1}) == {"k": ["x\ufffd"], "\ufffd": 1}
+    assert valid_arguments('{"a": "\\ud800"}') == '{"a": "\ufffd"}'  # the escape, written again
+    assert valid_arguments(f'{{"a": "{LONE}"}}') == '{"a": "\ufffd"}'  # the character itself
+    for raw in ('{"a": "\\u00e9"}', '{"a": "\\\\ud800"}', '{"a": "\\ud83d\\ude00"}', '{bad \\ud800'):
+        assert valid_arguments(raw) == raw  # nothing to replace (or not JSON): byte for byte
+
+
+def test_a_trajectory_older_runs_wrote_reads_back(tmp_path):
+    path = tmp_path / "trajectory.jsonl"
+    with TrajectoryWriter(path) as w:
+        w.write(UserMessage(step=1, content="fine"))
+    with open(path, "ab") as f:  # a JSON escape of a lone surrogate, and bytes that are not UTF-8
+        f.write(b'{"time": 1.0, "type": "user_message", "step": 2, "content": "a \\ud800 b"}\n')
+        f.write(b'{"time": 1.0, "type": "user_message", "step": 3, "content": "c \xed\xa0\x80 d"}\n')
+    records = read_trajectory(path)
+    assert [r.content for r in records] == ["fine", "a \ufffd b", "c \ufffd\ufffd\ufffd d"]
+
+
+SCRIPT = [
+    {"content": f"thinking {LONE} here", "tool_calls": [
+        {"name": "edit_file", "arguments": {"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"}}]},
+    {"content": "again", "tool_calls": [{"name": "edit_file", "arguments": f'{{"mode": "create", "path": '
+                                                                          f'"more.txt", "file_text": "{LONE}"}}'}]},
+    {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": f"s {LONE}"}}]},
+]
+
+
+def check_surrogate_run(run_dir: Path) -> None:
+    records = read_trajectory(run_dir / "trajectory.jsonl")
+    assert records[-1].type == "closing" and records[-1].stop_reason == "finished"
+    assert "\ufffd" in records[1].content and no_lone_surrogates([r.model_dump() for r in records])
+    results = [r for r in records if r.type == "tool_result"]
+    assert [r.status for r in results if r.name == "edit_file"] == ["ok", "ok"], results
+    ws = run_dir / "workspace"
+    assert (ws / "notes.txt").read_text() == "x \ufffd y\n" and (ws / "more.txt").read_text() == "\ufffd"
+
+
+def test_lone_surrogates_from_a_scripted_model_end_normally_and_resume(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps(SCRIPT))  # the file holds "\ud800" escapes, as a model's JSON would
+    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
+                                *CPU, "--max-steps", "1")
+    assert (code, first["stop_reason"]) == (3, "max_steps"), err
+    code, second, err = optimize("--resume", first["run_dir"], "--script", str(script), "--max-steps", "5")
+    assert (code, second["stop_reason"]) == (3, "finished"), err
+    check_surrogate_run(Path(first["run_dir"]))
+
+
+@needs_litellm
+def test_lone_surrogates_from_a_server_end_normally_and_resume(tmp_path, fake_openai):
+    # content and arguments as the client decodes them: a lone surrogate in the text, and in the
+    # arguments both as the character and as the JSON escape
+    fake_openai.reply(content=f"thinking {LONE} here", tool_calls=[{"name": "edit_file", "arguments": json.dumps(
+        {"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"})}])
+    fake_openai.reply(content="again", tool_calls=[{"name": "edit_file", "arguments": SCRIPT[1]["tool_calls"][0]
+                                                    ["arguments"]}])
+    model = ["--model", "openai/gpt-4o", "--api-base", fake_openai.base_url]  # native tool calls
+    code, first, err = optimize(str(TASK / "model.py"), *model, "--out", str(tmp_path / "runs"), *CPU,
+                                "--max-steps", "2")
+    assert (code, first["stop_reason"]) == (3, "max_steps"), err
+    fake_openai.reply(content="done", tool_calls=[{"name": "finish", "arguments": {"summary": f"s {LONE}"}}])
+    code, second, err = optimize("--resume", first["run_dir"], *model, "--max-steps", "5")
+    assert (code, second["stop_reason"]) == (3, "finished"), err
+    check_surrogate_run(Path(first["run_dir"]))
+    sent = [r["body"]["messages"] for r in fake_openai.chat_requests]
+    assert len(sent) == 3 and no_lone_surrogates(sent)
+    assert sent[1][2]["content"] == "thinking \ufffd here"  # the history as the next request carried it
+    assert sent[2][:len(sent[1])] == sent[1]  # the resumed history is the one the run had
+
+
+@needs_litellm
+def test_an_empty_reply_is_retried_and_then_a_model_error(tmp_path, fake_openai, fast_retries):
+    from cuda_agent.agent.errors import ModelError
+    from cuda_agent.agent.litellm_model import LitellmModel
+
+    def empty():
+        fake_openai.reply(content="never read")
+        fake_openai.script[-1]["body"]["choices"] = []
+
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, native_tools=True, backoff_s=0.01,
+                         max_backoff_s=0.05, retries=2)
+    empty()
+    fake_openai.reply(content="here")
+    r = model.query([{"role": "user", "content": "hi"}], [])
+    assert r.content == "here" and r.raw["retries"] == 1
+    for _ in range(3):
+        empty()
+    with pytest.raises(ModelError) as e:
+        model.query([{"role": "user", "content": "hi"}], [])
+    assert e.value.kind == "unavailable" and "no choices" in str(e.value) and "3 attempt(s)" in str(e.value)
+    # the command: one line on stderr, exit code 4, the closing names it
+    for _ in range(5):
+        empty()
+    code, out, err = optimize(str(TASK / "model.py"), "--model", "openai/gpt-4o", "--api-base",
+                              fake_openai.base_url, "--out", str(tmp_path / "runs"), *CPU, "--quiet", json_out=False)
+    assert code == 4 and out.startswith("model_error:unavailable after 0 steps"), (out, err)
+    assert err.count("\n") == 1 and "no choices" in err, err
