@@ -191,11 +191,28 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
         except BaseException as e:  # the candidate's failure is a verdict, not a crash
             tb = traceback.format_exception(type(e), e, e.__traceback__)
             resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
+        if req["op"] in RELEASE_AFTER:
+            _release_cached()
         try:
             send({**resp, "peak_bytes": _gpu_peak()})
         finally:
             sys.stdout.flush()
             sys.stderr.flush()
+
+
+# after these requests the child holds nothing the next one reuses: the allocator's cached blocks go
+# back to the device, so the parent's references and the next process fit beside it (never
+# between a timed loop's requests: those reuse their blocks)
+RELEASE_AFTER = frozenset({"run", "time_collect", "time_reference"})
+
+
+def _release_cached() -> None:
+    torch = sys.modules.get("torch")
+    try:
+        if torch is not None and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+    except Exception:
+        pass
 
 
 def _gpu_peak() -> int:

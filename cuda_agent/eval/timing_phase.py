@@ -38,7 +38,10 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     """Time on input sets the correctness phase never showed; returns their seeds."""
     budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction, ev.cfg.memory_budget_gib)
     kept: list[dict] = []
+    per_set = 0  # what one set's references take here (the first set's: every set has the same shapes)
     for _ in range(ev.cfg.timing_sets):
+        if kept and per_set * (len(kept) + 1) > budget:
+            break  # decided before this set's references exist: they would never be freed in time
         seed = secrets.randbits(31)
         inputs = ev.ref.inputs(seed)
         plan = record_plan(ev, recorder, [describe(x) for x in inputs], spec, verdict)
@@ -46,10 +49,8 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
             verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
             return []
         ref32, ref64 = ev.ref.outputs(inputs)
-        per_set = tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
+        per_set = per_set or tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
         del inputs
-        if kept and per_set * (len(kept) + 1) > budget:
-            break
         kept.append({"seed": seed, "plan": plan, "ref32": ref32, "ref64": ref64})
     cfg = ev.cfg.timing
     resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
