@@ -39,6 +39,8 @@ def eval_command(
                            }).settings.eval
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
+    if _statically_rejected(task, candidate, cfg.allow_precision, json_out):
+        raise typer.Exit(1)
     require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
     if tolerance is not None:
         try:
@@ -63,3 +65,28 @@ def eval_command(
     else:
         render_verdict(verdict, console, title=f"{t.name} <- {candidate}")
     raise typer.Exit(EXIT_CODES[verdict.status])
+
+
+def _statically_rejected(task: str, candidate: Path, allow_precision: bool, json_out: bool) -> bool:
+    """The static guards before torch, CUDA or the task start (under a second): a candidate they
+    reject gets its verdict at once. Rules that depend on the task's dtypes wait for the evaluator."""
+    from cuda_agent.eval.guards.static import check_candidate_static
+    from cuda_agent.eval.verdict import Verdict
+
+    if not (candidate / "model_new.py").is_file():
+        return False  # the evaluator says what the layout lacks
+    findings = check_candidate_static(candidate, task_fp32=False, allow_precision=allow_precision)
+    if not any(f.severity == "fail" for f in findings):
+        return False
+    verdict = Verdict(status="guard_violation", findings=findings,
+                      notes=["rejected by the static guards before the task was loaded or anything was built"])
+    if json_out:
+        print(json.dumps({"task": {"path": task}, "candidate": str(candidate), "verdict": verdict.model_dump()},
+                         indent=1))
+    else:
+        from rich.console import Console
+
+        from cuda_agent.eval.render import render_verdict
+
+        render_verdict(verdict, Console(), title=f"{task} <- {candidate}")
+    return True

@@ -6,10 +6,12 @@ are used. Kept apart so config files and the CLI can carry a `Tolerances` as pla
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import torch
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:  # settings import this module: torch stays out of the CLI's start-up
+    import torch
 
 
 class DtypeTol(BaseModel):
@@ -19,16 +21,20 @@ class DtypeTol(BaseModel):
     atol: float = Field(ge=0)
 
 
-# Field names of Tolerances that carry a float dtype's tolerance.
-_FIELD_FOR_DTYPE: dict[torch.dtype, str] = {
-    torch.float32: "float32",
-    torch.complex64: "float32",  # compared as pairs of float32
-    torch.float16: "float16",
-    torch.complex32: "float16",
-    torch.bfloat16: "bfloat16",
-    torch.float64: "float64",
-    torch.complex128: "float64",
+# Field names of Tolerances that carry a float dtype's tolerance, by torch's dtype name.
+_FIELD_FOR_DTYPE: dict[str, str] = {
+    "float32": "float32",
+    "complex64": "float32",  # compared as pairs of float32
+    "float16": "float16",
+    "complex32": "float16",
+    "bfloat16": "bfloat16",
+    "float64": "float64",
+    "complex128": "float64",
 }
+
+
+def _field(dtype: torch.dtype) -> str | None:
+    return _FIELD_FOR_DTYPE.get(str(dtype).removeprefix("torch."))
 
 Preset = Literal["kernelbench", "cuda-agent"]
 
@@ -66,7 +72,7 @@ class Tolerances(BaseModel):
         """(rtol, atol) for an output of this dtype; (0, 0) means exact."""
         if not (dtype.is_floating_point or dtype.is_complex):
             return 0.0, 0.0  # integers and bool: exact
-        field = _FIELD_FOR_DTYPE.get(dtype)
+        field = _field(dtype)
         if field is None:  # float8 and friends: no sensible default, make the user choose
             raise ValueError(f"no tolerance for {dtype}; set one explicitly")
         tol: DtypeTol = getattr(self, field)
@@ -74,7 +80,7 @@ class Tolerances(BaseModel):
 
     def with_atol(self, dtype: torch.dtype, atol: float) -> Tolerances:
         """A copy whose atol for `dtype` is replaced (the zero-trap tightening uses this)."""
-        field = _FIELD_FOR_DTYPE.get(dtype)
+        field = _field(dtype)
         if field is None:
             raise ValueError(f"{dtype} has no adjustable tolerance")
         rtol, _ = self.for_dtype(dtype)
