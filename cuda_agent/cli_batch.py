@@ -9,9 +9,9 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_GPU, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail, out_folder_problem,
-                                     require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET,
+                                     MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail,
+                                     out_folder_problem, require_device, resolve_or_exit, run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -47,8 +47,8 @@ def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
-def _eval_config(path: Optional[Path]) -> dict:
-    """--eval-config's JSON: EvalConfig fields, on the command line's layer."""
+def _eval_config(path: Optional[Path], **flags) -> dict:
+    """--eval-config's JSON: EvalConfig fields, on the command line's layer; `flags` given win."""
     from cuda_agent.eval.settings import EvalConfig
 
     data = {}
@@ -59,7 +59,7 @@ def _eval_config(path: Optional[Path]) -> dict:
         except (OSError, ValueError) as e:
             fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
                   'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
-    return data
+    return {**data, **{k: v for k, v in flags.items() if v is not None}}
 
 
 def batch_command(
@@ -89,6 +89,7 @@ def batch_command(
     allow_shell: bool = ALLOW_SHELL,
     no_sandbox: bool = NO_SANDBOX,
     no_compile: bool = NO_COMPILE,
+    memory_budget: Optional[float] = MEMORY_BUDGET,
     ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray)."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
@@ -114,7 +115,7 @@ def batch_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, **_eval_config(eval_config)))  # each task's device is the pool's
+        no_sandbox=no_sandbox, **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
     if not device and not gpus and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE

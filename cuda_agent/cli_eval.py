@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import NO_COMPILE, NO_SANDBOX, eval_flags, fail, require_device, resolve_or_exit
+from cuda_agent.cli_settings import MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, eval_flags, fail, require_device, resolve_or_exit
 
 
 def eval_command(
@@ -23,6 +23,7 @@ def eval_command(
     arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one) (setting: eval.arch)."),
     timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per worker step before it is killed (setting: eval.timeout_s; default 120)."),
     no_sandbox: bool = NO_SANDBOX,
+    memory_budget: Optional[float] = MEMORY_BUDGET,
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
@@ -35,7 +36,8 @@ def eval_command(
     from cuda_agent.task import TaskError, load_task
 
     cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
-                                              timeout_s=timeout, allow_precision=True if allow_precision else None)
+                                              timeout_s=timeout, allow_precision=True if allow_precision else None,
+                                              memory_budget_gib=memory_budget)
                            }).settings.eval
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")

@@ -132,4 +132,5 @@ MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at 
 TARGET_SPEEDUP = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile (setting: limits.target_speedup).")
 ALLOW_SHELL = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail (setting: tools.allow_shell).")
 NO_SANDBOX = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it (setting: eval.sandbox).")
+MEMORY_BUDGET = typer.Option(None, "--memory-budget", min=0.01, help="GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task that cannot fit is unscorable before any candidate runs (setting: eval.memory_budget_gib).")
 NO_COMPILE = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (setting: eval.baselines).")

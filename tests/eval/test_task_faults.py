@@ -139,3 +139,16 @@ def test_a_task_that_cannot_fit_the_memory_budget_is_unscorable_before_any_candi
     said = memory_problem(13 * gib, 24 * gib)
     assert said.startswith("unscorable: needs at least 26.0 GiB") and "budget 24.0 GiB" in said
     assert "--memory-budget" in said
+
+
+def test_memory_budget_is_a_flag_of_eval_and_batch_and_a_setting(tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from cuda_agent.cli import app
+    from cuda_agent.settings import resolve
+
+    for command in ("eval", "batch"):
+        assert "--memory-budget" in CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
+    monkeypatch.setenv("CUDA_AGENT_EVAL__MEMORY_BUDGET_GIB", "80")
+    r = resolve({}, project_dir=tmp_path, user=tmp_path / "none.toml")
+    assert r.settings.eval.memory_budget_gib == 80 and r.origins["eval.memory_budget_gib"] == "environment"
