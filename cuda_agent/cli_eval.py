@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import traceback
 from pathlib import Path
 from typing import Optional
 
@@ -57,10 +58,18 @@ def eval_command(
     console = Console(stderr=json_out)
     from cuda_agent.eval.evaluator import Evaluator
 
-    with console.status("evaluating..."):
-        with Evaluator(t, cfg, warm=False) as ev:
-            verdict = ev.evaluate(candidate)
-            task_info = ev.describe_task()
+    try:
+        with console.status("evaluating..."):
+            with Evaluator(t, cfg, warm=False) as ev:
+                verdict = ev.evaluate(candidate)
+                task_info = ev.describe_task()
+    except Exception as e:  # a fault of the harness itself: still one verdict (exit 5), never a traceback
+        from cuda_agent.eval.verdict import Verdict
+
+        last = traceback.extract_tb(e.__traceback__)[-1]
+        verdict = Verdict(status="error", error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} "
+                                                f"({Path(last.filename).name} line {last.lineno})")
+        task_info = {"path": str(t.path), "class": t.class_name, "hash": t.source_hash}
     if json_out:
         print(json.dumps({"task": task_info, "candidate": str(candidate), "device": dev,
                           "verdict": verdict.model_dump()}, indent=1))

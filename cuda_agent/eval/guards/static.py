@@ -38,6 +38,12 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
             findings.append(Finding(guard="forbidden_call", where=rel, message=(
                 f"{rel} is prebuilt code; ship sources, the harness compiles them")))
         elif path.suffix in SOURCE_EXTS and path.is_file():
-            findings.extend(check_cuda_source(path.read_bytes(), rel, task_fp32=task_fp32,
-                                              allow_precision=allow_precision))
+            data = path.read_bytes()
+            try:
+                data.decode("utf-8")
+            except UnicodeDecodeError as e:  # what is not text cannot be checked as text
+                findings.append(Finding(guard="forbidden_call", where=rel, message=(
+                    f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8")))
+                continue
+            findings.extend(check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision))
     return dedupe(findings)
