@@ -7,7 +7,8 @@ this turns flags into settings (cuda_agent/settings.py) and prints the outcome.
 (agent/resume.py). The model and the limits come from the settings given now, the limits counting
 the whole run (resume a run stopped at 50 steps with --max-steps 80); the task, the evaluation
 settings and the tools come from the run (--device may move it). With --script, the script is the
-whole session: the turns already taken are skipped.
+whole session: the turns already taken are skipped. A finished run is not continued: it says so in
+one line and exits with its exit code (run.finished_run), changing nothing.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -29,7 +30,7 @@ def optimize_command(
     model: Optional[str] = MODEL,
     api_base: Optional[str] = API_BASE,
     script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
-    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run."),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in): outside any git repository, or in a folder its .gitignore lists (a clone's runs/)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
     device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels, nothing a GPU does (setting: eval.device; default cuda:0)."),
@@ -47,11 +48,12 @@ def optimize_command(
     tui: bool = typer.Option(False, "--tui", help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach)."),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
-    2 bad usage, 3 no correct version, 4 the run failed. Settings: `cuda-agent config show`."""
+    2 bad usage, 3 no correct version, 4 the run failed (a model error or a fault: one line on stderr,
+    the traceback in RUN_DIR/error.log). Settings: `cuda-agent config show`."""
     from rich.console import Console
     from rich.markup import escape
 
-    from cuda_agent.run import RunError, RunRequest, RunSpec, open_run, run_task
+    from cuda_agent.run import RunError, RunRequest, RunSpec, finished_line, finished_run, open_run, run_task
 
     console = Console(stderr=json_out, quiet=quiet and not json_out)
     if (task is None) == (resume is None):
@@ -60,6 +62,11 @@ def optimize_command(
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     if model and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
+    if resume is not None and (saved := finished_run(resume)[1]) is not None:  # nothing runs, nothing changes
+        Console(stderr=json_out).print(escape(finished_line(saved)), highlight=False, soft_wrap=True)
+        if json_out:
+            print(json.dumps(saved.summary(), indent=1))
+        raise typer.Exit(saved.exit_code)
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
@@ -86,15 +93,23 @@ def optimize_command(
             with contextlib.suppress(OSError):
                 spec.workspace.parent.rmdir()
         fail(str(e))
+    except Exception as e:  # a bug or a broken run folder: one line, never a traceback and exit 1
+        _crashed(e, resume)
     run_dir = opened[0].workspace.root.parent
+    for lock in opened[0].workspace.removed_locks:
+        Console(stderr=True).print(f"removed {escape(str(lock))}: a stale git lock left by a process that is no "
+                                   "longer running", highlight=False, soft_wrap=True)
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
     writer = ((lambda path, llm: LiveWriter(path, console, llm.name)) if live
               else (lambda path, llm: TrajectoryWriter(path)))
-    done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
-                    approval=ConsoleApproval(Console()) if confirm else None,
-                    on_finalize=lambda: console.print("re-verifying the best version, writing report.md and the "
-                                                      "drop-in..."))
+    try:
+        done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
+                        approval=ConsoleApproval(Console()) if confirm else None,
+                        on_finalize=lambda: console.print("re-verifying the best version, writing report.md and the "
+                                                          "drop-in..."))
+    except Exception as e:
+        _crashed(e, run_dir)
     if json_out:
         print(json.dumps(done.summary(), indent=1))
     else:
@@ -109,6 +124,26 @@ def optimize_command(
         if done.error:
             Console(stderr=True).print(f"[red]error[/]: {escape(done.error)}", highlight=False, soft_wrap=True)
     raise typer.Exit(done.exit_code)
+
+
+def _crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
+    """A failure no part of the run turned into a verdict: one line on stderr, the traceback in the run
+    folder's error.log, exit code 4 (the run failed)."""
+    import traceback
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    where = ""
+    if run_dir is not None and Path(run_dir).is_dir():
+        log = Path(run_dir) / "error.log"
+        with contextlib.suppress(OSError):
+            log.write_text("".join(traceback.format_exception(e)))
+            where = f" (traceback in {log})"
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    Console(stderr=True).print(f"[red]error[/]: the run failed: {escape(type(e).__name__)}: {escape(first)}"
+                               f"{escape(where)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(4)
 
 
 def _new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:

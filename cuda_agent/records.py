@@ -6,6 +6,7 @@ agent loop. Writing and reading the file is trajectory.py's.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Annotated, Any, Literal, Union
 
@@ -154,15 +155,25 @@ def parse_record(line: str | bytes) -> Record:
         return _ADAPTER.validate_python(valid_text(obj))
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]")
+
+
+def _shown(m: re.Match) -> str:
+    code = ord(m.group())
+    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else "\ufffd"
+
+
 def valid_text(value: Any) -> Any:
     """`value` (a str, or the strs of a JSON-like dict or list) with every lone surrogate, which UTF-8
-    cannot carry (what a JSON `\\ud800` escape decodes to), replaced by U+FFFD; a valid pair joined."""
+    cannot carry (what a JSON `\\ud800` escape decodes to), replaced: by U+FFFD, or, for one that
+    stands for a byte that is not UTF-8 (U+DC80..U+DCFF, Python's surrogateescape), by `\\xNN`, the
+    form the workspace shows such a file name in; a valid pair is joined."""
     if isinstance(value, str):
         try:
             value.encode("utf-8")
             return value
         except UnicodeEncodeError:
-            return value.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+            return _LONE_SURROGATE.sub(_shown, value).encode("utf-16", "surrogatepass").decode("utf-16")
     if isinstance(value, dict):
         return {valid_text(k): valid_text(v) for k, v in value.items()}
     if isinstance(value, list):

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # 2 bad usage, 3 no correct version, 4 the run failed (model or harness error)
 EXIT_IMPROVED, EXIT_CORRECT, EXIT_USAGE, EXIT_NONE, EXIT_ERROR = 0, 1, 2, 3, 4
 TRAJECTORY = "trajectory.jsonl"
+OUTCOME = "outcome.json"  # the last process's RunOutcome: what `--resume` of a finished run answers with
 
 
 class RunSpec(BaseModel):
@@ -102,6 +103,37 @@ class RunOutcome(BaseModel):
                 "dropin": str(self.dropin) if self.dropin else None}
 
 
+def finished_run(run_dir: Path) -> tuple[bool, RunOutcome | None]:
+    """Whether the run in `run_dir` is finished (its trajectory ends with a `finished` closing), and
+    then its outcome as its last process saved it (None when it was not saved: a run made before
+    outcome.json existed, or one killed while it was re-verified). A finished run is not continued."""
+    from cuda_agent.records import Closing
+    from cuda_agent.trajectory import read_trajectory
+
+    try:
+        records = read_trajectory(Path(run_dir) / TRAJECTORY)
+    except (OSError, ValueError):
+        return False, None  # open_run says what is wrong with the folder
+    last = records[-1] if records else None
+    if not isinstance(last, Closing) or last.stop_reason != "finished":
+        return False, None
+    try:
+        saved = RunOutcome.model_validate_json((Path(run_dir) / OUTCOME).read_text())
+    except (OSError, ValueError):
+        return True, None
+    same = (saved.stop_reason, saved.steps, saved.wall_s) == (last.stop_reason, last.steps, last.wall_s)
+    return True, saved if same else None
+
+
+def finished_line(done: RunOutcome) -> str:
+    """What `--resume` of a finished run says, in one line."""
+    v = done.verified
+    result = (f"version {done.best.version} re-verified, reward {v.reward}" if v and done.best
+              else "no correct version passed re-verification")
+    report = f"; report: {done.report}" if done.report else ""
+    return f"{done.run_dir}: the run is finished ({done.steps} steps; {result}); nothing to resume{report}"
+
+
 def open_run(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeState | None]:
     """The environment of a new run, or of the run to continue and where it stopped."""
     from cuda_agent.agent.resume import ResumeError, resume_run
@@ -146,12 +178,13 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
              on_start: Callable[[Path, Model], None] | None = None,
              on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None) -> RunOutcome:
-    """Run the agent on one task and finalize it. `opened`: open_run()'s result, when the caller has it;
+    """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
+    `opened`: open_run()'s result, when the caller has it;
     `writer(path, model)` makes the trajectory writer; `remote` is a control channel (RemoteControl);
     `evaluator_factory(env)` replaces the environment's evaluators (a batch's pool); `finalize_slot()`
     is held while the best version is re-verified. `finalize_interrupted=False` leaves a run the
     batch stopped for its next start; `closed_only_finalize`: a resumed run whose trajectory ends
-    with a closing (stopped while re-verifying) is only finalized."""
+    with a closing (stopped while re-verifying) is only finalized, as a finished run always is."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
@@ -160,9 +193,11 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
     run_dir = env.workspace.root.parent
     trajectory = run_dir / TRAJECTORY
     closing = None
-    if spec.resume is not None and closed_only_finalize:
+    if spec.resume is not None:  # a finished run is never continued: at most finalized (killed while it was)
         last = read_trajectory(trajectory)[-1]
-        closing = last if isinstance(last, Closing) and last.stop_reason != "interrupted" else None
+        ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
+            closed_only_finalize and last.stop_reason != "interrupted"))
+        closing = last if ended else None
     if evaluator_factory is not None:
         env.ctx.evaluator_factory = evaluator_factory(env)
     result: RunResult | None = None
@@ -191,7 +226,9 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                 on_finalize()
             with finalize_slot():
                 final, final_error = finalize(env, run_dir, result)
-    return outcome(run_dir, result, final, final_error)
+    done = outcome(run_dir, result, final, final_error)
+    (run_dir / OUTCOME).write_text(done.model_dump_json(indent=1))
+    return done
 
 
 def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalOutputs | None, str | None]:
@@ -219,6 +256,11 @@ def main(argv: list[str]) -> int:
     from cuda_agent.agent.remote import RemoteControl
 
     request = RunRequest.model_validate_json(Path(argv[1]).read_text())
+    if request.spec.resume is not None:
+        _, saved = finished_run(request.spec.resume)
+        if saved is not None:
+            print(finished_line(saved))
+            return saved.exit_code
     try:
         opened = open_run(request.spec, request.settings)
     except RunError as e:

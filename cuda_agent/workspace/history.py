@@ -70,6 +70,47 @@ def run_git(args: list[str], env: dict[str, str], cwd: Path | None = None, *, st
     return proc
 
 
+def lock_files(git_dir: Path) -> list[Path]:
+    """The lock files git leaves in `git_dir` when a git process dies holding them (index.lock,
+    HEAD.lock, refs/**/<name>.lock, config.lock, packed-refs.lock): every later write then fails."""
+    git_dir = Path(git_dir)
+    return sorted(p for p in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")] if p.is_file())
+
+
+def lock_holder(lock: Path, work_tree: Path) -> str | None:
+    """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or
+    a git process working in `work_tree` (git closes the lock file before it runs an editor or a
+    hook, and keeps it). Compared by device and inode, so a process in the jail (where the work tree
+    has another path) is seen too; processes of other users, whose /proc entries are closed, cannot
+    write this workspace."""
+    try:
+        lock_id = _file_id(lock)
+        tree_ids = {_file_id(work_tree), _file_id(Path(work_tree) / ".git")}
+    except OSError:
+        return None
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = Path(entry.path, "comm").read_text().strip()
+            if name.startswith("git") and _file_id(Path(entry.path, "cwd")) in tree_ids:
+                return f"pid {entry.name} ({name})"
+            for fd in os.scandir(Path(entry.path, "fd")):
+                try:
+                    if _file_id(Path(fd.path)) == lock_id:
+                        return f"pid {entry.name} ({name})"
+                except OSError:
+                    continue
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+    return None
+
+
+def _file_id(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_dev, st.st_ino
+
+
 def init_repo(root: Path) -> git.Repo:
     """`git init` (no template: no sample hooks) with settings that make commits work anywhere: a
     local identity, no signing, no hooks (the harness passes these on every call anyway)."""

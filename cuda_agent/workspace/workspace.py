@@ -18,7 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..eval.verdict import Verdict
 from ..task import Task
-from .history import History, init_repo
+from .history import History, init_repo, lock_files, lock_holder
 from .paths import META_DIR, PROTECTED, RECORD, WorkspaceError, enclosing_git_root, new_run_dir, resolve_in, sha256_file
 from .trailers import VersionInfo
 
@@ -52,6 +52,7 @@ class Workspace:
     def __init__(self, root: Path, repo: git.Repo, record: WorkspaceRecord):
         self.root, self.repo, self.record = root, repo, record
         self.history = History(repo)
+        self.removed_locks: list[Path] = []  # stale git locks `open` removed (a killed run's), to say so
 
     @classmethod
     def create(cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"),
@@ -105,7 +106,9 @@ class Workspace:
 
     @classmethod
     def open(cls, path: Path) -> Workspace:
-        """Continue an existing workspace (a run folder is accepted too); uncommitted work is committed first."""
+        """Continue an existing workspace (a run folder is accepted too); uncommitted work is committed
+        first. A git lock file no running process holds (a run killed mid-commit) is removed first
+        (listed in `removed_locks`); one a running process may hold is a WorkspaceError saying what to do."""
         folder = Path(path)
         if (folder / "workspace" / ".git").exists() and not (folder / ".git").exists():
             folder = folder / "workspace"
@@ -119,8 +122,18 @@ class Workspace:
         except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
             raise WorkspaceError(not_one) from None
         ws = cls(folder.resolve(), repo, record)
+        ws._clear_stale_locks()
         ws.snapshot("snapshot: uncommitted work found on re-open")
         return ws
+
+    def _clear_stale_locks(self) -> None:
+        for lock in lock_files(self.history.git_dir):
+            holder = lock_holder(lock, self.history.work_tree)
+            if holder is not None:
+                raise WorkspaceError(f"{lock} is held by a running process ({holder}): wait for it to end or stop "
+                                     "it, then resume again (another run or git on this workspace?)")
+            lock.unlink(missing_ok=True)
+            self.removed_locks.append(lock)
 
     @property
     def candidate_dir(self) -> Path:

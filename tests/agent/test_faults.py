@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -47,6 +50,7 @@ def no_lone_surrogates(obj) -> bool:
 def test_valid_text_and_arguments():
     assert valid_text(f"a{LONE}b") == "a\ufffdb" and valid_text("\ud83d\ude00") == "\U0001F600"
     assert valid_text({"k": [f"x{LONE}"], f"{LONE}": 1}) == {"k": ["x\ufffd"], "\ufffd": 1}
+    assert valid_text("kernels/bad\udcff.cu") == "kernels/bad\\xff.cu"  # a non-UTF-8 byte, as list_files shows it
     assert valid_arguments('{"a": "\\ud800"}') == '{"a": "\ufffd"}'  # the escape, written again
     assert valid_arguments(f'{{"a": "{LONE}"}}') == '{"a": "\ufffd"}'  # the character itself
     for raw in ('{"a": "\\u00e9"}', '{"a": "\\\\ud800"}', '{"a": "\\ud83d\\ude00"}', '{bad \\ud800'):
@@ -143,3 +147,100 @@ def test_an_empty_reply_is_retried_and_then_a_model_error(tmp_path, fake_openai,
                               fake_openai.base_url, "--out", str(tmp_path / "runs"), *CPU, "--quiet", json_out=False)
     assert code == 4 and out.startswith("model_error:unavailable after 0 steps"), (out, err)
     assert err.count("\n") == 1 and "no choices" in err, err
+
+
+WRITE_CORRECT = [
+    {"content": "kernel", "tool_calls": [{"name": "edit_file", "arguments": {
+        "mode": "create", "path": "kernels/scale_add.cu", "overwrite": True,
+        "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text()}}]},
+    {"content": "module", "tool_calls": [{"name": "edit_file", "arguments": {
+        "mode": "create", "path": "model_new.py", "overwrite": True,
+        "file_text": (TASK / "honest" / "model_new.py").read_text()}}]},
+    {"content": "check", "tool_calls": [{"name": "verify", "arguments": {}}]},
+]
+FINISH = {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "fused"}}]}
+LIST = {"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]}
+
+
+def git_head(run_dir: Path) -> str:
+    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=run_dir / "workspace", capture_output=True,
+                          text=True, check=True).stdout
+
+
+def test_resuming_a_finished_run_changes_nothing(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([*WRITE_CORRECT, FINISH]))
+    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"), *CPU)
+    assert (code, first["stop_reason"]) == (1, "finished") and first["verified_reward"] >= 1, err
+    run_dir = Path(first["run_dir"])
+    (run_dir / "workspace" / "scratch.txt").write_text("left by hand")  # a resume would commit it
+    before = {p: p.read_bytes() for p in (run_dir / "report.md", run_dir / "trajectory.jsonl", run_dir / "outcome.json")}
+    head = git_head(run_dir)
+    code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "50",
+                              json_out=False)
+    assert code == 1 and out.count("\n") == 1 and err == "", (out, err)
+    assert "the run is finished" in out and f"version 1 re-verified, reward {first['verified_reward']}" in out and "nothing to resume" in out
+    assert {p: p.read_bytes() for p in before} == before and git_head(run_dir) == head
+    code, again, err = optimize("--resume", str(run_dir), "--max-steps", "50")  # no model needed either
+    assert code == 1 and again == first and "the run is finished" in err
+
+
+def test_a_finished_run_without_its_saved_outcome_is_only_finalized(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([LIST, FINISH]))
+    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"), *CPU)
+    run_dir = Path(first["run_dir"])
+    (run_dir / "outcome.json").unlink()  # as a run made before it was saved, or killed while re-verifying
+    (run_dir / "report.md").unlink()
+    lines = (run_dir / "trajectory.jsonl").read_text().count("\n")
+    code, second, err = optimize("--resume", str(run_dir), "--script", str(script))
+    assert (code, second["stop_reason"], second["steps"]) == (3, "finished", 2), err
+    assert "- stop reason: finished" in (run_dir / "report.md").read_text()
+    assert (run_dir / "trajectory.jsonl").read_text().count("\n") == lines  # no turn was taken
+    code, third, err = optimize("--resume", str(run_dir), "--script", str(script))
+    assert code == 3 and third == second and "the run is finished" in err
+
+
+def test_a_stale_git_lock_is_removed_on_resume_and_a_live_one_is_an_error(tmp_path):
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([LIST, FINISH]))
+    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
+                                *CPU, "--max-steps", "1")
+    run_dir = Path(first["run_dir"])
+    lock = run_dir / "workspace" / ".git" / "index.lock"
+    (run_dir / "workspace" / "notes.txt").write_text("uncommitted")  # the re-open commits it: git must work
+    holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(lock)!r}, 'w'); import time; time.sleep(60)"])
+    try:
+        deadline = time.monotonic() + 30
+        while not lock.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "5",
+                                  json_out=False)
+        assert code == 2 and err.count("\n") == 1 and f"pid {holder.pid}" in err and "held by a running" in err, err
+        assert lock.exists()
+    finally:
+        holder.kill()
+        holder.wait()
+    code, second, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "5")
+    assert (code, second["stop_reason"]) == (3, "finished"), err
+    assert not lock.exists() and f"removed {lock}: a stale git lock" in err and err.count("a stale git lock") == 1
+    assert "snapshot: uncommitted work found on re-open" in subprocess.run(
+        ["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True).stdout
+
+
+def test_a_failure_inside_the_run_is_one_line_and_exit_4(tmp_path, monkeypatch):
+    from cuda_agent.agent.loop import Agent
+
+    def broken(self):
+        raise RuntimeError("a bug in the loop\nsecond line")
+
+    monkeypatch.setattr(Agent, "step", broken)
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps([FINISH]))
+    code, out, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
+                              *CPU, "--quiet", json_out=False)
+    assert code == 4 and err.count("\n") == 1, (out, err)
+    assert "the run failed: RuntimeError: a bug in the loop" in err and "traceback in" in err
+    run_dir = next((tmp_path / "runs").iterdir())
+    assert "RuntimeError" in (run_dir / "error.log").read_text()
+    assert read_trajectory(run_dir / "trajectory.jsonl")[-1].stop_reason == "error"
