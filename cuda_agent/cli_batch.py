@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET,
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET,
                                      MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail,
                                      out_folder_problem, require_device, resolve_or_exit, run_flags)
 
@@ -85,6 +85,7 @@ def batch_command(
     max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
     max_tokens: Optional[int] = MAX_TOKENS,
     max_wall: Optional[float] = MAX_WALL,
+    max_calls_per_turn: Optional[int] = MAX_CALLS,
     target_speedup: Optional[float] = TARGET_SPEEDUP,
     allow_shell: bool = ALLOW_SHELL,
     no_sandbox: bool = NO_SANDBOX,
@@ -115,7 +116,8 @@ def batch_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
+        no_sandbox=no_sandbox, max_calls_per_turn=max_calls_per_turn,
+        **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
     if not device and not gpus and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE

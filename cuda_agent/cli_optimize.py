@@ -20,7 +20,7 @@ from typing import NoReturn, Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
                                      NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, out_folder_problem, require_device,
                                      resolve_or_exit, run_flags)
 
@@ -38,6 +38,7 @@ def optimize_command(
     max_cost: Optional[float] = MAX_COST,
     max_tokens: Optional[int] = MAX_TOKENS,
     max_wall: Optional[float] = MAX_WALL,
+    max_calls_per_turn: Optional[int] = MAX_CALLS,
     target_speedup: Optional[float] = TARGET_SPEEDUP,
     allow_shell: bool = ALLOW_SHELL,
     no_sandbox: bool = NO_SANDBOX,
@@ -70,7 +71,7 @@ def optimize_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, device=device))
+        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

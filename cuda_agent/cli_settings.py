@@ -29,11 +29,13 @@ def eval_flags(no_compile: bool = False, no_sandbox: bool = False, **given: Any)
 
 def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None, max_cost: float | None,
               max_tokens: int | None, max_wall: float | None, target_speedup: float | None, allow_shell: bool,
-              no_compile: bool, no_sandbox: bool, out: Path | None = None, **eval: Any) -> dict[str, Any]:
+              no_compile: bool, no_sandbox: bool, out: Path | None = None, max_calls_per_turn: int | None = None,
+              **eval: Any) -> dict[str, Any]:
     """The settings the flags optimize and batch share give (see the options below); `eval`: more of `[eval]`."""
     return {"model": model, "api_base": api_base, "out": out,
             "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens,
-                       "max_wall_s": max_wall, "target_speedup": target_speedup},
+                       "max_wall_s": max_wall, "target_speedup": target_speedup,
+                       "max_calls_per_turn": max_calls_per_turn},
             "eval": eval_flags(no_compile, no_sandbox, **eval), "tools": {"allow_shell": True if allow_shell else None}}
 
 
@@ -125,10 +127,11 @@ def show_command(
 # None means "not given": the files and CUDA_AGENT_* decide. In a batch the limits are per task.
 MODEL = typer.Option(None, "--model", "-m", help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen (setting: model).")
 API_BASE = typer.Option(None, "--api-base", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama) (setting: api_base).")
-MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Model turns at most (per task in a batch) (setting: limits.max_steps; default 50).")
+MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Steps at most (per task in a batch): each tool call that runs is one step, a model reply that runs none is one; no tool call starts past it (setting: limits.max_steps; default 50).")
 MAX_COST = typer.Option(None, "--max-cost", help="Dollars at most over priced turns (per task) (setting: limits.max_cost).")
 MAX_TOKENS = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most (per task) (setting: limits.max_tokens).")
-MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most (per task) (setting: limits.max_wall_s).")
+MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most (per task): a deadline; no model request lasts past it (its timeout is the time left, retries included) and no tool call starts past it; the re-verification at the end comes after it (setting: limits.max_wall_s).")
+MAX_CALLS = typer.Option(None, "--max-calls-per-turn", min=1, help="Tool calls of one model reply that run; the rest are answered as skipped and never run (setting: limits.max_calls_per_turn; default 8).")
 TARGET_SPEEDUP = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile (setting: limits.target_speedup).")
 ALLOW_SHELL = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail (setting: tools.allow_shell).")
 NO_SANDBOX = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it (setting: eval.sandbox).")

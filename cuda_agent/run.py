@@ -207,7 +207,7 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
             result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
                                closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
         else:
-            model = make_model(settings, spec.script, skip=state.steps if state else 0)
+            model = make_model(settings, spec.script, skip=state.turns if state else 0)
             if on_start is not None:
                 on_start(run_dir, model)
             out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)

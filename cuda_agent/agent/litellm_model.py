@@ -16,7 +16,7 @@ from typing import Any
 import tenacity
 from pydantic import BaseModel, ConfigDict
 
-from cuda_agent.agent.errors import FormatError, ModelError, ModelErrorKind
+from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, ModelErrorKind
 from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
 
@@ -73,6 +73,9 @@ class LitellmModel:
         self.config = LitellmModelConfig(model=model, api_base=api_base, api_key_env=api_key_env, **settings)
         self.name = model
         self._native: bool | None = self.config.native_tools
+        # time.monotonic() by which every query ends, all its attempts and waits together (the loop sets
+        # it from --max-wall): each attempt's timeout is at most the time left; past it, LimitsExceeded
+        self.deadline: float | None = None
 
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
         native = self.native_tools
@@ -83,9 +86,13 @@ class LitellmModel:
         failure = None
         try:
             response = retrying(self._complete, litellm, kwargs)
+        except LimitsExceeded:
+            raise
         except Exception as e:  # litellm maps every provider's failures onto its exception types
             failure = self._error(e, attempts=retrying.statistics["attempt_number"])
         if failure is not None:
+            if failure.kind == "unavailable" and self._time_left() == 0.0:  # the last attempt ran out of time
+                raise LimitsExceeded("max_wall_time")
             raise failure  # raised outside `except`: no chained provider text
         retries = retrying.statistics["attempt_number"] - 1
         result = self._to_response(litellm, response, time.monotonic() - start, retries, native)
@@ -97,13 +104,22 @@ class LitellmModel:
                 raise FormatError(str(e), response=result) from None
         return result
 
-    @staticmethod
-    def _complete(litellm, kwargs: dict[str, Any]):
-        """One attempt; a reply without choices is a failure of its own (EmptyReply), not an IndexError."""
+    def _complete(self, litellm, kwargs: dict[str, Any]):
+        """One attempt, within the time left; a reply without choices is a failure of its own
+        (EmptyReply), not an IndexError."""
+        left = self._time_left()
+        if left == 0.0:
+            raise LimitsExceeded("max_wall_time")
+        if left is not None:
+            kwargs = {**kwargs, "timeout": min(kwargs["timeout"], left)}
         response = litellm.completion(**kwargs)
         if not getattr(response, "choices", None):
             raise EmptyReply(EmptyReply.message)
         return response
+
+    def _time_left(self) -> float | None:
+        """Seconds to the deadline (0.0 once it passed); None without one."""
+        return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def context_window(self) -> int | None:
         if self.config.context_tokens:
@@ -154,13 +170,15 @@ class LitellmModel:
 
     def _retrying(self) -> tenacity.Retrying:
         """Up to `retries` more attempts while the failure is "unavailable"; the n-th retry waits
-        min(max_backoff_s, backoff_s * 2**n) * uniform(0.5, 1): half of it fixed, half random."""
+        min(max_backoff_s, backoff_s * 2**n) * uniform(0.5, 1): half of it fixed, half random, and
+        never past the deadline (the attempt after it then stops the run at its wall limit)."""
         c = self.config
         half, half_cap = c.backoff_s / 2, c.max_backoff_s / 2
+        backoff = (tenacity.wait_exponential(multiplier=half, max=half_cap)
+                   + tenacity.wait_random_exponential(multiplier=half, max=half_cap))
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(c.retries + 1),
-            wait=(tenacity.wait_exponential(multiplier=half, max=half_cap)
-                  + tenacity.wait_random_exponential(multiplier=half, max=half_cap)),
+            wait=lambda state: min(backoff(state), self._time_left() if self.deadline is not None else float("inf")),
             retry=tenacity.retry_if_exception(lambda e: _kind(e) == "unavailable"),
             reraise=True)  # the provider's own exception, not tenacity's RetryError, reaches _error
 

@@ -6,7 +6,11 @@ The history is always native-style; a text-protocol model's client rewrites it (
 A malformed call (unknown tool, bad JSON, invalid arguments) still goes to the registry, whose error
 the model reads after "Format error:"; a turn is a format error when none of its calls was
 well-formed. The approval hook sees every well-formed call of a turn before the first one runs, so
-the turn is recorded once, with the person's edits. Every text put into the history goes through a
+the turn is recorded once, with the person's edits. Steps (what --max-steps counts): every tool call
+that runs is one (a malformed one too: the registry answers it), a turn that runs none is one; calls a
+limit holds back (beyond max_calls_per_turn in one reply, past max_steps, or past the max_wall_s
+deadline, which also bounds each model request) are answered "skipped" and never run. Records'
+`step` is the model turn's number. Every text put into the history goes through a
 Redactor holding the environment's credentials and the model's configured keys (secrets.py), which
 the environment and the writer get too. The history is trimmed to the model's window (context.py);
 the trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt history.
@@ -85,7 +89,8 @@ class Agent:
         self.tool_args = {s["function"]["name"]: None for s in self.tools}
         self.tool_args.update({t.name: t.Args for t in getattr(env, "tools", [])})
         self.messages: list[dict] = []
-        self.steps = self.tokens = self.unpriced = self.format_errors = 0
+        self.steps = self.tokens = self.unpriced = self.format_errors = 0  # steps: see the module's docstring
+        self.turns = 0  # model turns: records' `step`
         self.cost: float | None = None
         self.started = time.monotonic()
         self.count_tokens = approx_tokens  # the model's own counter once the run starts (litellm loads lazily)
@@ -101,6 +106,8 @@ class Agent:
                 self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
             else:
                 self._resume(resume)
+            if self.config.max_wall_s is not None and hasattr(self.model, "deadline"):  # its requests end by then
+                self.model.deadline = self.started + self.config.max_wall_s
             self.count_tokens = counter_for(self.model)
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
             while True:
@@ -130,7 +137,7 @@ class Agent:
         self._check_limits()
         for text in self.inbox() if self.inbox else []:
             text = self.redact.text(valid_text(text))
-            self.writer.write(UserMessage(step=self.steps, content=text))
+            self.writer.write(UserMessage(step=self.turns, content=text))
             self.messages.append({"role": "user", "content": text})
         self._trim()
         try:
@@ -138,34 +145,69 @@ class Agent:
         except FormatError as e:  # the client could not read an action; the answer still cost tokens
             response, problem = e.response or ModelResponse(), self.redact.text(valid_text(str(e)))
         response = valid_response(response)  # no lone surrogate reaches a file, git or the next request
-        self.steps += 1
+        self.turns += 1
         self._account(response)
-        calls = [c if c.id else c.model_copy(update={"id": f"call-{self.steps}-{i}"})
+        calls = [c if c.id else c.model_copy(update={"id": f"call-{self.turns}-{i}"})
                  for i, c in enumerate(response.tool_calls)]
         if problem is not None:
             calls = []  # nothing of an unreadable answer runs
         elif not calls:
             problem = NO_CALL_NATIVE if self.native else f"Your reply had no action. {FORMAT_HELP}"
+        allowed = min(self.config.max_calls_per_turn, self.config.max_steps - self.steps)  # the rest: skipped
         malformed = [self._malformed(c) for c in calls]
-        decisions = [None if bad or not self.approval else self._approve(c) for c, bad in zip(calls, malformed)]
+        decisions = [None if bad or i >= allowed or not self.approval else self._approve(c)
+                     for i, (c, bad) in enumerate(zip(calls, malformed))]
         self._record_turn(response, calls, decisions)
         if problem is not None:
-            self.writer.write(FormatErrorRecord(step=self.steps, message=problem))
+            self.steps += 1
+            self.writer.write(FormatErrorRecord(step=self.turns, message=problem))
             self.messages.append({"role": "user", "content": problem})
             self._format_error()
             return
-        evaluated = False
-        for call, bad, decision in zip(calls, malformed, decisions):
-            done, reward = self._execute(call, bad, decision)
-            evaluated |= reward is not None
-            if done:
-                raise RunEnded("finished")
-        if all(malformed):
+        evaluated, tried, before = False, [], self.steps
+        try:
+            for i, (call, bad, decision) in enumerate(zip(calls, malformed, decisions)):
+                if skipped := self._held_back(i, len(calls), allowed):
+                    self._skip(call, *skipped)
+                    continue
+                tried.append(bad)
+                done, reward = self._execute(call, bad, decision)
+                evaluated |= reward is not None
+                if done:
+                    raise RunEnded("finished")
+        finally:
+            if self.steps == before:
+                self.steps += 1  # a turn that ran no tool (all rejected or skipped) is a step too
+        if tried and all(tried):
             self._format_error()
-        else:
+        elif tried:
             self.format_errors = 0
         if evaluated and self._target_reached():
             raise RunEnded("target_reached")
+
+    def _held_back(self, index: int, n: int, allowed: int) -> tuple[str, str] | None:
+        """Why call `index` of a turn's `n` must not run (its stop reason and what the model reads), or None."""
+        c = self.config
+        if index >= c.max_calls_per_turn:
+            return "max_calls_per_turn", (f"[skipped: your reply made {n} tool calls and at most {c.max_calls_per_turn} "
+                                          "run per reply (--max-calls-per-turn); this one did not run. Call it again "
+                                          "in your next reply if you still need it.]")
+        if index >= allowed:
+            return "max_steps", (f"[skipped: the run reached its step limit ({c.max_steps}, --max-steps) before "
+                                 "this call; it did not run]")
+        if self._past_deadline():
+            return "max_wall_time", (f"[skipped: the run reached its wall-time limit ({c.max_wall_s:g} s, --max-wall) "
+                                     "before this call; it did not run]")
+        return None
+
+    def _skip(self, call: ToolCall, reason: str, observation: str) -> None:
+        self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
+                                           status="skipped", data={"skipped": reason}))
+        self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
+
+    def _past_deadline(self) -> bool:
+        wall = self.config.max_wall_s
+        return wall is not None and time.monotonic() - self.started >= wall
 
     def _trim(self) -> None:
         if self.budget is None:
@@ -173,7 +215,7 @@ class Agent:
         trimmed, notes = trim_messages(self.messages, self.budget, self.count_tokens,
                                        target_tokens=int(self.budget * LOW_WATER))
         if notes:
-            self.writer.write(Trim(step=self.steps, removed=[n.model_dump() for n in notes],
+            self.writer.write(Trim(step=self.turns, removed=[n.model_dump() for n in notes],
                                    tokens_before=self.count_tokens(self.messages),
                                    tokens_after=self.count_tokens(trimmed)))
             self.messages = trimmed
@@ -181,10 +223,10 @@ class Agent:
     def _resume(self, s: ResumeState) -> None:
         """Continue from a rebuilt history: counters restored, the marker and resume's records written."""
         self.messages = s.messages
-        self.steps, self.tokens, self.cost, self.unpriced = s.steps, s.tokens, s.cost, s.unpriced
+        self.steps, self.turns, self.tokens, self.cost, self.unpriced = s.steps, s.turns, s.tokens, s.cost, s.unpriced
         self.format_errors = s.format_errors
         self.started = time.monotonic() - s.wall_s
-        self.writer.write(Resume(step=s.steps, model=self.model.name, config=scrub_config(self._config()),
+        self.writer.write(Resume(step=s.turns, model=self.model.name, config=scrub_config(self._config()),
                                  previous_stop=s.previous_stop, interrupted_calls=s.interrupted,
                                  recovered_versions=s.recovered))
         for record in s.records:
@@ -196,6 +238,7 @@ class Agent:
             status, seconds, data, done, reward, version = "rejected", 0.0, {}, False, None, None
         else:
             edited = decision.edited_arguments if decision else None
+            self.steps += 1  # it reaches the environment: a step
             out = self.env.step(call.name, call.arguments if edited is None else edited)
             r = out.result
             observation = f"Format error: {r.observation}" if malformed else r.observation
@@ -203,10 +246,10 @@ class Agent:
             done, reward = out.done, out.reward
         # the environment redacted already; this covers the rest (and a non-UTF-8 file name's surrogates)
         observation = self.redact.text(valid_text(observation))
-        self.writer.write(ToolResultRecord(step=self.steps, call_id=call.id, name=call.name, observation=observation,
+        self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
                                            status=status, seconds=seconds, data=data, format_error=malformed))
         if version is not None:  # an evaluation committed as a version: its record, from the same metrics
-            self.writer.write(version.evaluation(self.steps))
+            self.writer.write(version.evaluation(self.turns))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
         return done, reward
 
@@ -237,7 +280,7 @@ class Agent:
             args = d.edited_arguments if edited else call.arguments
             records.append(CallRecord(id=call.id, name=call.name, arguments=args,
                                       original_arguments=call.arguments if edited else None))
-        self.writer.write(ModelTurn(step=self.steps, content=r.content, tool_calls=records,
+        self.writer.write(ModelTurn(step=self.turns, content=r.content, tool_calls=records,
                                     prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
                                     cost=r.cost, latency_s=r.latency_s,
                                     edited_by_person=any(c.original_arguments is not None for c in records),
@@ -264,7 +307,7 @@ class Agent:
             raise LimitsExceeded("max_cost")
         if c.max_tokens is not None and self.tokens >= c.max_tokens:
             raise LimitsExceeded("max_tokens")
-        if c.max_wall_s is not None and time.monotonic() - self.started >= c.max_wall_s:
+        if self._past_deadline():
             raise LimitsExceeded("max_wall_time")
 
     def _target_reached(self) -> bool:

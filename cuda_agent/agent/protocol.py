@@ -33,7 +33,9 @@ class ModelResponse(BaseModel):
 
 
 class Model(Protocol):
-    """messages are OpenAI-style chat dicts; tools are OpenAI function definitions."""
+    """messages are OpenAI-style chat dicts; tools are OpenAI function definitions. A model with a
+    `deadline` attribute (a time.monotonic() value) gets it from the loop's max_wall_s, and ends each
+    query by then (LimitsExceeded("max_wall_time") past it)."""
 
     name: str
 

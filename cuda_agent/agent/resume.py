@@ -1,8 +1,8 @@
 """Continuing a stopped or killed run from its run folder (`optimize --resume RUN_DIR`).
 
 `resume_run` re-opens the workspace (uncommitted work is committed as a snapshot first) and
-rebuilds from the trajectory the conversation as the model saw it and the counters (steps, tokens,
-cost, the format-error streak, wall time), so the limits apply to the whole run: resume a run that
+rebuilds from the trajectory the conversation as the model saw it and the counters (turns, steps,
+tokens, cost, the format-error streak, wall time), so the limits apply to the whole run: resume a run that
 hit --max-steps with a higher one. The resumed run appends to the same trajectory: a `resume`
 record, the records this module made, then the new turns.
 
@@ -41,7 +41,8 @@ class ResumeError(Exception):
 class ResumeState:
     run_id: str
     messages: list[dict]  # the conversation to continue from
-    steps: int = 0  # model turns taken; the next turn is steps + 1
+    turns: int = 0  # model turns taken; the next turn is turns + 1
+    steps: int = 0  # steps used, as the loop counts them (calls that ran; a turn that ran none: one)
     tokens: int = 0
     cost: float | None = None
     unpriced: int = 0
@@ -113,7 +114,7 @@ def rebuild(records: list[Record]) -> ResumeState:
 
 
 def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
-    state.steps = turn.step
+    state.turns = turn.step
     state.tokens += turn.prompt_tokens + turn.completion_tokens
     if turn.cost is None:
         state.unpriced += 1
@@ -131,6 +132,12 @@ def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
         else:
             ran.append(result)
         state.messages.append({"role": "tool", "tool_call_id": c.id, "content": result.observation})
+    # as the loop counts: a call that reached the environment is a step (one cut off by a kill may
+    # have), a turn none reached is one
+    state.steps += max(1, sum(1 for c in turn.tool_calls
+                              if (turn.step, c.id) not in results or results[(turn.step, c.id)].status
+                              not in ("rejected", "skipped")))
+    ran = [r for r in ran if r.status != "skipped"]
     if ran:  # as the loop counts: all malformed extends the streak, any well-formed call resets it
         state.format_errors = state.format_errors + 1 if all(r.format_error for r in ran) else 0
 
@@ -148,7 +155,7 @@ def _recover_versions(state: ResumeState, records: list[Record], versions: list[
             evaluated.add(commit)
     unseen = [v for v in versions if v.sha not in evaluated]
     for v in unseen:
-        state.records.append(v.evaluation(state.steps))
+        state.records.append(v.evaluation(state.turns))
         state.recovered.append(v.version)
     if unseen:
         told = "; ".join(_describe(v) for v in unseen)
@@ -162,5 +169,5 @@ def _describe(v: VersionInfo) -> str:
 
 
 def _note(state: ResumeState, text: str) -> None:
-    state.records.append(UserMessage(step=state.steps, content=text, injected=False))
+    state.records.append(UserMessage(step=state.turns, content=text, injected=False))
     state.messages.append({"role": "user", "content": text})

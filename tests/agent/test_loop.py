@@ -64,7 +64,7 @@ def of(records, kind):
 def test_scripted_session_finishes_with_a_verified_version_and_a_whole_trajectory(env, tmp_path):
     script = [WRITE_HONEST, turn(call("compile")), turn(call("benchmark")), FINISH]
     model, result, records = run(env, tmp_path, script, target_speedup=1000.0, target_baseline="eager")
-    assert result.stop_reason == "finished" and result.steps == 4
+    assert result.stop_reason == "finished" and result.steps == 5  # a step per tool call: two edits in turn 1
     assert result.best is not None and result.best.correct and result.best.reward >= 1
     assert [r.type for r in records[:3]] == ["header", "model_turn", "tool_result"]
     header, closing = records[0], records[-1]

@@ -72,16 +72,16 @@ def of(records, kind):
 
 def test_a_run_stopped_by_max_steps_continues_without_repeating_or_losing_steps(tmp_path):
     script = [WRITE_HONEST, VERIFY, LIST, VERIFY, FINISH]
-    agent, path = first_run(tmp_path, script, max_steps=2)
+    agent, path = first_run(tmp_path, script, max_steps=3)  # two turns: two edits, then a verify
     env, messages, state = resume_run(path.parent)
     env.close()
     assert messages == agent.messages  # the conversation exactly as the model had it
-    assert (state.steps, state.previous_stop, state.interrupted, state.recovered, state.records) == (
-        2, "max_steps", [], [], [])
+    assert (state.turns, state.steps, state.previous_stop, state.interrupted, state.recovered, state.records) == (
+        2, 3, "max_steps", [], [], [])
     assert state.wall_s == of(read_trajectory(path), "closing")[0].wall_s
 
     model, result, versions = resumed(path, script, skip=2, max_steps=10)
-    assert result.stop_reason == "finished" and result.steps == 5
+    assert result.stop_reason == "finished" and result.steps == 6
     assert model.calls[0]["messages"] == agent.messages
     records = whole(path)
     assert [r.step for r in of(records, "model_turn")] == [1, 2, 3, 4, 5]
@@ -95,7 +95,7 @@ def test_a_run_stopped_by_max_steps_continues_without_repeating_or_losing_steps(
     # each version once, each with its one evaluation record
     assert [v.version for v in versions] == [1, 2]
     assert [(e.step, e.commit) for e in of(records, "evaluation")] == [(2, versions[0].sha), (4, versions[1].sha)]
-    assert records[-1].steps == 5 and records[-1].best_version == 1
+    assert records[-1].steps == 6 and records[-1].best_version == 1
 
 
 def test_counters_carry_over_so_limits_count_the_whole_run(tmp_path):
@@ -121,7 +121,7 @@ def test_counters_carry_over_so_limits_count_the_whole_run(tmp_path):
 
 def test_a_turn_cut_off_by_a_kill_is_answered_and_its_committed_version_kept(tmp_path):
     script = [WRITE_HONEST, turn(call("verify"), call("list_files")), FINISH, LIST, FINISH]
-    _, path = first_run(tmp_path, script, max_steps=2)
+    _, path = first_run(tmp_path, script, max_steps=4)  # two turns of two calls each
     # as if killed during turn 2: its results, evaluation and the closing never written, a line torn
     lines = path.read_text().splitlines(keepends=True)
     cut = next(i for i, line in enumerate(lines) if '"model_turn"' in line and '"step": 2' in line) + 1
@@ -129,13 +129,14 @@ def test_a_turn_cut_off_by_a_kill_is_answered_and_its_committed_version_kept(tmp
     env, messages, state = resume_run(path.parent)
     env.close()
     v1 = env.workspace.versions()[0]  # the verify did commit before the kill
-    assert (state.steps, state.previous_stop, state.interrupted, state.recovered) == (
-        2, None, ["call-2-0", "call-2-1"], [1])
+    # the calls cut off count as steps: they may have run
+    assert (state.turns, state.steps, state.previous_stop, state.interrupted, state.recovered) == (
+        2, 4, None, ["call-2-0", "call-2-1"], [1])
     assert [m["content"] for m in messages[-3:-1]] == [INTERRUPTED, INTERRUPTED]
     assert messages[-1]["role"] == "user" and "version 1 (correct, reward" in messages[-1]["content"]
     assert_paired(messages)
 
-    model, result, versions = resumed(path, script, skip=2, max_steps=3)
+    model, result, versions = resumed(path, script, skip=2, max_steps=5)
     assert result.stop_reason == "finished" and model.calls[0]["messages"] == messages
     assert versions == [v1]  # nothing re-run: still one version
     records = whole(path)
@@ -153,8 +154,8 @@ def test_a_turn_cut_off_by_a_kill_is_answered_and_its_committed_version_kept(tmp
     assert (state.previous_stop, state.interrupted, state.recovered) == ("finished", [], [])
     assert_paired(messages)
     assert messages[-1] == {"role": "user", "content": AFTER_FINISH}
-    model, result, versions = resumed(path, script, skip=3, max_steps=5)
-    assert result.stop_reason == "finished" and result.steps == 5 and versions == [v1]
+    model, result, versions = resumed(path, script, skip=3, max_steps=7)
+    assert result.stop_reason == "finished" and result.steps == 7 and versions == [v1]
     records = whole(path)
     assert [r.step for r in of(records, "model_turn")] == [1, 2, 3, 4, 5]
     assert [r.stop_reason for r in of(records, "closing")] == ["finished", "finished"]
