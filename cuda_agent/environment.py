@@ -27,6 +27,7 @@ class StepResult:
     result: ToolResult
     reward: int | None  # the milestone reward when this step evaluated a version, else None
     done: bool  # the model called finish
+    unscorable: str | None = None  # the task itself cannot be scored (its own code failed): the run stops
 
 
 class Environment(contextlib.AbstractContextManager):
@@ -59,8 +60,9 @@ class Environment(contextlib.AbstractContextManager):
 
     def step(self, name: str, args: Any) -> StepResult:
         result = dispatch(self.tools, name, args, self.ctx)  # observations redacted there, before bounding
-        return StepResult(result=result, reward=result.verdict.reward if result.verdict else None,
-                          done=bool(result.data.get("finished")))
+        v = result.verdict
+        return StepResult(result=result, reward=v.reward if v else None, done=bool(result.data.get("finished")),
+                          unscorable=v.error or "unscorable" if v and v.status == "unscorable" else None)
 
     def episode_reward(self) -> int:
         """The paper's task score: the reward of the best correct version found, -1 if none."""

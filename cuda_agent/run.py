@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 
 # exit codes (README.md): 0 improved (> 5% faster than torch.compile), 1 correct but not faster,
 # 2 bad usage, 3 no correct version, 4 the run failed (model or harness error)
-EXIT_IMPROVED, EXIT_CORRECT, EXIT_USAGE, EXIT_NONE, EXIT_ERROR = 0, 1, 2, 3, 4
+EXIT_IMPROVED, EXIT_CORRECT, EXIT_USAGE, EXIT_NONE, EXIT_ERROR, EXIT_UNSCORABLE = 0, 1, 2, 3, 4, 5
 TRAJECTORY = "trajectory.jsonl"
 OUTCOME = "outcome.json"  # the last process's RunOutcome: what `--resume` of a finished run answers with
 
@@ -86,6 +86,8 @@ class RunOutcome(BaseModel):
     def exit_code(self) -> int:
         if self.stop_reason.startswith(("model_error", "error")) or self.finalize_error:
             return EXIT_ERROR
+        if self.stop_reason == "unscorable":
+            return EXIT_UNSCORABLE
         if self.verified is None:
             return EXIT_NONE
         return EXIT_IMPROVED if self.verified.reward == 3 else EXIT_CORRECT

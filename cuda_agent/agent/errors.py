@@ -34,12 +34,13 @@ class ModelError(Exception):
 
 
 class RunEnded(Exception):
-    """The run ends for a reason that is not an error (finished, a target, a limit, a stop); `reason`
-    is the closing record's stop_reason."""
+    """The run ends for a reason that is not an error (finished, a target, a limit, a stop, a task
+    that cannot be scored); `reason` is the closing record's stop_reason, `detail` its error line."""
 
-    def __init__(self, reason: str):
+    def __init__(self, reason: str, detail: str | None = None):
         super().__init__(reason)
         self.reason = reason
+        self.detail = detail
 
 
 class StopRequested(RunEnded):

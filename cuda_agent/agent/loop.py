@@ -90,6 +90,7 @@ class Agent:
         self.tool_args.update({t.name: t.Args for t in getattr(env, "tools", [])})
         self.messages: list[dict] = []
         self.steps = self.tokens = self.unpriced = self.format_errors = 0  # steps: see the module's docstring
+        self.unscorable: str | None = None  # set by an evaluation that found the task itself cannot be scored
         self.turns = 0  # model turns: records' `step`
         self.cost: float | None = None
         self.started = time.monotonic()
@@ -112,8 +113,8 @@ class Agent:
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
             while True:
                 self.step()
-        except RunEnded as e:  # finished, target_reached, format_errors, a limit, a stop
-            reason = e.reason
+        except RunEnded as e:  # finished, target_reached, format_errors, a limit, a stop, unscorable
+            reason, error = e.reason, e.detail
         except ModelError as e:
             reason, error = f"model_error:{e.kind}", str(e)
         except KeyboardInterrupt:
@@ -175,6 +176,8 @@ class Agent:
                 evaluated |= reward is not None
                 if done:
                     raise RunEnded("finished")
+                if self.unscorable:  # no version of any kernel can be scored: more turns cannot help
+                    raise RunEnded("unscorable", self.unscorable)
         finally:
             if self.steps == before:
                 self.steps += 1  # a turn that ran no tool (all rejected or skipped) is a step too
@@ -244,6 +247,7 @@ class Agent:
             observation = f"Format error: {r.observation}" if malformed else r.observation
             status, seconds, data, version = r.status, r.seconds, r.record_data(), r.version
             done, reward = out.done, out.reward
+            self.unscorable = out.unscorable
         # the environment redacted already; this covers the rest (and a non-UTF-8 file name's surrogates)
         observation = self.redact.text(valid_text(observation))
         self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
