@@ -20,8 +20,8 @@ from typing import NoReturn, Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, out_folder_problem, require_device,
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL,
+                                     MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, out_folder_problem, require_device,
                                      resolve_or_exit, run_flags)
 
 
@@ -43,6 +43,7 @@ def optimize_command(
     allow_shell: bool = ALLOW_SHELL,
     no_sandbox: bool = NO_SANDBOX,
     no_compile: bool = NO_COMPILE,
+    memory_budget: Optional[float] = MEMORY_BUDGET,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
     confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),
@@ -71,7 +72,7 @@ def optimize_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn))
+        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn, memory_budget_gib=memory_budget))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

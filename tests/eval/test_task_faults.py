@@ -147,7 +147,7 @@ def test_memory_budget_is_a_flag_of_eval_and_batch_and_a_setting(tmp_path, monke
     from cuda_agent.cli import app
     from cuda_agent.settings import resolve
 
-    for command in ("eval", "batch"):
+    for command in ("eval", "batch", "optimize"):
         assert "--memory-budget" in CliRunner().invoke(app, [command, "--help"], terminal_width=200).output
     monkeypatch.setenv("CUDA_AGENT_EVAL__MEMORY_BUDGET_GIB", "80")
     r = resolve({}, project_dir=tmp_path, user=tmp_path / "none.toml")
