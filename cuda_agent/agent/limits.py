@@ -3,6 +3,7 @@ section of its own, so the settings module need not import the loop). How steps 
 
 from __future__ import annotations
 
+import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -19,3 +20,32 @@ class AgentConfig(BaseModel):
     target_speedup: float | None = None  # stop once the best correct version is this much faster...
     target_baseline: Literal["compile", "eager"] = "compile"  # ...than this baseline
     max_format_errors: int = Field(3, ge=1)  # turns in a row with no usable tool call
+
+    def past_deadline(self, started: float) -> bool:
+        """The max_wall_s deadline has passed for a run that started at `started` (time.monotonic)."""
+        return self.max_wall_s is not None and time.monotonic() - started >= self.max_wall_s
+
+    def exceeded(self, steps: int, cost: float | None, tokens: int, started: float) -> str | None:
+        """The limit reached before a turn (its stop reason), or None."""
+        if steps >= self.max_steps:
+            return "max_steps"
+        if self.max_cost is not None and (cost or 0.0) >= self.max_cost:
+            return "max_cost"
+        if self.max_tokens is not None and tokens >= self.max_tokens:
+            return "max_tokens"
+        return "max_wall_time" if self.past_deadline(started) else None
+
+    def held_back(self, index: int, n: int, allowed: int, started: float) -> tuple[str, str] | None:
+        """Why call `index` of a reply's `n` must not run (its limit, and what the model reads), or None;
+        `allowed`: how many of the reply's calls the step limit leaves."""
+        if index >= self.max_calls_per_turn:
+            return "max_calls_per_turn", (f"[skipped: your reply made {n} tool calls and at most {self.max_calls_per_turn} "
+                                          "run per reply (--max-calls-per-turn); this one did not run. Call it again "
+                                          "in your next reply if you still need it.]")
+        if index >= allowed:
+            return "max_steps", (f"[skipped: the run reached its step limit ({self.max_steps}, --max-steps) before "
+                                 "this call; it did not run]")
+        if self.past_deadline(started):
+            return "max_wall_time", (f"[skipped: the run reached its wall-time limit ({self.max_wall_s:g} s, "
+                                     "--max-wall) before this call; it did not run]")
+        return None

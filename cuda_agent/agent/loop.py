@@ -1,19 +1,17 @@
 """The agent: a short ReAct loop. Each turn the model answers with tool calls, the environment runs
 them in order, the observations go back; every step is written to the trajectory as it happens, and
-the closing record whatever ended the run (finish, a target, a limit, format errors, a model error, ^C).
+the closing record whatever ended the run (finish, a target, a limit, format errors, a model error,
+a task that cannot be scored, ^C).
 
 The history is always native-style; a text-protocol model's client rewrites it (text_protocol.py).
 A malformed call (unknown tool, bad JSON, invalid arguments) still goes to the registry, whose error
 the model reads after "Format error:"; a turn is a format error when none of its calls was
-well-formed. The approval hook sees every well-formed call of a turn before the first one runs, so
-the turn is recorded once, with the person's edits. Steps (what --max-steps counts): every tool call
-that runs is one (a malformed one too: the registry answers it), a turn that runs none is one; calls a
-limit holds back (beyond max_calls_per_turn in one reply, past max_steps, or past the max_wall_s
-deadline, which also bounds each model request) are answered "skipped" and never run. Records'
-`step` is the model turn's number. Every text put into the history goes through a
-Redactor holding the environment's credentials and the model's configured keys (secrets.py), which
-the environment and the writer get too. The history is trimmed to the model's window (context.py);
-the trajectory keeps the full observations. A resumed run (resume.py) starts from the rebuilt history.
+well-formed. The approval hook sees every well-formed call of a turn before the first one runs.
+Steps (what --max-steps counts): every tool call that runs is one (a malformed one too), a turn that
+runs none is one; calls a limit holds back (limits.py) are answered "skipped" and never run.
+Records' `step` is the model turn's number. Every text put into the history goes through a Redactor
+holding the environment's credentials and the model's keys (secrets.py). The history is trimmed to
+the model's window (context.py); the trajectory keeps the full observations.
 """
 
 from __future__ import annotations
@@ -24,17 +22,18 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
-from cuda_agent.agent.header import make_header
+from cuda_agent.agent.header import run_config, run_header
 from cuda_agent.agent.prompts import system_message, task_message
-from cuda_agent.agent.protocol import Model, ModelResponse, ToolCall, assistant_message, valid_arguments, valid_response
+from cuda_agent.agent.protocol import (Approval, Decision, Model, ModelResponse, ToolCall, assistant_message,
+                                       valid_arguments, valid_response)
 from cuda_agent.agent.text_protocol import FORMAT_HELP
-from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, TaskInfo,
-                                ToolResultRecord, Trim, UserMessage, valid_text)
+from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, ToolResultRecord,
+                                Trim, UserMessage, valid_text)
 from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
@@ -45,17 +44,6 @@ if TYPE_CHECKING:
 LOW_WATER = 0.8  # a trimming pass goes down to this share of the budget, so passes are rare
 NO_CALL_NATIVE = ("Your last reply called no tool. Every turn must call one of the tools; "
                   "call `finish` when you are done.")
-
-
-class Decision(BaseModel):
-    """A person's answer to one tool call (the --confirm prompt, the TUI)."""
-
-    approve: bool = True
-    reason: str = ""
-    edited_arguments: str | None = None  # raw JSON to run instead of the model's
-
-
-Approval = Callable[[ToolCall], Decision]
 
 
 @dataclass
@@ -104,7 +92,8 @@ class Agent:
                 system = system_message(native_tools=self.native)
                 self.messages = [{"role": "system", "content": self.redact.text(system)},
                                  {"role": "user", "content": self.redact.text(self._task_message())}]
-                self.writer.write(self._header(run_id or uuid.uuid4().hex[:12]))
+                self.writer.write(run_header(run_id or uuid.uuid4().hex[:12], self.model, self.env, self._config(),
+                                             self.messages, self.tools))
             else:
                 self._resume(resume)
             if self.config.max_wall_s is not None and hasattr(self.model, "deadline"):  # its requests end by then
@@ -135,7 +124,8 @@ class Agent:
         """One turn: pause or stop if asked, check limits, take injected messages, query, run the calls."""
         if self.checkpoint:
             self.checkpoint()
-        self._check_limits()
+        if reason := self.config.exceeded(self.steps, self.cost, self.tokens, self.started):
+            raise LimitsExceeded(reason)
         for text in self.inbox() if self.inbox else []:
             text = self.redact.text(valid_text(text))
             self.writer.write(UserMessage(step=self.turns, content=text))
@@ -168,7 +158,7 @@ class Agent:
         evaluated, tried, before = False, [], self.steps
         try:
             for i, (call, bad, decision) in enumerate(zip(calls, malformed, decisions)):
-                if skipped := self._held_back(i, len(calls), allowed):
+                if skipped := self.config.held_back(i, len(calls), allowed, self.started):
                     self._skip(call, *skipped)
                     continue
                 tried.append(bad)
@@ -188,29 +178,10 @@ class Agent:
         if evaluated and self._target_reached():
             raise RunEnded("target_reached")
 
-    def _held_back(self, index: int, n: int, allowed: int) -> tuple[str, str] | None:
-        """Why call `index` of a turn's `n` must not run (its stop reason and what the model reads), or None."""
-        c = self.config
-        if index >= c.max_calls_per_turn:
-            return "max_calls_per_turn", (f"[skipped: your reply made {n} tool calls and at most {c.max_calls_per_turn} "
-                                          "run per reply (--max-calls-per-turn); this one did not run. Call it again "
-                                          "in your next reply if you still need it.]")
-        if index >= allowed:
-            return "max_steps", (f"[skipped: the run reached its step limit ({c.max_steps}, --max-steps) before "
-                                 "this call; it did not run]")
-        if self._past_deadline():
-            return "max_wall_time", (f"[skipped: the run reached its wall-time limit ({c.max_wall_s:g} s, --max-wall) "
-                                     "before this call; it did not run]")
-        return None
-
     def _skip(self, call: ToolCall, reason: str, observation: str) -> None:
         self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
                                            status="skipped", data={"skipped": reason}))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
-
-    def _past_deadline(self) -> bool:
-        wall = self.config.max_wall_s
-        return wall is not None and time.monotonic() - self.started >= wall
 
     def _trim(self) -> None:
         if self.budget is None:
@@ -259,9 +230,8 @@ class Agent:
 
     def _approve(self, call: ToolCall) -> Decision:
         d = self.approval(call)
-        if d.edited_arguments is None:
-            return d
-        return d.model_copy(update={"edited_arguments": valid_arguments(d.edited_arguments)})
+        edited = d.edited_arguments  # a person's arguments are cleaned like the model's
+        return d if edited is None else d.model_copy(update={"edited_arguments": valid_arguments(edited)})
 
     def _malformed(self, call: ToolCall) -> bool:
         """Unknown tool, unreadable or invalid arguments: the registry answers, and it is a format error."""
@@ -293,26 +263,13 @@ class Agent:
 
     def _account(self, r: ModelResponse) -> None:
         self.tokens += r.usage.prompt_tokens + r.usage.completion_tokens
-        if r.cost is None:
-            self.unpriced += 1
-        else:
-            self.cost = (self.cost or 0.0) + r.cost
+        self.unpriced += r.cost is None
+        self.cost = self.cost if r.cost is None else (self.cost or 0.0) + r.cost
 
     def _format_error(self) -> None:
         self.format_errors += 1
         if self.format_errors >= self.config.max_format_errors:
             raise RunEnded("format_errors")
-
-    def _check_limits(self) -> None:
-        c = self.config
-        if self.steps >= c.max_steps:
-            raise LimitsExceeded("max_steps")
-        if c.max_cost is not None and (self.cost or 0.0) >= c.max_cost:
-            raise LimitsExceeded("max_cost")
-        if c.max_tokens is not None and self.tokens >= c.max_tokens:
-            raise LimitsExceeded("max_tokens")
-        if self._past_deadline():
-            raise LimitsExceeded("max_wall_time")
 
     def _target_reached(self) -> bool:
         best = self.env.workspace.best()
@@ -322,17 +279,7 @@ class Agent:
         return speedup is not None and speedup >= self.config.target_speedup
 
     def _config(self) -> dict:
-        model_config = getattr(self.model, "config", None)  # LitellmModel's settings (never its key)
-        tools = getattr(self.env, "tool_settings", None)  # resume offers the same tools again
-        return {"agent": self.config.model_dump(mode="json"), "eval": self.env.eval_config.model_dump(mode="json"),
-                "tools": tools.model_dump(mode="json") if tools is not None else {},
-                "model": model_config.model_dump(mode="json") if isinstance(model_config, BaseModel) else {},
-                **({"settings": self.settings_record} if self.settings_record else {})}
-
-    def _header(self, run_id: str):
-        t = self.env.workspace.record.task
-        return make_header(run_id, TaskInfo(path=t.path, class_name=t.class_name, hash=t.source_hash, name=t.name),
-                           self.model.name, self._config(), self.messages, self.tools)
+        return run_config(self.model, self.env, self.config, self.settings_record)
 
     def _task_message(self) -> str:
         ev = self.env.eval_config

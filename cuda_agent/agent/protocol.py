@@ -4,7 +4,7 @@ litellm and a recorded trajectory all look the same to the loop."""
 from __future__ import annotations
 
 import json
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from pydantic import BaseModel, Field
 
@@ -74,3 +74,14 @@ def valid_response(r: ModelResponse) -> ModelResponse:
     calls = [c.model_copy(update={"id": valid_text(c.id), "name": valid_text(c.name),
                                   "arguments": valid_arguments(c.arguments)}) for c in r.tool_calls]
     return r.model_copy(update={"content": valid_text(r.content), "tool_calls": calls})
+
+
+class Decision(BaseModel):
+    """A person's answer to one tool call (the --confirm prompt, the TUI)."""
+
+    approve: bool = True
+    reason: str = ""
+    edited_arguments: str | None = None  # raw JSON to run instead of the model's
+
+
+Approval = Callable[[ToolCall], Decision]
