@@ -126,7 +126,7 @@ def _runtime():
         count = len(params)
         error_string = _error_string(lib) if returns == "cudaError_t" else str
         stream_of = _stream_getter() if cuda else None
-        last_error = _error_reader(lib, name) if cuda else _launch_checker(lib, name)
+        last_error = _launch_check(lib, name, cuda)
 
         def failed(rc: int) -> None:
             raise RuntimeError(f"{name} returned {rc} ({error_string(rc)})")
@@ -262,8 +262,13 @@ def _runtime():
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         return raw or (lambda device: torch.cuda.current_stream(device).cuda_stream)
 
-    def _error_reader(lib, launcher: str):
-        """Raises if the CUDA runtime inside the library recorded an error (e.g. a bad launch config)."""
+    def _launch_check(lib, launcher: str, cuda: bool):
+        """What runs after each call. On a GPU: raises if CUDA recorded an error (a bad launch config...).
+        In host-only mode: raises if the call launched a kernel (the library counts its launches), which
+        runs nowhere there; None for a library built without the counter."""
+        launches = None if cuda else getattr(lib, "cuda_agent_launches", None)
+        if not cuda and launches is None:
+            return None
         try:
             read = lib.cuda_agent_last_error
         except AttributeError:
@@ -272,30 +277,20 @@ def _runtime():
         read.argtypes, read.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
         buf = ctypes.create_string_buffer(_ERROR_BUF)
 
-        def check() -> None:
-            if read(buf, _ERROR_BUF):
-                raise RuntimeError(f"{launcher}: CUDA error at launch: {buf.value.decode(errors='replace')}")
-
-        return check
-
-    def _launch_checker(lib, launcher: str):
-        """Host-only mode: raises if the call launched a kernel (the library counts its launches), which
-        does nothing without a GPU; None for a library built without the counter."""
-        launches = getattr(lib, "cuda_agent_launches", None)
-        if launches is None:
-            return None
-        launches.argtypes, launches.restype = [], ctypes.c_ulonglong
-        read = lib.cuda_agent_last_error
-        read.argtypes, read.restype = [ctypes.c_char_p, ctypes.c_int], ctypes.c_int
-        buf = ctypes.create_string_buffer(_ERROR_BUF)
+        def error() -> str:
+            return buf.value.decode(errors="replace") if read(buf, _ERROR_BUF) else ""
 
         def check() -> None:
-            if launches():
-                error = buf.value.decode(errors="replace") if read(buf, _ERROR_BUF) else ""
-                what = f"a kernel launch failed: {error}" if error else "it launched a kernel (CUDA reported no error)"
+            if cuda and (text := error()):
+                raise RuntimeError(f"{launcher}: CUDA error at launch: {text}")
+            if not cuda and launches():
+                text = error()
+                what = f"a kernel launch failed: {text}" if text else "it launched a kernel (CUDA reported no error)"
                 raise RuntimeError(f"{launcher}: {what}; host-only mode (no GPU, or --device cpu) runs host code "
                                    "only: launchers must loop on the host")
 
+        if launches is not None:
+            launches.argtypes, launches.restype = [], ctypes.c_ulonglong
         return check
 
     def _error_string(lib):
