@@ -21,8 +21,8 @@ from typing import NoReturn, Optional
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL,
-                                     MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, out_folder_problem, require_device,
-                                     resolve_or_exit, run_flags)
+                                     MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, keep_run_device,
+                                     out_folder_problem, require_device, resolve_or_exit, run_flags)
 
 
 def optimize_command(
@@ -76,6 +76,8 @@ def optimize_command(
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")
+    if resume is not None:
+        keep_run_device(resolved, resume)
     require_device(settings.eval.device)  # before the task loads or the model is called
     spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
                    workspace=None if resume is not None else _new_run_folder(settings.out, task, inputs))
@@ -165,3 +167,4 @@ def _new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Pa
         return new_run_dir(out, name) / "workspace"
     except (TaskError, WorkspaceError) as e:
         fail(str(e))
+

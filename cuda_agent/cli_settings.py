@@ -51,6 +51,19 @@ def resolve_or_exit(flags: dict[str, Any]):
         fail(str(e))
 
 
+def keep_run_device(resolved, run_dir: Path) -> None:
+    """A resumed run keeps the device it was started on (its header's), unless a layer (a flag, the
+    environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
+    from cuda_agent.trajectory import read_trajectory
+
+    if "eval.device" in resolved.origins:
+        return
+    try:
+        resolved.settings.eval.device = read_trajectory(run_dir / "trajectory.jsonl")[0].config["eval"]["device"]
+    except (OSError, ValueError, IndexError, KeyError, AttributeError, TypeError):
+        pass  # unreadable: the default, and open_run says what is wrong with the folder
+
+
 NO_GPU = ("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
           "host-only test kernels (nothing a GPU does is run or timed)")
 

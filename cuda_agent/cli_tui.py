@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from cuda_agent import install_hint
-from cuda_agent.cli_settings import fail, resolve_or_exit
+from cuda_agent.cli_settings import fail, keep_run_device, resolve_or_exit
 
 
 def tui_command(
@@ -30,6 +30,7 @@ def tui_command(
         fail(f"the app needs Textual: {install_hint('tui')}")
     resume_with = None
     if model or script:  # the settings here, with the model given now
-        settings = resolve_or_exit({"model": model, "api_base": api_base}).settings
-        resume_with = (settings, str(script.resolve()) if script else None)
+        resolved = resolve_or_exit({"model": model, "api_base": api_base})
+        keep_run_device(resolved, run_dir)
+        resume_with = (resolved.settings, str(script.resolve()) if script else None)
     RunApp(run_dir.resolve(), resume_with=resume_with).run()

@@ -59,7 +59,9 @@ def _litellm():
     try:
         import litellm
     except ModuleNotFoundError:
-        raise ModelError("unavailable", "litellm is not installed: pip install 'cuda-agent[agent]' "
+        from cuda_agent import install_hint
+
+        raise ModelError("unavailable", f"litellm is not installed: {install_hint('agent')} "
                          "(or use --script for a scripted model)") from None
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout

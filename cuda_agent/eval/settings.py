@@ -51,10 +51,3 @@ class EvalConfig(BaseModel):
         from cuda_agent.eval.baselines import default_cache_dir
 
         return Path(self.cache_dir or default_cache_dir())
-
-
-def default_device() -> str:
-    """cuda:0 where torch sees a GPU, else cpu (host-only kernels: the tests)."""
-    import torch
-
-    return "cuda:0" if torch.cuda.is_available() else "cpu"

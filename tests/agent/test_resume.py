@@ -250,3 +250,17 @@ def test_resume_refuses_a_workspace_whose_task_was_swapped(tmp_path):
     path.write_text("\n".join([json.dumps(header), *lines[1:]]) + "\n")
     with pytest.raises(ResumeError, match="not the task this run started with"):
         resume_run(path.parent)
+
+
+def test_a_cpu_run_resumed_without_device_stays_on_the_cpu(tmp_path, monkeypatch):
+    """No layer names a device on resume: the run keeps the one its header recorded (no no-GPU stop,
+    no move to cuda:0)."""
+    script = write_script(tmp_path, [LIST, LIST, FINISH])
+    code, first = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
+                           "--device", "cpu", "--no-compile-baseline", "--max-steps", "1")
+    assert code == 3
+    monkeypatch.delenv("CUDA_AGENT_EVAL__DEVICE", raising=False)
+    code, second = optimize("--resume", first["run_dir"], "--script", str(script), "--max-steps", "5")
+    assert code == 3 and second["stop_reason"] == "finished", second
+    resumed = of(whole(Path(first["run_dir"]) / TRAJECTORY), "resume")[0]
+    assert resumed.config["eval"]["device"] == "cpu"
