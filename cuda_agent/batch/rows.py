@@ -4,12 +4,12 @@ leaves a whole file and a resumed one replaces the rows of the tasks it runs aga
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel
+
+from cuda_agent.kernels.objects import write_atomic
 
 RESULTS = "results.jsonl"
 
@@ -63,11 +63,6 @@ def read_rows(run_dir: Path) -> dict[str, TaskRow]:
 
 def write_rows(run_dir: Path, rows: dict[str, TaskRow]) -> Path:
     path = Path(run_dir) / RESULTS
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-")
-    with os.fdopen(fd, "w") as f:
-        for row in rows.values():
-            f.write(json.dumps(row.model_dump(mode="json")) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_atomic(path, "".join(json.dumps(row.model_dump(mode="json")) + "\n" for row in rows.values()),
+                 prefix=".results-", sync=True)
     return path

@@ -20,12 +20,12 @@ import hmac
 import json
 import os
 import stat
-import tempfile
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
 from cuda_agent.eval.verdict import Timing
+from cuda_agent.kernels.objects import write_atomic
 
 KEY_DIR = ".keys"
 KEY_FILE = "baselines.key"
@@ -116,7 +116,7 @@ class BaselineCache:
             secret = self._secret()
             data = self._load()
             data[key] = {**entry, "fields": want, "tag": self._tag(secret, key, want, entry)}
-            _replace(self.path, ".baselines-", json.dumps(data, indent=1, sort_keys=True).encode())
+            write_atomic(self.path, json.dumps(data, indent=1, sort_keys=True), prefix=".baselines-", sync=True)
 
     @contextmanager
     def _locked(self) -> Iterator[None]:
@@ -169,23 +169,8 @@ class BaselineCache:
                                   "(set CUDA_AGENT_CACHE to a folder of your own)")
         os.chmod(folder, 0o700)
         secret = os.urandom(KEY_BYTES)
-        _replace(self.key_path, ".key-", secret)
+        write_atomic(self.key_path, secret, prefix=".key-", sync=True)  # mkstemp: 0600
         return secret
-
-
-def _replace(path: Path, prefix: str, data: bytes) -> None:
-    """Write `data` to a temp file beside `path` (mkstemp: mode 0600), synced, then put it in place
-    atomically: a reader sees the old file or the new one, never half of one."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def timing_from(entry: dict | None) -> Timing | None:

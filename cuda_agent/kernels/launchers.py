@@ -9,9 +9,7 @@ build time, with file:line, rather than crashing at call time.
 from __future__ import annotations
 
 import json
-import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -19,6 +17,8 @@ from typing import Literal
 import tree_sitter
 import tree_sitter_cuda
 from pydantic import BaseModel
+
+from cuda_agent.kernels.objects import write_atomic
 
 SPEC_VERSION = 1
 SPEC_NAME = "launchers.json"
@@ -149,11 +149,7 @@ def _relative(path: Path, root: Path) -> str:
 
 def write_spec(spec: LauncherSpec, path: Path) -> None:
     """Atomically, so a concurrent reader sees the old spec or the new one, never half of one."""
-    data = spec.model_dump_json(indent=1, exclude_none=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w") as f:
-        f.write(data + "\n")
-    os.replace(tmp, path)
+    write_atomic(path, spec.model_dump_json(indent=1, exclude_none=True) + "\n", prefix=f".{path.name}.")
 
 
 def read_spec(path: Path) -> LauncherSpec:

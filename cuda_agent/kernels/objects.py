@@ -124,11 +124,20 @@ def compile_job(job: CompileJob, cache: Path) -> None:
     write_atomic(job.meta(cache), json.dumps(meta))
 
 
-def write_atomic(path: Path, text: str) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
+def write_atomic(path: Path, data: str | bytes, *, prefix: str = ".tmp-", sync: bool = False) -> None:
+    """Write through a temp file beside `path` (mkstemp: mode 0600) and rename: a reader sees the
+    old file or the new one, never half of one. `sync`: on disk before the rename (survives a crash)."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data.encode() if isinstance(data, str) else data)
+            if sync:
+                f.flush()
+                os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def _sha(data: bytes) -> str:
