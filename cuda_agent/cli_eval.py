@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import traceback
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
@@ -32,7 +32,6 @@ def eval_command(
     to stdout (with --json, one JSON object)."""
     from rich.console import Console
 
-    from cuda_agent.eval.render import EXIT_CODES, render_verdict
     from cuda_agent.eval.tolerance import Tolerances
     from cuda_agent.task import TaskError, load_task
 
@@ -42,8 +41,9 @@ def eval_command(
                            }).settings.eval
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
-    if _statically_rejected(task, candidate, cfg.allow_precision, json_out):
-        raise typer.Exit(1)
+    rejected = _static_rejection(candidate, cfg.allow_precision)
+    if rejected is not None:
+        _report(rejected, {"path": task}, f"{task} <- {candidate}", candidate, cfg.device, json_out)
     require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
     if tolerance is not None:
         try:
@@ -54,12 +54,10 @@ def eval_command(
         t = load_task(task, inputs=inputs)
     except TaskError as e:
         fail(str(e))
-    dev = cfg.device
-    console = Console(stderr=json_out)
     from cuda_agent.eval.evaluator import Evaluator
 
     try:
-        with console.status("evaluating..."):
+        with Console(stderr=json_out).status("evaluating..."):
             with Evaluator(t, cfg, warm=False) as ev:
                 verdict = ev.evaluate(candidate)
                 task_info = ev.describe_task()
@@ -70,34 +68,33 @@ def eval_command(
         verdict = Verdict(status="error", error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} "
                                                 f"({Path(last.filename).name} line {last.lineno})")
         task_info = {"path": str(t.path), "class": t.class_name, "hash": t.source_hash}
+    _report(verdict, task_info, f"{t.name} <- {candidate}", candidate, cfg.device, json_out)
+
+
+def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool) -> NoReturn:
+    """The verdict on stdout (a table, or one JSON object), and its exit code."""
+    from rich.console import Console
+
+    from cuda_agent.eval.render import EXIT_CODES, render_verdict
+
     if json_out:
-        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": dev,
+        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": device,
                           "verdict": verdict.model_dump()}, indent=1))
     else:
-        render_verdict(verdict, console, title=f"{t.name} <- {candidate}")
+        render_verdict(verdict, Console(), title=title)
     raise typer.Exit(EXIT_CODES[verdict.status])
 
 
-def _statically_rejected(task: str, candidate: Path, allow_precision: bool, json_out: bool) -> bool:
-    """The static guards before torch, CUDA or the task start (under a second): a candidate they
-    reject gets its verdict at once. Rules that depend on the task's dtypes wait for the evaluator."""
+def _static_rejection(candidate: Path, allow_precision: bool):
+    """The static guards before torch, CUDA or the task start (under a second): the verdict of a
+    candidate they reject, else None. Rules that depend on the task's dtypes wait for the evaluator."""
     from cuda_agent.eval.guards.static import check_candidate_static
     from cuda_agent.eval.verdict import Verdict
 
     if not (candidate / "model_new.py").is_file():
-        return False  # the evaluator says what the layout lacks
+        return None  # the evaluator says what the layout lacks
     findings = check_candidate_static(candidate, task_fp32=False, allow_precision=allow_precision)
     if not any(f.severity == "fail" for f in findings):
-        return False
-    verdict = Verdict(status="guard_violation", findings=findings,
-                      notes=["rejected by the static guards before the task was loaded or anything was built"])
-    if json_out:
-        print(json.dumps({"task": {"path": task}, "candidate": str(candidate), "verdict": verdict.model_dump()},
-                         indent=1))
-    else:
-        from rich.console import Console
-
-        from cuda_agent.eval.render import render_verdict
-
-        render_verdict(verdict, Console(), title=f"{task} <- {candidate}")
-    return True
+        return None
+    return Verdict(status="guard_violation", findings=findings,
+                   notes=["rejected by the static guards before the task was loaded or anything was built"])
