@@ -163,20 +163,29 @@ def _shown(m: re.Match) -> str:
     return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else "\ufffd"
 
 
+def map_strings(value: Any, fn) -> Any:
+    """`value` (a str, or a JSON-like dict or list) with `fn` applied to every string in it, keys too."""
+    if isinstance(value, str):
+        return fn(value)
+    if isinstance(value, dict):
+        return {map_strings(k, fn): map_strings(v, fn) for k, v in value.items()}
+    if isinstance(value, list):
+        return [map_strings(v, fn) for v in value]
+    return value
+
+
 def valid_text(value: Any) -> Any:
     """`value` (a str, or the strs of a JSON-like dict or list) with every lone surrogate, which UTF-8
     cannot carry (what a JSON `\\ud800` escape decodes to), replaced: by U+FFFD, or, for one that
     stands for a byte that is not UTF-8 (U+DC80..U+DCFF, Python's surrogateescape), by `\\xNN`, the
     form the workspace shows such a file name in; a valid pair is joined."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-            return value
-        except UnicodeEncodeError:
-            return _LONE_SURROGATE.sub(_shown, value).encode("utf-16", "surrogatepass").decode("utf-16")
-    if isinstance(value, dict):
-        return {valid_text(k): valid_text(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [valid_text(v) for v in value]
-    return value
+    return map_strings(value, _valid_str)
+
+
+def _valid_str(text: str) -> str:
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return _LONE_SURROGATE.sub(_shown, text).encode("utf-16", "surrogatepass").decode("utf-16")
 

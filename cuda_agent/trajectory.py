@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.records import Record, parse_record
+from cuda_agent.records import Record, map_strings, parse_record
 from cuda_agent.secrets import Redactor
 
 
@@ -54,13 +54,7 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
 def _encodable(obj: Any) -> Any:
     """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
     so the file reads back as plain UTF-8)."""
-    if isinstance(obj, str):
-        return obj.encode("utf-8", "backslashreplace").decode("utf-8")
-    if isinstance(obj, dict):
-        return {_encodable(k): _encodable(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_encodable(v) for v in obj]
-    return obj
+    return map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def read_trajectory(path: Path | str) -> list[Record]:
