@@ -61,6 +61,7 @@ def test_seeds_are_fresh_each_evaluation(evaluator):
         ("lazy_after_checks", "guard_violation", "static_state"),  # its call counter is static C state
         ("tamper", "guard_violation", "timer_patch"),
         ("crash", "runtime_error", None),
+        ("exit_zero", "runtime_error", None),  # the right answer, then exit(0): a judge gone mid-request
     ],
 )
 def test_bad_candidates_are_rejected_for_the_right_reason(evaluator, name, status, guard):

@@ -74,7 +74,9 @@ SYMBOL_GROUPS: tuple[SymbolGroup, ...] = (
         "printf fprintf vprintf vfprintf snprintf vsnprintf sprintf vsprintf puts fputs fputc putc putchar "
         "fwrite fflush perror stdout stderr __printf_chk __fprintf_chk __vfprintf_chk __vprintf_chk "
         "__snprintf_chk __vsnprintf_chk __sprintf_chk __vsprintf_chk")),
-    SymbolGroup("failing loudly", _names("abort __assert_fail __stack_chk_fail")),
+    # Ending the process is a crash verdict like any other. nvcc's front end also gives every
+    # non-inline __device__ function a host body of `exit(1)`, so honest helpers import exit.
+    SymbolGroup("failing loudly", _names("abort exit __assert_fail __stack_chk_fail")),
     # What g++ emits for new/delete, exceptions, function-local static guards and std::vector.
     SymbolGroup("C++ runtime", _names(
         "_Znwm _Znam _ZdlPv _ZdaPv _ZdlPvm _ZdaPvm _ZnwmSt11align_val_t _ZnamSt11align_val_t "
