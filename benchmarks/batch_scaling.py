@@ -7,7 +7,11 @@ the candidate's files, benchmark, finish) for a scripted-model batch. Baselines 
 first (`cuda-agent baselines`), so every measured batch finds them cached and the figures compare
 the batch, not torch.compile's compile time.
 
-    python benchmarks/batch_scaling.py [--out /tmp/batch-scaling] [--prepare-only]
+    python benchmarks/batch_scaling.py [--out /tmp/batch-scaling] [--copies N] [--only eval-only] [--prepare-only]
+
+`--copies N` repeats each example N times as tasks of their own (20 tasks: --copies 4); the table's
+"overhead s/task" is the batch's wall time per task (times workers) less the task's own evaluation
+(its verdict's total seconds, eval-only): process start, torch import, the reference, the judge.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def prepare(out: Path) -> tuple[Path, Path, Path]:
+def prepare(out: Path, copies: int = 1) -> tuple[Path, Path, Path]:
     """tasks/<name>.py (+ .inputs.py), candidates/<name>/, scripts/<name>.json from examples/."""
     tasks, cands, scripts = out / "tasks", out / "candidates", out / "scripts"
     for d in (tasks, cands, scripts):
@@ -32,17 +36,21 @@ def prepare(out: Path) -> tuple[Path, Path, Path]:
     for ex in sorted((ROOT / "examples").iterdir()):
         if not (ex / "model.py").is_file() or not (ex / "candidate").is_dir():
             continue
-        shutil.copy(ex / "model.py", tasks / f"{ex.name}.py")
-        if (ex / "model.inputs.py").is_file():
-            shutil.copy(ex / "model.inputs.py", tasks / f"{ex.name}.inputs.py")
-        shutil.copytree(ex / "candidate", cands / ex.name, ignore=shutil.ignore_patterns("__pycache__", "build"))
+        for k in range(copies):
+            name = ex.name if k == 0 else f"{ex.name}_{k}"
+            shutil.copy(ex / "model.py", tasks / f"{name}.py")
+            if (ex / "model.inputs.py").is_file():
+                shutil.copy(ex / "model.inputs.py", tasks / f"{name}.inputs.py")
+            shutil.copytree(ex / "candidate", cands / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
         files = sorted(p for p in (ex / "candidate").rglob("*") if p.is_file() and p.suffix in (".py", ".cu", ".cuh"))
         turns = [{"content": f"write {p.relative_to(ex / 'candidate')}", "tool_calls": [{"name": "edit_file", "arguments": {
             "mode": "create", "path": str(p.relative_to(ex / "candidate")), "overwrite": True,
             "file_text": p.read_text()}}]} for p in files]
         turns += [{"content": "measure", "tool_calls": [{"name": "benchmark", "arguments": {}}]},
                   {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "hand-written"}}]}]
-        (scripts / f"{ex.name}.json").write_text(json.dumps({"name": "scripted-scaling", "responses": turns}))
+        for k in range(copies):
+            name = ex.name if k == 0 else f"{ex.name}_{k}"
+            (scripts / f"{name}.json").write_text(json.dumps({"name": "scripted-scaling", "responses": turns}))
     return tasks, cands, scripts
 
 
@@ -59,8 +67,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", type=Path, default=Path("/tmp/batch-scaling"))
     ap.add_argument("--prepare-only", action="store_true", help="write the task folder and scripts, run nothing")
+    ap.add_argument("--copies", type=int, default=1, help="tasks per example")
+    ap.add_argument("--only", default="", help="run only the batches whose name starts with this (eval-only, scripted)")
+    ap.add_argument("--no-compile", action="store_true", help="no torch.compile baseline (its first timing is slow)")
     a = ap.parse_args()
-    tasks, cands, scripts = prepare(a.out)
+    tasks, cands, scripts = prepare(a.out, a.copies)
     n = len(list(tasks.glob("*.py"))) - len(list(tasks.glob("*.inputs.py")))
     print(f"{n} tasks in {tasks}")
     if a.prepare_only:
@@ -68,7 +79,8 @@ def main() -> None:
     import torch
 
     gpus = torch.cuda.device_count()
-    batch(["baselines", str(tasks), "--device", "cuda:0"])  # timed once; every batch below finds them cached
+    nc = ["--no-compile-baseline"] if a.no_compile else []
+    batch(["baselines", str(tasks), "--device", "cuda:0", *nc])  # timed once; every batch below finds them cached
     configs = [("eval-only, 1 worker, 1 GPU", ["--eval-only", "--candidates", str(cands), "--device", "cuda:0",
                                                 "--evals-per-gpu", "1", "-j", "1"]),
                ("eval-only, 2 workers, 1 GPU", ["--eval-only", "--candidates", str(cands), "--device", "cuda:0",
@@ -80,21 +92,26 @@ def main() -> None:
     if gpus >= 2:
         configs.append(("scripted, 2 workers, 2 GPUs", ["--script", str(scripts), "--gpus", "0,1",
                                                         "--evals-per-gpu", "1", "-j", "2"]))
+    configs = [c for c in configs if c[0].startswith(a.only)]
     rows = []
     for i, (name, extra) in enumerate(configs):
         out = a.out / f"run{i}"
         shutil.rmtree(out, ignore_errors=True)
-        wall = batch(["batch", str(tasks), "--out", str(out), "--filter", r"^[^/]+$", *extra])
+        wall = batch(["batch", str(tasks), "--out", str(out), "--filter", r"^[^/]+$", *extra, *nc])
         summary = json.loads((out / "summary.json").read_text())
-        rows.append((name, wall, 3600 * n / wall, summary))
-    print("| batch | wall s | tasks/hour | vs first of its kind |")
-    print("|---|---|---|---|")
+        own = [json.loads(line)["wall_s"] for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
+        workers = int(extra[extra.index("-j") + 1])
+        overhead = wall * workers / n - sum(own) / len(own) if own and name.startswith("eval-only") else None
+        rows.append((name, wall, 3600 * n / wall, overhead, summary))
+    print(f"| batch ({n} tasks) | wall s | tasks/hour | vs first of its kind | overhead s/task |")
+    print("|---|---|---|---|---|")
     first: dict[str, float] = {}
-    for name, wall, rate, _ in rows:
+    for name, wall, rate, overhead, _ in rows:
         kind = name.split(",")[0]
         first.setdefault(kind, rate)
-        print(f"| {name} | {wall:.1f} | {rate:.0f} | {rate / first[kind]:.2f}x |")
-    print(json.dumps({name: s for name, _, _, s in rows}, indent=1)[:4000])
+        shown = f"{overhead:.1f}" if overhead is not None else "-"
+        print(f"| {name} | {wall:.1f} | {rate:.0f} | {rate / first[kind]:.2f}x | {shown} |")
+    print(json.dumps({name: s for name, _, _, _, s in rows}, indent=1)[:4000])
 
 
 if __name__ == "__main__":

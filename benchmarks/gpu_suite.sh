@@ -6,7 +6,10 @@
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
 #   bash benchmarks/gpu_suite.sh timing   # timing_check and edit_to_verdict only
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
-#   bash benchmarks/gpu_suite.sh batch    # eval-only and scripted batches over the examples, tasks/hour
+#   bash benchmarks/gpu_suite.sh batch [FLAGS]  # eval-only and scripted batches over the examples,
+#                                         # tasks/hour (FLAGS go to batch_scaling.py: --copies, --only)
+#   bash benchmarks/gpu_suite.sh cold [FLAGS]  # `cuda-agent eval` in a new process after an edit, baselines
+#                                         # cached, and a statically rejected candidate
 #   bash benchmarks/gpu_suite.sh memory KB [FLAGS]  # peak GPU memory of one eval, all processes, for
 #                                         # KernelBench's four largest level-1 tasks (KB: its checkout)
 #                                         # and the examples; FLAGS go to cuda-agent eval
@@ -16,9 +19,11 @@
 set -uo pipefail
 OUT=${OUT:-gpu-out}; mkdir -p "$OUT"
 if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  # byte-compiled here: the jailed judge and recorder cannot write __pycache__ and would compile on every start
   export PYTHONPATH=/tmp/site:$PWD
 fi
+python3 -m compileall -q cuda_agent >/dev/null  # likewise the project's modules only they import
 # the jail's bubblewrap, carried as a .deb where the machine has none (apt-get download bubblewrap)
 if ! command -v bwrap >/dev/null && ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
   dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export CUDA_AGENT_BWRAP=/tmp/bw/usr/bin/bwrap
@@ -40,7 +45,9 @@ case "$phase" in
     python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
     python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
   batch)
-    python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" 2>&1 | tee "$OUT/batch_scaling.log" ;;
+    python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" "$@" 2>&1 | tee "$OUT/batch_scaling.log" ;;
+  cold)
+    python3 benchmarks/cold_eval.py --json-out "$OUT/cold_eval.json" "$@" 2>&1 | tee "$OUT/cold_eval.log" ;;
   memory)
     kb=${1:?usage: gpu_suite.sh memory KERNELBENCH_CHECKOUT [EVAL FLAGS]}; shift || true
     python3 benchmarks/memory_peak.py --kernelbench "$kb" --examples --extra "$*" --json-out "$OUT/memory.json" \

@@ -53,7 +53,7 @@ def label(pid: int) -> str:
         cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
     except OSError:
         return f"pid {pid} (gone)"
-    for key in ("recorder", "judge", "baseline", "worker", "cuda_agent.cli"):
+    for key in ("cuda_agent.cli", "recorder", "judge", "baseline", "worker"):  # the CLI's flags may say "baseline"
         if key in cmd:
             return {"cuda_agent.cli": "parent"}.get(key, key)
     return cmd[:60]
@@ -109,7 +109,7 @@ def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
         v = out["verdict"]
         row["verdict"] = f"{v['status']} (reward {v['reward']})" + (f": {v.get('error')}" if v.get("error") else "")
         row["findings"] = [f"{f['guard']}: {f['message']}" for f in v.get("findings") or []]
-        row["reported_peaks_gb"] = v.get("memory")
+        row["reported_peaks_gib"] = v.get("memory_gib")
     except (ValueError, KeyError, TypeError):
         row["verdict"] = "no JSON verdict: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
     row["harness_peak_gb"] = sampler.total_peak / 1e9

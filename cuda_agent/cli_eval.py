@@ -58,7 +58,7 @@ def eval_command(
 
     try:
         with Console(stderr=json_out).status("evaluating..."):
-            with Evaluator(t, cfg, warm=False) as ev:
+            with Evaluator(t, cfg, ahead="first") as ev:
                 verdict = ev.evaluate(candidate)
                 task_info = ev.describe_task()
     except Exception as e:  # a fault of the harness itself: still one verdict (exit 5), never a traceback

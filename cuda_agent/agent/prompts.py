@@ -11,6 +11,10 @@ import jinja2
 
 from cuda_agent.task import Task, describe_value
 
+# Which system/task prompt a run was shown: recorded in the run header and in every exported record,
+# so training data can be split by it. Bump it whenever the templates or SKILL.md change what a model sees.
+PROMPT_VERSION = 1
+
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
                           autoescape=False, trim_blocks=False)
 

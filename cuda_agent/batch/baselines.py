@@ -39,7 +39,7 @@ def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
     out = BaselineResult(task_id=entry.id, device=device, device_name=_device_name(device))
     try:
         task = load_task(str(entry.path), module_name="cuda_agent_task_baseline")
-        with Evaluator(task, cfg, warm=False) as ev:
+        with Evaluator(task, cfg, ahead="none") as ev:
             if ev.unscorable:
                 out.error = ev.unscorable
                 return out

@@ -69,7 +69,7 @@ def run_eval(job: TaskJob) -> TaskRow:
         task = load_task(str(job.task_path))
     except TaskError as e:
         return job.row("load_error", error=str(e))
-    ev = make_pool(job.pool).evaluator(task, _settings(job).eval, warm=False)
+    ev = make_pool(job.pool).evaluator(task, _settings(job).eval, ahead="first")
     try:
         verdict = ev.evaluate(job.candidate)
     finally:

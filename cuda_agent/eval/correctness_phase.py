@@ -35,8 +35,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
             verdict.findings.append(Finding(guard="plan", message=(
                 "forward launched different work for inputs of the same shapes: forward must be a function of "
                 "its inputs (no state kept between calls)")))
-        ref32, ref64 = ev.ref.outputs(inputs)
-        del inputs
+        ref32, ref64 = ev.ref.outputs(inputs)  # empties inputs: the judge draws its own copy
         if i == 0:
             for j, (r, r64) in enumerate(zip(ref32, ref64 or ref32)):
                 out_tols[j], note = checks.zero_trap(r, r64, tol)

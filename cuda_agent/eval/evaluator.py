@@ -38,7 +38,7 @@ from cuda_agent.eval.reference import Reference, snapshot_task
 from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.eval.spares import Spares
+from cuda_agent.eval.spares import Ahead, Spares
 from cuda_agent.eval.task_code import TaskCodeError, is_out_of_memory
 from cuda_agent.eval.timing_phase import calibrate, fill_baselines, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
@@ -51,7 +51,7 @@ class CandidateError(ValueError):
 
 
 class Evaluator:
-    def __init__(self, task: Task, cfg: EvalConfig | None = None, *, warm: bool = True):
+    def __init__(self, task: Task, cfg: EvalConfig | None = None, *, ahead: Ahead = "keep"):
         self.cfg = cfg or EvalConfig()
         self.device = self.cfg.device
         self.cuda = self.device.startswith("cuda")
@@ -59,9 +59,8 @@ class Evaluator:
         (self.cache_dir / "build").mkdir(parents=True, exist_ok=True)
         sweep_stale()  # what evaluators killed before they could clean up left in the temp folder
         self.task = snapshot_task(task)  # the reference never reads the workspace again
-        self.warm = warm
         self.refusal = jail_problem() if self.cfg.sandbox else None
-        self.spares = Spares(self.task, self.cfg, self.cache_dir, warm=warm and not self.refusal)
+        self.spares = Spares(self.task, self.cfg, self.cache_dir, ahead="none" if self.refusal else ahead)
         self.ref: Reference | None = None
         self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
         try:

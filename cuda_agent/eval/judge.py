@@ -199,7 +199,9 @@ class _Judge:
         self.sync()
         ms = (time.perf_counter() - t0) * 1e3
         meta = write_outputs(self.torch, outs, req["files"])
-        return {"ok": True, "n_outputs": len(outs), "outputs": meta, "kernels": kernels, "ms": ms,
+        n_outputs = len(outs)
+        del outs, bufs  # in the parent's files now: the mutation check's fresh draw takes their place
+        return {"ok": True, "n_outputs": n_outputs, "outputs": meta, "kernels": kernels, "ms": ms,
                 "mutated": self._mutated(inputs, req["seed"])}
 
     def _mutated(self, inputs: list, seed: int) -> list[int]:
@@ -234,7 +236,9 @@ class _Judge:
         for outs, files in zip(timer.last, req["files"]):
             if outs is not None:
                 write_outputs(self.torch, outs, files)
+        timer.last = []  # in the parent's files now
         mutated = [k for k, (inputs, _) in enumerate(sets) if self._mutated(inputs, prep["sets"][k]["seed"])]
+        self._timing = None  # the timing sets' inputs: nothing later reuses them
         return {"ok": True, "mutated_sets": mutated}
 
     def time_reference(self, req: dict) -> dict:

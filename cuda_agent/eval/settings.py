@@ -35,7 +35,7 @@ class EvalConfig(BaseModel):
     # own (`foreign_kernel`). Off by default: the native audit already leaves a library no symbol to
     # reach another library's kernels, and CUPTI costs the judge ~4 s of start-up on an H200
     trace_kernels: bool = False
-    # recorders and judges started ahead of need (Evaluator(warm=True)); None: two on a GPU (each takes
+    # recorders and judges started ahead of need (Evaluator(ahead="keep")); None: two on a GPU (each takes
     # 4-7 s to start on an H200, longer than an agent's pause), one on the CPU (tests, 2 cores)
     spares: int | None = Field(None, ge=0)
     # the jail for the recorder and the judge (cuda_agent/jail.py); off only by --no-sandbox or

@@ -7,6 +7,7 @@ more than one of each kind waits; taking one starts its replacement at once.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from cuda_agent.eval.channel import JailedChild
 from cuda_agent.eval.reference import verify_snapshot
@@ -16,19 +17,26 @@ from cuda_agent.jail import Jail
 from cuda_agent.task import Task
 
 
-class Spares:
-    """Processes per kind ("judge", "recorder"); `warm=False` starts each one when taken."""
+# keep: cfg.spares of each kind started now and replaced when taken (many evaluations: an agent run);
+# first: one of each started now, so it starts beside the reference and the build, none after (one
+# evaluation: `eval`, a batch's eval-only task, re-verification, where a spare starting during the
+# timing would disturb it); none: each started when taken (baselines, which judge no candidate).
+Ahead = Literal["keep", "first", "none"]
 
-    def __init__(self, task: Task, cfg: EvalConfig, cache_dir: Path, *, warm: bool):
-        self.task, self.cfg, self.cache_dir, self.warm = task, cfg, cache_dir, warm
+
+class Spares:
+    """Processes per kind ("judge", "recorder"), started ahead of need as `ahead` says."""
+
+    def __init__(self, task: Task, cfg: EvalConfig, cache_dir: Path, *, ahead: Ahead):
+        self.task, self.cfg, self.cache_dir = task, cfg, cache_dir
         self.device = cfg.device
         self.cuda = self.device.startswith("cuda")
+        self.refill = ahead == "keep"
         self.waiting: dict[str, list[JailedChild]] = {"judge": [], "recorder": []}
-        if warm:
-            spares = cfg.spares if cfg.spares is not None else (2 if self.cuda else 1)
-            for _ in range(spares):
-                for kind in self.waiting:
-                    self.waiting[kind].append(self.start(kind))
+        keep = cfg.spares if cfg.spares is not None else (2 if self.cuda else 1)
+        for _ in range({"keep": keep, "first": 1, "none": 0}[ahead]):
+            for kind in self.waiting:
+                self.waiting[kind].append(self.start(kind))
 
     def start(self, kind: str) -> JailedChild:
         scratch = private_dir(kind)
@@ -48,10 +56,10 @@ class Spares:
         return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
 
     def take(self, kind: str) -> JailedChild:
-        """The longest-waiting process; a new one starts now, so one is ready by a later evaluation."""
+        """The longest-waiting process; with refill a new one starts now, ready by a later evaluation."""
         queue = self.waiting[kind]
         child = queue.pop(0) if queue else None
-        if self.warm:
+        if self.refill:
             queue.append(self.start(kind))
         if child is None or not child.alive():
             if child is not None:

@@ -107,6 +107,7 @@ class RepTimer:
 
     def one_rep(self, i: int) -> tuple[float, float]:
         k = i % len(self.input_sets)
+        self.last[k] = None  # this set's previous outputs: freed before its next buffers are allocated
         if self.before_rep is not None:
             self.before_rep(k)
         self.synchronize()

@@ -13,7 +13,7 @@ from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.plan import describe
 from cuda_agent.eval.recording import record_plan
-from cuda_agent.eval.reference import tensors_bytes, verify_snapshot
+from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.verdict import Finding, Timing, Verdict
 from cuda_agent.task import TaskError
 
@@ -35,23 +35,25 @@ def calibrate(ev: Evaluator, judge: JailedChild) -> None:
 
 def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spec: dict, out_tols: dict,
                    verdict: Verdict, threads: int) -> list[int]:
-    """Time on input sets the correctness phase never showed; returns their seeds."""
+    """Time on input sets the correctness phase never showed; returns their seeds. The judge holds
+    every timing set's inputs and outputs through the loop; the parent holds none of them: each
+    set's references are made after the loop, one set at a time, and compared with what the judge
+    wrote (inputs are a pure function of their seed)."""
     budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction, ev.cfg.memory_budget_gib)
+    per_set = ev.ref.eager_bytes or 2 * ev.ref.input_bytes  # one set in the judge: inputs, outputs
     kept: list[dict] = []
-    per_set = 0  # what one set's references take here (the first set's: every set has the same shapes)
     for _ in range(ev.cfg.timing_sets):
         if kept and per_set * (len(kept) + 1) > budget:
-            break  # decided before this set's references exist: they would never be freed in time
+            break
         seed = secrets.randbits(31)
         inputs = ev.ref.inputs(seed)
-        plan = record_plan(ev, recorder, [describe(x) for x in inputs], spec, verdict)
+        described = [describe(x) for x in inputs]
+        del inputs
+        plan = record_plan(ev, recorder, described, spec, verdict)
         if plan is None:
             verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
             return []
-        ref32, ref64 = ev.ref.outputs(inputs)
-        per_set = per_set or tensors_bytes(inputs) + tensors_bytes(ref32) + 2 * tensors_bytes(ref64 or [])
-        del inputs
-        kept.append({"seed": seed, "plan": plan, "ref32": ref32, "ref64": ref64})
+        kept.append({"seed": seed, "plan": plan})
     cfg = ev.cfg.timing
     resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
                           "config": cfg.model_dump()}, ev.cfg.timeout_s + cfg.warmup_ms / 1e3 * 4)
@@ -73,7 +75,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     verdict.findings += checks.side_work(timing)
     verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, ev.overhead_ms,
                                                 per_rep_slack_ms=0.05 if ev.cuda else 1.0)
-    files = [checks.output_files(judge.scratch, f"timed{k}", len(s["ref32"])) for k, s in enumerate(kept)]
+    files = [checks.output_files(judge.scratch, f"timed{k}", len(s["plan"]["outputs"])) for k, s in enumerate(kept)]
     resp = judge.request({"op": "time_collect", "files": [[str(f) for f in fs] for fs in files]}, ev.cfg.timeout_s)
     if not resp.get("ok"):
         verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
@@ -82,8 +84,20 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     if resp.get("mutated_sets"):
         verdict.findings.append(Finding(guard="input_mutation", message=(
             "forward changed its inputs during timing: inputs are read-only; write results to new outputs")))
-    bufs = [checks.read_outputs(fs, None, s["ref32"]) for fs, s in zip(files, kept)]
-    verdict.findings += checks.timed_outputs(bufs, kept, out_tols, ev.cfg.tolerances)
+    for k, (fs, s) in enumerate(zip(files, kept)):
+        ref32, ref64 = ev.ref.outputs(ev.ref.inputs(s["seed"]))
+        bufs = checks.read_outputs(fs, None, ref32)
+        mismatch = checks.timed_output_mismatch(k, bufs, ref32, ref64, out_tols, ev.cfg.tolerances)
+        del bufs, ref32, ref64
+        if mismatch:
+            verdict.findings.append(mismatch)
+            for f in (f for rest in files[k + 1:] for f in rest):
+                f.unlink(missing_ok=True)
+            break
+    if ev.cuda:  # the baselines' judge starts next: what the comparisons cached goes back to the device
+        import torch
+
+        torch.cuda.empty_cache()
     return [k["seed"] for k in kept]
 
 

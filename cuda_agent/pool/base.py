@@ -44,10 +44,10 @@ class EvaluatorPool(ABC):
     def release(self, device: str) -> None:
         """A task placed on `device` ended."""
 
-    def evaluator(self, task, cfg, warm: bool = True) -> EvaluatorLike:
+    def evaluator(self, task, cfg, ahead: str = "keep") -> EvaluatorLike:
         """An evaluator for `task` with `cfg` (whose device is the placed one), evaluator side;
-        `warm` keeps the next worker process started (worth it when more than one evaluation comes)."""
-        return SlotEvaluator(self, task, cfg, warm)
+        `ahead` is the Evaluator's (which worker processes start before they are needed)."""
+        return SlotEvaluator(self, task, cfg, ahead)
 
     @abstractmethod
     def slot(self, device: str) -> AbstractContextManager:
@@ -57,15 +57,15 @@ class EvaluatorPool(ABC):
 class SlotEvaluator:
     """The harness Evaluator behind a device slot of the pool: made lazily, and each evaluation holds a slot."""
 
-    def __init__(self, pool: EvaluatorPool, task, cfg, warm: bool = True):
-        self.pool, self.task, self.cfg, self.warm = pool, task, cfg, warm
+    def __init__(self, pool: EvaluatorPool, task, cfg, ahead: str = "keep"):
+        self.pool, self.task, self.cfg, self.ahead = pool, task, cfg, ahead
         self._inner = None
 
     def _evaluator(self):
         if self._inner is None:
             from cuda_agent.eval.evaluator import Evaluator
 
-            self._inner = Evaluator(self.task, self.cfg, warm=self.warm)  # builds the reference on the device
+            self._inner = Evaluator(self.task, self.cfg, ahead=self.ahead)  # builds the reference on the device
         return self._inner
 
     def evaluate(self, candidate_dir: Path, *, timing: bool = True):

@@ -98,9 +98,9 @@ def reverify(env, n_sets: int = 10, tries: int = 3) -> Reverification:
     candidates = ranked_correct(ws)[:tries]
     if not candidates:
         return out
-    # warm=False: no spare worker importing torch while this one is timed (it showed up as a
-    # timing_mismatch on a 2-core machine); each try waits for its worker instead
-    with (Evaluator(env.reference_task(), cfg, warm=False) as ev,
+    # ahead="first": no spare worker importing torch while this one is timed (it showed up as a
+    # timing_mismatch on a 2-core machine); later tries wait for their worker instead
+    with (Evaluator(env.reference_task(), cfg, ahead="first") as ev,
           tempfile.TemporaryDirectory(prefix="cuda-agent-final-") as tmp):
         # the judge's snapshot lives in a temp folder: name the task as the user knows it
         out.task = replace(verified_task(ev), path=ws.record.task.path, name=ws.record.task.name)

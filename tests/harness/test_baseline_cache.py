@@ -198,7 +198,7 @@ def _evaluator(tmp_path):
     cfg = EvalConfig(device="cpu", timing_sets=1, baselines=["eager"], timeout_s=60, baseline_timeout_s=120,
                      timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
                      cache_dir=tmp_path / "cache")
-    return Evaluator(load_task(str(TASK)), cfg, warm=False)
+    return Evaluator(load_task(str(TASK)), cfg, ahead="none")
 
 
 def test_the_evaluator_times_a_poisoned_entry_again(tmp_path):

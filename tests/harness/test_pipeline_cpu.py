@@ -72,6 +72,28 @@ def test_bad_candidates_are_rejected_for_the_right_reason(evaluator, name, statu
         assert guard in guards(v), [f.guard for f in v.findings]
 
 
+def test_timed_outputs_are_judged_against_references_made_after_the_loop(evaluator, monkeypatch):
+    """The parent keeps no timing set's references through the loop: it draws each set again from
+    its seed afterwards. A timed output the judge wrote wrong (here: changed on the way back) is
+    still caught, for the set it came from."""
+    from cuda_agent.eval import checks
+
+    real = checks.read_outputs
+    seen: list[int] = []
+
+    def timed_ones_off(files, meta, refs):
+        bufs = real(files, meta, refs)
+        if meta is not None:  # the correctness runs pass the judge's metadata; the timed ones do not
+            return bufs
+        seen.append(len(seen))
+        return [b + 1.0 for b in bufs] if len(seen) == 2 else bufs  # only the second timing set
+
+    monkeypatch.setattr(checks, "read_outputs", timed_ones_off)
+    v = evaluator.evaluate(HERE / "honest")
+    assert "timed_output_mismatch" in guards(v) and v.reward == -1
+    assert "input set 1" in next(f.message for f in v.findings if f.guard == "timed_output_mismatch")
+
+
 def test_partial_write_names_the_poisoned_elements(evaluator):
     v = evaluator.evaluate(HERE / "partial")
     bad = [o for s in v.sets for o in s.outputs if not o.ok]
@@ -137,7 +159,7 @@ def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
     cand = _with_prelude(tmp_path, "import os\nif any('KEY' in k for k in os.environ) or '/root' in os.environ.get('HOME', ''):\n"
                                    "    raise RuntimeError('leaked: ' + ','.join(os.environ))\n")
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
-    with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
+    with Evaluator(load_task(str(HERE / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(cand)  # raises in its import if any *KEY* variable is visible
     assert "leaked" not in (v.error or ""), v.error
     assert v.sets and v.sets[0].ok
@@ -157,7 +179,7 @@ def test_candidate_cannot_reach_the_network(tmp_path):
     cand = _with_prelude(tmp_path, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
                                    "    raise RuntimeError('reached the network')\nexcept OSError:\n    pass\n")
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
-    with Evaluator(load_task(str(HERE / "model.py")), cfg, warm=False) as ev:
+    with Evaluator(load_task(str(HERE / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(cand)  # raises in its import if it can connect to the server
     server.close()
     assert "reached the network" not in (v.error or ""), v.error

@@ -48,8 +48,25 @@ def test_float64_reference_and_task_dtype(tmp_path):
     p.write_text(DROPOUT.replace("self.drop(x)", "x.cumsum(0)"))
     ref = Reference(load_task(str(p)), "cpu")
     assert ref.fp32 and ref.dtypes == ["float32"]
-    r32, r64 = ref.outputs([torch.randn(256)])
+    inputs = [torch.randn(256)]
+    r32, r64 = ref.outputs(inputs)
     assert r32[0].dtype == torch.float32 and r64[0].dtype == torch.float64
+    assert inputs == []  # taken over: one input set on the device at a time (fp32 freed as float64 is made)
+    assert torch.allclose(r64[0], r32[0].double(), atol=1e-4)
+
+
+def test_mutation_check_walks_large_inputs_in_slices():
+    from cuda_agent.eval.checks import mutated_inputs
+
+    a = torch.zeros((1 << 24) + 5)  # past one slice
+    a[7] = float("nan")
+    b = a.clone()
+    assert mutated_inputs([a, 3], [b, 3]) == []  # NaN where the fresh draw has NaN is unchanged
+    b[-1] = 1.0  # a change in the last, short slice
+    assert mutated_inputs([a], [b]) == [0]
+    s = a[:-5].view(2, -1)[:, :4]  # a strided input
+    assert mutated_inputs([s], [s.contiguous()]) == []
+    assert mutated_inputs([torch.zeros(3)], [torch.zeros(3, dtype=torch.float64)]) == [0]
 
 
 def test_describe_records_hash_dtypes_and_shapes(tmp_path):

@@ -212,7 +212,7 @@ def test_evaluate_refuses_when_the_judges_task_copy_changed(tmp_path):
 
     here = Path(__file__).parent / "cpu_task"
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
-    with Evaluator(load_task(str(here / "model.py")), cfg, warm=False) as ev:
+    with Evaluator(load_task(str(here / "model.py")), cfg, ahead="none") as ev:
         copy = ev.task.path
         copy.chmod(0o600)
         copy.write_text(copy.read_text() + "\n# changed\n")
