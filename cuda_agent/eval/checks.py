@@ -103,17 +103,6 @@ def error_text(resp: dict) -> str:
     return f"{resp.get('error', 'unknown error')}\n{tb}".strip()[:4000]
 
 
-def memory_budget(device: str, fraction: float, cap_gib: float | None = None) -> int:
-    """Bytes the parent may keep for references: `fraction` of what the GPU has free, within the
-    evaluation's budget (eval.memory_budget_gib) when one is set."""
-    if device.startswith("cuda"):
-        import torch
-
-        free, _ = torch.cuda.mem_get_info(device)
-        return int(min(free, cap_gib * 2**30 if cap_gib else free) * fraction)
-    return 8 << 30
-
-
 def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
     """Why a task cannot be evaluated within the budget, before any candidate runs. The parent's
     float64 reference takes about twice an eager forward's memory (its parameters, one input set,

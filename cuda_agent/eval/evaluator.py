@@ -63,16 +63,21 @@ class Evaluator:
         self.spares = Spares(self.task, self.cfg, self.cache_dir, ahead="none" if self.refusal else ahead)
         self.ref: Reference | None = None
         self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
+        # The evaluation's memory budget, fixed now: what a plan may allocate and how many timing sets
+        # the judge holds are shares of it, not of what is free later (less while this evaluation's
+        # own processes hold memory, which once rejected an honest candidate's 7.5 GB output).
+        self.budget_bytes = 8 << 30  # host-only test kernels
         try:
             if self.cuda:
                 import torch
 
-                free_at_start = torch.cuda.mem_get_info(self.device)[0]
+                free = torch.cuda.mem_get_info(self.device)[0]
+                cap = self.cfg.memory_budget_gib
+                self.budget_bytes = min(free, int(cap * 2**30)) if cap else free
             self.ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
             self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
             if self.cuda and not self.unscorable:
-                budget = int(self.cfg.memory_budget_gib * 2**30) if self.cfg.memory_budget_gib else free_at_start
-                self.unscorable = checks.memory_problem(self.ref.eager_bytes, budget)
+                self.unscorable = checks.memory_problem(self.ref.eager_bytes, self.budget_bytes)
         except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory
             self.unscorable = str(e)
         if self.unscorable:

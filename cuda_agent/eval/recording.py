@@ -67,7 +67,7 @@ def record_plan(ev: Evaluator, recorder: JailedChild, described: list, spec: dic
         else:
             problems += [Finding(guard="plan", message=p) for p in check_plan(
                 plan, spec, [tensor_nbytes(d) for d in described], ev.state_nbytes,
-                checks.memory_budget(ev.device, ev.cfg.memory_fraction, ev.cfg.memory_budget_gib))]
+                int(ev.budget_bytes * ev.cfg.memory_fraction))]
             if not any(s.op == "call" for s in plan.steps):
                 problems.append(Finding(guard="no_kernel", message=(
                     "forward called none of your launchers: all work must be done by your own kernels")))

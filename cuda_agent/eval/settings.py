@@ -18,7 +18,8 @@ class EvalConfig(BaseModel):
     device: str = "cuda:0"  # "cpu" runs the same pipeline on CPU tensors (host-only kernels; tests)
     n_sets: int = Field(5, ge=1)  # correctness input sets, seeds drawn anew each evaluation
     timing_sets: int = Field(3, ge=1)  # input sets rotated while timing (fewer if memory is short)
-    memory_fraction: float = 0.5  # of the memory budget the parent may keep for references
+    # of the memory budget: what a candidate's forward may allocate, and the timing sets the judge holds
+    memory_fraction: float = 0.5
     # GPU memory (GiB) one evaluation may use, all its processes together; None: what the GPU has free
     # when the evaluator starts. A task that cannot fit is `unscorable` before any candidate runs
     memory_budget_gib: float | None = Field(None, gt=0)

@@ -39,7 +39,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     every timing set's inputs and outputs through the loop; the parent holds none of them: each
     set's references are made after the loop, one set at a time, and compared with what the judge
     wrote (inputs are a pure function of their seed)."""
-    budget = checks.memory_budget(ev.device, ev.cfg.memory_fraction, ev.cfg.memory_budget_gib)
+    budget = int(ev.budget_bytes * ev.cfg.memory_fraction)
     per_set = ev.ref.eager_bytes or 2 * ev.ref.input_bytes  # one set in the judge: inputs, outputs
     kept: list[dict] = []
     for _ in range(ev.cfg.timing_sets):

@@ -94,6 +94,16 @@ def test_timed_outputs_are_judged_against_references_made_after_the_loop(evaluat
     assert "input set 1" in next(f.message for f in v.findings if f.guard == "timed_output_mismatch")
 
 
+def test_what_a_forward_may_allocate_is_a_share_of_the_budget_fixed_at_the_start(evaluator, monkeypatch):
+    """Not of what is free when the plan is checked, which this evaluation's own processes lower."""
+    out_bytes = (1 << 15) * 4  # the task's one float output
+    monkeypatch.setattr(evaluator, "budget_bytes", 2 * out_bytes)  # memory_fraction 0.5: exactly the output
+    assert evaluator.evaluate(HERE / "honest").correct
+    monkeypatch.setattr(evaluator, "budget_bytes", out_bytes)
+    v = evaluator.evaluate(HERE / "honest")
+    assert not v.correct and any("forward allocates" in f.message for f in v.findings if f.guard == "plan")
+
+
 def test_partial_write_names_the_poisoned_elements(evaluator):
     v = evaluator.evaluate(HERE / "partial")
     bad = [o for s in v.sets for o in s.outputs if not o.ok]
