@@ -10,8 +10,9 @@ the batch, not torch.compile's compile time.
     python benchmarks/batch_scaling.py [--out /tmp/batch-scaling] [--copies N] [--only eval-only] [--prepare-only]
 
 `--copies N` repeats each example N times as tasks of their own (20 tasks: --copies 4); the table's
-"overhead s/task" is the batch's wall time per task (times workers) less the task's own evaluation
-(its verdict's total seconds, eval-only): process start, torch import, the reference, the judge.
+"overhead s/task" is the batch's wall time per task (times the evaluations that run at once) less
+the task's own evaluation (its verdict's total seconds, eval-only): process start, torch import,
+the reference, the judge's start where it is not hidden behind another task's evaluation.
 """
 
 from __future__ import annotations
@@ -85,6 +86,9 @@ def main() -> None:
                                                 "--evals-per-gpu", "1", "-j", "1"]),
                ("eval-only, 2 workers, 1 GPU", ["--eval-only", "--candidates", str(cands), "--device", "cuda:0",
                                                  "--evals-per-gpu", "2", "-j", "2"]),
+               # one evaluation at a time, the next task's process (imports, reference, judge start) ready
+               ("eval-only, 2 workers, 1 GPU, 1 slot", ["--eval-only", "--candidates", str(cands), "--device",
+                                                        "cuda:0", "--evals-per-gpu", "1", "-j", "2"]),
                ("scripted, 1 worker, 1 GPU", ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "1",
                                               "-j", "1"]),
                ("scripted, 2 workers, 1 GPU", ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "2",
@@ -101,7 +105,9 @@ def main() -> None:
         summary = json.loads((out / "summary.json").read_text())
         own = [json.loads(line)["wall_s"] for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
         workers = int(extra[extra.index("-j") + 1])
-        overhead = wall * workers / n - sum(own) / len(own) if own and name.startswith("eval-only") else None
+        gpus_used = len(extra[extra.index("--gpus") + 1].split(",")) if "--gpus" in extra else 1
+        parallel = min(workers, int(extra[extra.index("--evals-per-gpu") + 1]) * gpus_used)  # evaluations at once
+        overhead = wall * parallel / n - sum(own) / len(own) if own and name.startswith("eval-only") else None
         rows.append((name, wall, 3600 * n / wall, overhead, summary))
     print(f"| batch ({n} tasks) | wall s | tasks/hour | vs first of its kind | overhead s/task |")
     print("|---|---|---|---|---|")
