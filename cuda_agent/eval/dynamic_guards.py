@@ -37,6 +37,18 @@ _LIB_PATTERNS = {
     "cudnn": re.compile(r"cudnn|conv|implicit_gemm|winograd|xmma|fft", re.I),
 }
 _TORCH_FILL = re.compile(r"FillFunctor|fill_kernel", re.I)
+_TORCH = re.compile(r"at::native|at::cuda|c10::|elementwise_kernel|reduce_kernel|FillFunctor|fill_kernel|^triton_",
+                    re.I)
+LIBRARY_NAMES = {"cublas": "cuBLAS", "cudnn": "cuDNN"}
+
+
+def library_of(name: str) -> str | None:
+    """Whose kernel a launched name looks like: "cuBLAS", "cuDNN", "torch", or None (by its name
+    alone: check the candidate's own kernels first, as an own `sgemm_...` looks like cuBLAS)."""
+    for lib, pattern in _LIB_PATTERNS.items():
+        if pattern.search(name):
+            return LIBRARY_NAMES[lib]
+    return "torch" if _TORCH.search(name.strip().removeprefix("void ")) else None
 
 
 def kernel_base(name: str) -> str:

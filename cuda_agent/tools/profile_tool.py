@@ -7,13 +7,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cuda_agent.profiling.launches import OWN, KernelGroup, group_launches, not_launched, own_kernels, time_by_origin
 from cuda_agent.profiling.ncu import MISSING, KernelProfile, find_ncu, profile_candidate
 from cuda_agent.profiling.roofline import OVERRIDES, Roofline, count_task, detect_gpu_name, gpu_peaks, roofline, roofline_text
-from cuda_agent.profiling.runner import short_name
 from cuda_agent.tools.base import NoArgs, ToolContext, ToolResult
 from cuda_agent.tools.wrapped import WrappedTool
 
-SHOWN_KERNELS = 6  # the longest launches; the rest are summed in one line
+SHOWN_KERNELS = 6  # kernels not the candidate's own, the most total time first; the rest are summed in one line
 SHOWN_RULES = 3
 _COSTS: dict[str, object] = {}  # task ref -> TaskCost, counted once per process
 
@@ -35,10 +35,14 @@ class Profile(WrappedTool):
         if not res.ok:
             return ToolResult(status="error", observation=f"profile: {res.error}",
                               data={"available": True, "error": res.error})
+        own = own_kernels(kernels)
         total = sum(k.duration_us or 0.0 for k in res.kernels)
         roof_text, roof = _roofline(ctx, task_ref, total)
-        text = "\n".join([kernels_text(res.kernels, res.seconds), roof_text, "next: " + next_hint(res.kernels, roof)])
+        text = "\n".join([kernels_text(res.kernels, res.seconds, own), roof_text,
+                          "next: " + next_hint(res.kernels, roof, own)])
+        groups = [g.summary() for g in group_launches(res.kernels, own)]
         return ToolResult(observation=text, data={"available": True, "kernels": [k.model_dump() for k in res.kernels],
+                                                  "groups": groups, "own_kernels": own,
                                                   "roofline": roof.model_dump() if roof else None})
 
 
@@ -60,9 +64,26 @@ def _pct(v: float | None) -> str:
     return f"{v:.1f}%" if v is not None else "?"
 
 
-def kernel_text(k: KernelProfile) -> str:
-    dur = f"{k.duration_us:.1f} us" if k.duration_us is not None else "? us"
-    lines = [f"[{k.id}] {short_name(k.name)}  {dur}  grid {k.grid or '?'} block {k.block or '?'}"]
+def _ids(launches: list[KernelProfile]) -> str:
+    ids = [str(k.id) for k in launches]
+    return "[" + ", ".join(ids[:4]) + (f", +{len(ids) - 4} more" if len(ids) > 4 else "") + "]"
+
+
+def _us(v: float | None) -> str:
+    return f"{v:.1f} us" if v is not None else "? us"
+
+
+def group_text(g: KernelGroup) -> str:
+    """One kernel: its launches (count and total when several), the longest launch's numbers, and
+    ncu's advice when the kernel is the candidate's own (a library's code is not the model's to change)."""
+    k = g.longest
+    where = f"grid {k.grid or '?'} block {k.block or '?'}"
+    if len(g.launches) == 1:
+        head = f"{_ids(g.launches)} {g.name} ({g.origin})  {_us(k.duration_us)}  {where}"
+    else:
+        head = (f"{_ids(g.launches)} {g.name} ({g.origin})  {len(g.launches)} launches, {g.total_us:.1f} us together, "
+                f"{g.total_us / len(g.launches):.1f} us each; the longest ({_us(k.duration_us)}, {where}):")
+    lines = [head]
     dram = f", {k.dram_bytes / 1e6:.1f} MB" if k.dram_bytes is not None else ""
     occ = f"occupancy {_pct(k.achieved_occupancy)} of {_pct(k.theoretical_occupancy)} theoretical"
     occ += f", limited by {k.occupancy_limiter}" if k.occupancy_limiter else ""
@@ -72,43 +93,83 @@ def kernel_text(k: KernelProfile) -> str:
     if k.stalls:
         res += " | stalls (cycles/instr): " + ", ".join(f"{name} {v:.1f}" for name, v in k.stalls)
     lines.append("    " + res)
-    lines += [f"    advice: {rule}" for rule in k.rules[:SHOWN_RULES]]
+    if g.own:
+        lines += [f"    advice: {rule}" for rule in k.rules[:SHOWN_RULES]]
+    elif k.rules:
+        lines.append(f"    ncu's advice left out: it is about {g.origin if g.library else 'this kernel'}'s code, "
+                     "not yours")
     return "\n".join(lines)
 
 
-def kernels_text(kernels: list[KernelProfile], seconds: float) -> str:
+def kernels_text(kernels: list[KernelProfile], seconds: float, own: list[str] | None = None) -> str:
+    """Launches grouped by kernel, the most total time first: every kernel of the candidate's own,
+    the SHOWN_KERNELS heaviest of the others, the rest summed in one line."""
+    groups = group_launches(kernels, own)
     total = sum(k.duration_us or 0.0 for k in kernels)
-    longest = sorted(kernels, key=lambda k: -(k.duration_us or 0.0))
-    head = f"ncu: {len(kernels)} kernel launch{'es' * (len(kernels) != 1)} in one forward, {total:.1f} us of kernels"
-    parts = [head + f" (profiled in {seconds:.0f} s)"] + [kernel_text(k) for k in longest[:SHOWN_KERNELS]]
-    rest = longest[SHOWN_KERNELS:]
+    n = len(kernels)
+    head = (f"ncu: {n} kernel launch{'es' * (n != 1)} ({len(groups)} kernel{'s' * (len(groups) != 1)}) in one "
+            f"forward, {total:.1f} us of kernels (profiled in {seconds:.0f} s)")
+    parts = [head]
+    split = time_by_origin(groups)
+    if len(split) > 1 or OWN not in split:
+        parts.append("time: " + "; ".join(f"{who} {us:.1f} us ({100 * us / total if total else 0:.0f}%) in {c} "
+                                          f"launch{'es' * (c != 1)}" for who, (us, c) in split.items()))
+    shown_others = [g for g in groups if not g.own][:SHOWN_KERNELS]
+    shown = [g for g in groups if g.own or g in shown_others]
+    parts += [group_text(g) for g in shown]
+    rest = [g for g in groups if g not in shown]
     if rest:
-        parts.append(f"... {len(rest)} more launches, {sum(k.duration_us or 0.0 for k in rest):.1f} us together")
+        launches = sum(len(g.launches) for g in rest)
+        parts.append(f"... {len(rest)} more kernel{'s' * (len(rest) != 1)} not yours ({launches} launch"
+                     f"{'es' * (launches != 1)}), {sum(g.total_us for g in rest):.1f} us together")
+    idle = not_launched(groups, own)
+    if idle:
+        parts.append(f"defined in kernels/ but not launched in this forward: {', '.join(idle)}")
     return "\n".join(parts)
 
 
-def next_hint(kernels: list[KernelProfile], roof: Roofline | None) -> str:
-    """One suggestion from the longest kernel's numbers; always ends with how to check it."""
+def next_hint(kernels: list[KernelProfile], roof: Roofline | None, own: list[str] | None = None) -> str:
+    """One suggestion aimed at a kernel the model can change (its own kernel with the most time),
+    saying first when most of the time is in library kernels; always ends with how to check it."""
     check = "; then compile, verify and benchmark"
-    k = max(kernels, key=lambda k: k.duration_us or 0.0)
-    sm, mem = k.sm_pct or 0.0, k.mem_pct or 0.0
-    stall = k.stalls[0][0] if k.stalls else ""
+    groups = group_launches(kernels, own)
+    total = sum(g.total_us for g in groups)
     if roof and roof.measured_us and roof.measured_us <= 1.15 * roof.floor_us:
         return "within 15% of the roofline floor: little is left in this kernel; benchmark and consider finishing"
     room = f"the floor leaves at most {roof.measured_us / roof.floor_us:.2f}x to gain; " \
         if roof and roof.measured_us and roof.floor_us else ""
+    lib = [g for g in groups if g.library]
+    lib_us = sum(g.total_us for g in lib)
+    mine = [g for g in groups if g.own]
+    libs = "/".join(dict.fromkeys(g.origin for g in lib))
+    calls = (f"{libs}'s code is not yours, so ncu's advice on it is not either: gain there comes from calling it "
+             "less or on better shapes (batch or merge the calls, fuse the work around them into your kernels) or "
+             "from replacing it with your own kernel")
+    if not mine:
+        if lib:
+            return f"{room}all {lib_us:.1f} us of kernel time is in {libs} kernels: {calls}{check}"
+        return f"{room}none of the launched kernels is from your kernels/ sources: forward must call your launchers{check}"
+    target = mine[0]
+    share = lib_us / total if total else 0.0
+    lead = f"{100 * share:.0f}% of the kernel time is in {libs} kernels: {calls}; in your own kernels, " \
+        if share >= 0.5 else ""
+    return f"{room}{lead}{target.name} ({target.total_us:.1f} us): {_tip(target.longest)}{check}"
+
+
+def _tip(k: KernelProfile) -> str:
+    """What the numbers of one kernel of the model's own point at."""
+    sm, mem = k.sm_pct or 0.0, k.mem_pct or 0.0
+    stall = k.stalls[0][0] if k.stalls else ""
     if mem >= 60 and mem >= sm:
-        tip = "memory throughput is the limit: move fewer bytes (fuse passes, 16-byte vector loads, no re-reads)"
-    elif k.occupancy_limiter and (k.theoretical_occupancy or 100) < 50 and "registers" in k.occupancy_limiter:
-        tip = "occupancy is capped by registers: try __launch_bounds__ or fewer live values per thread"
-    elif stall == "long scoreboard":
-        tip = ("warps wait on global loads: more independent loads in flight per thread, coalesced, or staged in "
-               "shared memory")
-    elif sm >= 60:
-        tip = ("the compute pipes are busy: fewer instructions per output (reuse values, tensor cores where the "
-               "dtype allows)")
-    elif stall in ("barrier", "mio throttle", "short scoreboard"):
-        tip = f"'{stall}' stalls lead: fewer __syncthreads() and fewer, wider shared-memory accesses"
-    else:
-        tip = "neither compute nor memory is busy (latency-bound): more parallel work per SM (grid, warps, ILP)"
-    return room + tip + check
+        return "memory throughput is the limit: move fewer bytes (fuse passes, 16-byte vector loads, no re-reads)"
+    if k.occupancy_limiter and (k.theoretical_occupancy or 100) < 50 and "registers" in k.occupancy_limiter:
+        return "occupancy is capped by registers: try __launch_bounds__ or fewer live values per thread"
+    if stall == "long scoreboard":
+        return ("warps wait on global loads: more independent loads in flight per thread, coalesced, or staged in "
+                "shared memory")
+    if sm >= 60:
+        return ("the compute pipes are busy: fewer instructions per output (reuse values, tensor cores where the "
+                "dtype allows)")
+    if stall in ("barrier", "mio throttle", "short scoreboard"):
+        return f"'{stall}' stalls lead: fewer __syncthreads() and fewer, wider shared-memory accesses"
+    return "neither compute nor memory is busy (latency-bound): more parallel work per SM (grid, warps, ILP)"

@@ -138,7 +138,12 @@ def test_profile_summarises_the_capture(tmp_path, stub, monkeypatch):
     r = default_by_name("profile").run({}, ctx)
     assert r.status == "ok", r.observation
     text = r.observation
-    assert text.startswith("ncu: 1 kernel launch in one forward") and "[0] ln_rows_reg<2>" in text
+    assert text.startswith("ncu: 1 kernel launch (1 kernel) in one forward") and "[0] ln_rows_reg<2> (yours)" in text
+    # the build's own kernels (launchers.json): the one this forward did not launch is named
+    assert "defined in kernels/ but not launched in this forward: ln_rows_generic" in text
+    assert r.data["own_kernels"] == ["ln_rows_reg", "ln_rows_generic"]
+    assert r.data["groups"] == [{"name": "ln_rows_reg<2>", "origin": "yours", "launches": 1, "total_us": 64.512,
+                                 "ids": [0]}]
     assert re.search(r"occupancy [\d.]+% of [\d.]+% theoretical", text) and "registers/thread" in text
     assert "advice: [OPT" in text and "roofline on H200 SXM" in text and "time floors:" in text
     last = text.splitlines()[-1]
