@@ -31,7 +31,8 @@ def main() -> None:
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)
-app.command("export", help="Runs -> training data: SFT chat JSONL, RFT (best per task), verl parquet of tasks.")(export_command)
+app.command("export", help="Runs -> training data: SFT chat JSONL, RFT (best per task), verl parquet of tasks. "
+            "Exit codes: 0 written, 2 bad usage, 3 nothing to write (no file is written).")(export_command)
 app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
 app.add_typer(config_app, name="config")
 register_batch(app)  # batch, compare, baselines, tasks import

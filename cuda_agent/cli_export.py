@@ -18,10 +18,12 @@ def export_command(
     out: Path = typer.Option(..., "--out", "-o", help="The file to write (.jsonl for sft/rft, .parquet for verl)."),
     min_reward: Optional[int] = typer.Option(None, "--min-reward", help="Leave out runs whose best reward is below this (sft, rft; rft defaults to 2)."),
     drop_marked: bool = typer.Option(False, "--drop-marked", help="Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with weight 0)."),
-    drop_trimmed: bool = typer.Option(False, "--drop-trimmed", help="Leave out runs whose context was trimmed (default: listed in metadata)."),
+    drop_trimmed: bool = typer.Option(False, "--drop-trimmed", help="Leave out runs whose context was trimmed (default: kept, shortened as the model was shown them, the steps listed in metadata)."),
     include_unfinished: bool = typer.Option(False, "--include-unfinished", help="Also export runs without a closing record (killed, still running)."),
 ) -> None:
-    """Counts of what was written and what was left out, and why, are printed at the end."""
+    """Counts of what was written and what was left out, and why, are printed at the end. Exit codes: 0 written;
+    2 bad usage (a path that does not exist, an unknown format); 3 nothing to write (no run found, or every
+    run left out, in any format): no file is written and one line says why."""
     from rich.console import Console
     from rich.markup import escape
 
@@ -38,8 +40,9 @@ def export_command(
         fail(str(e))
     except ImportError:
         fail(f"--format verl writes parquet: {install_hint('train')} (pyarrow)")
-    if report.written == 0:  # no file written: one line saying why
-        Console(stderr=True).print(f"[red]error[/]: nothing to export, {escape(str(out))} not written: "
+    if report.written == 0:  # every format, whatever left it empty: no file written, one line saying why, exit 3
+        kept = " (the file already there is left as it was)" if out.exists() else ""
+        Console(stderr=True).print(f"[red]error[/]: nothing to export, {escape(str(out))} not written{kept}: "
                                    f"{escape(report.why_empty())}", highlight=False, soft_wrap=True)
         raise typer.Exit(3)
     console = Console(stderr=True)

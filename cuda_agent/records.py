@@ -33,6 +33,8 @@ class Header(_Record):
     versions: dict[str, str] = {}  # cuda-agent, torch, python, nvcc
     messages: list[dict] = []  # the system and task messages the run started from
     tools: list[dict] = []  # the tool schemas the model was offered
+    protocol: Literal["native", "text"] | None = None  # how tool calls were exchanged; None: not recorded (older runs)
+    prompt_version: int | None = None  # agent.prompts.PROMPT_VERSION of the messages above; None: not recorded
 
 
 class CallRecord(BaseModel):
@@ -118,6 +120,7 @@ class Resume(_Record):
     step: int  # the last step taken before the resume; the next turn is step + 1
     model: str = ""
     config: dict[str, Any] = {}  # the limits and model settings the run continues with; secrets removed
+    protocol: Literal["native", "text"] | None = None  # the continuing model's, as the header's
     previous_stop: str | None = None  # the last closing's stop reason; None when the run was killed
     interrupted_calls: list[str] = []  # calls of a cut-off turn, answered as not run (see agent/resume.py)
     recovered_versions: list[int] = []  # versions the workspace committed whose evaluation was not recorded

@@ -6,7 +6,8 @@ first within each kind, only until the history is back under the target. Never t
 opening messages, the latest `keep_turns` turns and user messages. A shortened message keeps its
 tool_call_id or its calls, so every result still answers its call. If the untouchable part alone is
 over budget, the provider's context error ends the run (model_error:context_window). Trimming works
-on a copy and is idempotent; the trajectory keeps every full observation and argument.
+on a copy and is idempotent; the trajectory keeps every full observation and argument, and
+`replay_trim` applies a `trim` record's notes to the full history again (agent/history.py).
 """
 
 from __future__ import annotations
@@ -158,3 +159,32 @@ def _shorten_sources(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list
                 changed = True
         calls.append({**c, "function": {**fn, "arguments": json.dumps(args, ensure_ascii=False)}} if changed else c)
     return ({**m, "tool_calls": calls} if notes else m), notes
+
+
+def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
+    """`messages` (the history rebuilt from the trajectory) shortened as a `trim` record's `removed`
+    notes say, with the same shortening the loop made, so the texts are the ones the model was sent.
+    A note whose message is not at its index (a history rebuilt from a damaged trajectory) is looked
+    up by its call id; one found nowhere is passed over. The input is not changed."""
+    out = list(messages)
+    names = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
+    for note in removed:
+        role, call_id = note.get("role"), note.get("call_id", "")
+        i = _find(out, note.get("index", -1), role, call_id)
+        if i is not None:
+            shorten = _shorten_observation if note.get("what") == "observation" else _shorten_sources
+            out[i] = shorten(out[i], i, names)[0]
+    return out
+
+
+def _find(messages: list[dict], index: int, role: str | None, call_id: str) -> int | None:
+    def holds(m: dict) -> bool:
+        if m.get("role") != role:
+            return False
+        if role == "tool":
+            return m.get("tool_call_id") == call_id
+        return any(c.get("id") == call_id for c in m.get("tool_calls") or [])
+
+    if 0 <= index < len(messages) and holds(messages[index]):
+        return index
+    return next((i for i, m in enumerate(messages) if holds(m)), None)

@@ -27,7 +27,7 @@ from pydantic import ValidationError
 from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
-from cuda_agent.agent.header import run_config, run_header
+from cuda_agent.agent.header import protocol_of, run_config, run_header
 from cuda_agent.agent.prompts import system_message, task_message
 from cuda_agent.agent.protocol import (Approval, Decision, Model, ModelResponse, ToolCall, assistant_message,
                                        valid_arguments, valid_response)
@@ -201,8 +201,8 @@ class Agent:
         self.format_errors = s.format_errors
         self.started = time.monotonic() - s.wall_s
         self.writer.write(Resume(step=s.turns, model=self.model.name, config=scrub_config(self._config()),
-                                 previous_stop=s.previous_stop, interrupted_calls=s.interrupted,
-                                 recovered_versions=s.recovered))
+                                 protocol=protocol_of(self.model), previous_stop=s.previous_stop,
+                                 interrupted_calls=s.interrupted, recovered_versions=s.recovered))
         for record in s.records:
             self.writer.write(record)
 

@@ -1,18 +1,24 @@
 """Runs -> training data (DESIGN decision 7): SFT chat JSONL, RFT (the best run per task), and
 verl's parquet of tasks, read from trajectories only (records.py, trajectory.py; no agent loop):
-- A run's messages are the raw history (system, task, assistant turns with their tool calls,
-  tool results, a person's messages), so trainers re-tokenise with their own chat template.
+- A run's messages are the history as the model was shown it, in order, rebuilt from the records
+  by the same function `--resume` continues from (agent/history.py): system, task, assistant turns
+  with their tool calls, tool results, the format-error feedback sent after a turn the loop could
+  not act on, a person's messages, a resume's notes. Trainers re-tokenise with their own chat
+  template; a text-protocol run (metadata `protocol`) is rendered as its client rendered it by
+  `train sft` (sft_data.py).
 - Turns the model did not write as they ran are never presented as its own: a turn a person
   edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do not
   train on this assistant message"); such turns and a person's messages are listed in the run's
   metadata, and `--drop-marked` leaves those runs out instead.
-- Context trimming changed what the model saw: the full observations are kept, the trimmed steps
-  listed in the metadata (`--drop-trimmed` leaves those runs out).
+- Context trimming changed what the model saw: each `trim` record is replayed, so the record holds
+  the shortened observations and sources as the model's last request held them (a turn written
+  before a trim had seen them whole); the trimmed steps are listed in the metadata
+  (`--drop-trimmed` leaves those runs out).
+- A run the model never answered in (zero model turns) has nothing to learn from: left out of sft/rft.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
   written redacted. A task's reward is the closing record's: the milestone reward of the best
   correct version the run found, -1 when none.
 """
-
 from __future__ import annotations
 
 import json
@@ -21,7 +27,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-from cuda_agent.records import Closing, Header, ModelTurn, ToolResultRecord, Trim, UserMessage
+from cuda_agent.agent.history import rebuild
+from cuda_agent.records import (Closing, FormatErrorRecord, Header, ModelTurn, Resume, ToolResultRecord, Trim,
+                                UserMessage)
 from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
 
@@ -29,6 +37,8 @@ Format = Literal["sft", "rft", "verl"]
 DATA_SOURCE = "cuda-agent"
 ABILITY = "cuda-kernel-optimization"
 AGENT_NAME = "cuda_agent"  # the agent loop name the verl glue registers (docs/training.md)
+UNKNOWN = "unknown"  # a run recorded before its header said (protocol, prompt version)
+NO_MODEL_TURN = "no model turn (the run ended before the model answered)"
 
 
 @dataclass
@@ -41,10 +51,13 @@ class Episode:
     reward: int
     steps: int
     stop_reason: str | None
+    model_turns: int = 0  # model turn records, whoever wrote them
+    protocol: str = UNKNOWN  # "native", "text", "mixed" (a resume changed it) or "unknown"
     edited_steps: list[int] = field(default_factory=list)
     scripted_steps: list[int] = field(default_factory=list)
     person_messages: list[int] = field(default_factory=list)
     trimmed_steps: list[int] = field(default_factory=list)
+    format_error_steps: list[int] = field(default_factory=list)
 
     @property
     def marked(self) -> bool:
@@ -54,9 +67,11 @@ class Episode:
         t = self.header.task
         return {"run": str(self.path), "run_id": self.header.run_id, "model": self.header.model,
                 "task": {"name": t.name, "class_name": t.class_name, "hash": t.hash}, "reward": self.reward,
-                "steps": self.steps, "stop_reason": self.stop_reason, "edited_steps": self.edited_steps,
-                "scripted_steps": self.scripted_steps, "person_message_steps": self.person_messages,
-                "trimmed_steps": self.trimmed_steps}
+                "steps": self.steps, "stop_reason": self.stop_reason, "protocol": self.protocol,
+                "prompt_version": UNKNOWN if self.header.prompt_version is None else self.header.prompt_version,
+                "edited_steps": self.edited_steps, "scripted_steps": self.scripted_steps,
+                "person_message_steps": self.person_messages, "trimmed_steps": self.trimmed_steps,
+                "format_error_steps": self.format_error_steps}
 
 
 @dataclass
@@ -96,42 +111,44 @@ def find_runs(paths: list[Path]) -> list[Path]:
 
 
 def read_episode(run_dir: Path) -> Episode | None:
-    """The run's history as chat messages; None when it has no header (nothing to export)."""
+    """The run's history as the model was shown it (module doc); None when it has no header."""
     records = read_trajectory(run_dir / "trajectory.jsonl")
-    header = next((r for r in records if isinstance(r, Header)), None)
-    if header is None:
+    if not records or not isinstance(records[0], Header):
         return None
-    messages = [dict(m) for m in header.messages]
-    ep = Episode(path=run_dir, header=header, messages=messages, reward=-1, steps=0, stop_reason=None)
+    header = records[0]
+    state = rebuild(records)
+    ep = Episode(path=run_dir, header=header, messages=state.messages, reward=-1, steps=0, stop_reason=None,
+                 protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]))
+    turns = [r for r in records if isinstance(r, ModelTurn)]
+    ep.model_turns = len(turns)
+    for r, i in zip(turns, state.turn_messages):  # rebuild puts each turn's message there, in order
+        ep.steps = max(ep.steps, r.step)
+        if r.edited_by_person or r.injected:
+            (ep.edited_steps if r.edited_by_person else ep.scripted_steps).append(r.step)
+            ep.messages[i] = {**ep.messages[i], "weight": 0}
     closing: Closing | None = None
     for r in records:
-        if isinstance(r, ModelTurn):
-            ep.steps = max(ep.steps, r.step)
-            msg: dict[str, Any] = {"role": "assistant", "content": r.content or None}
-            if r.tool_calls:
-                msg["tool_calls"] = [{"id": c.id, "type": "function",
-                                      "function": {"name": c.name, "arguments": c.arguments}} for c in r.tool_calls]
-            if r.edited_by_person:
-                ep.edited_steps.append(r.step)
-                msg["weight"] = 0
-            elif r.injected:
-                ep.scripted_steps.append(r.step)
-                msg["weight"] = 0
-            messages.append(msg)
-        elif isinstance(r, ToolResultRecord):
-            messages.append({"role": "tool", "tool_call_id": r.call_id, "content": r.observation})
-        elif isinstance(r, UserMessage):
-            messages.append({"role": "user", "content": r.content})
-            if r.injected:
-                ep.person_messages.append(r.step)
+        if isinstance(r, UserMessage) and r.injected:
+            ep.person_messages.append(r.step)
         elif isinstance(r, Trim):
             ep.trimmed_steps.append(r.step)
+        elif isinstance(r, FormatErrorRecord) or isinstance(r, ToolResultRecord) and r.format_error:
+            ep.format_error_steps.append(r.step)
         elif isinstance(r, Closing):
             closing = r
+    ep.format_error_steps = sorted(set(ep.format_error_steps))
     if closing is not None:
         ep.stop_reason = closing.stop_reason
         ep.reward = closing.best_reward if closing.best_reward is not None else -1
     return ep
+
+
+def _protocol(header: Header, resumes: list[Resume]) -> str:
+    """The header's protocol; "mixed" when a resume continued in another; "unknown" when not recorded."""
+    found = [header.protocol] + [r.protocol for r in resumes]
+    if None in found:
+        return UNKNOWN
+    return found[0] if len(set(found)) == 1 else "mixed"
 
 
 def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None = None, drop_marked: bool = False,
@@ -149,6 +166,8 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             report.skipped["no header record"] += 1
         elif ep.stop_reason is None and not include_unfinished:
             report.skipped["unfinished (no closing record; resume it or pass --include-unfinished)"] += 1
+        elif fmt != "verl" and not ep.model_turns:
+            report.skipped[NO_MODEL_TURN] += 1
         elif fmt != "verl" and min_reward is not None and ep.reward < min_reward:
             report.skipped[f"reward below {min_reward}"] += 1
         elif fmt != "verl" and drop_marked and ep.marked:

@@ -7,7 +7,9 @@ basic Llama 3 one): training on such a render would teach the model text without
 - text: the agent's own text protocol (agent/text_protocol.py), which is how the agent runs a model
   without native tool calling: the tools described in the system prompt, one ```action block per
   assistant turn, results as user messages.
-A run made in the text protocol (its assistant turns already hold action blocks) stays in that form.
+A run made in the text protocol stays in that form: the export's `metadata.protocol` says so
+(`text`); an export without it ("unknown", older runs) is judged by its assistant turns holding
+action blocks.
 
 Every message carries whether it is trained: only assistant turns the model wrote. A turn with
 `"weight": 0` (a person edited it or a script wrote it) is context only, and so is a turn the
@@ -86,6 +88,10 @@ def model_turns(row: dict) -> int:
 
 
 def is_text_protocol_run(row: dict) -> bool:
+    """The run's protocol as its export recorded it; else (older exports) whether a turn holds an action block."""
+    protocol = (row.get("metadata") or {}).get("protocol")
+    if protocol in ("text", "native"):
+        return protocol == "text"
     return any(_has_action(m.get("content")) for m in row["messages"] if m["role"] == "assistant")
 
 

@@ -1,0 +1,94 @@
+"""The export holds exactly the messages the model was shown, in order (format-error feedback,
+trims, a person's message), and says which protocol and prompt version they were; runs the model
+never answered in are left out with that reason; an empty selection writes no file, in every format."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from cuda_agent.agent.loop import NO_CALL_NATIVE
+from cuda_agent.agent.prompts import PROMPT_VERSION
+from cuda_agent.train.export import NO_MODEL_TURN, export
+from cuda_agent.train.sft_data import to_conversation
+from fake_run import build
+from fidelity_run import make_run, native_script, sent
+
+
+def rows(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
+
+
+def unweighted(messages: list[dict]) -> list[dict]:
+    return [{k: v for k, v in m.items() if k != "weight"} for m in messages]
+
+
+def test_sft_record_is_what_the_model_was_shown_with_feedback_and_trims(tmp_path):
+    model, run_dir = make_run(tmp_path, native_script(), inbox=["keep it short"])
+    report = export([run_dir], "sft", tmp_path / "sft.jsonl")
+    assert report.written == 1, report.lines()
+    (row,) = rows(tmp_path / "sft.jsonl")
+    last = sent(model)
+    messages = unweighted(row["messages"])
+    assert messages[:len(last)] == last  # byte for byte what the last request held, in order
+    assert [m["role"] for m in messages[len(last):]] == ["assistant", "tool"]  # finish and its result
+    assert messages[len(last)]["tool_calls"][0]["function"]["name"] == "finish"
+    feedback = messages.index({"role": "user", "content": NO_CALL_NATIVE})
+    assert messages[feedback - 1] == {"role": "assistant", "content": "I think I am done?"}
+    assert {"role": "user", "content": "keep it short"} in messages
+    meta = row["metadata"]
+    assert (meta["protocol"], meta["prompt_version"]) == ("native", PROMPT_VERSION)
+    assert meta["format_error_steps"] == [2] and meta["trimmed_steps"] and meta["person_message_steps"] == [3]
+    assert not any("weight" in m for m in row["messages"])  # every turn is the model's own
+
+
+def test_a_text_protocol_run_says_so_and_keeps_its_form_for_training(tmp_path):
+    """Garbage only (as a 135M model writes): every turn answered by feedback until the streak ends the run."""
+    model, run_dir = make_run(tmp_path, ["hello!", "I will now write a kernel.", "ok"], native_tools=False,
+                              trim=False, max_format_errors=3)
+    report = export([run_dir], "sft", tmp_path / "sft.jsonl")
+    (row,) = rows(tmp_path / "sft.jsonl")
+    assert report.written == 1 and row["metadata"]["stop_reason"] == "format_errors"
+    assert row["metadata"]["protocol"] == "text" and row["metadata"]["format_error_steps"] == [1, 2, 3]
+    roles = [m["role"] for m in row["messages"]]
+    assert roles == ["system", "user"] + ["assistant", "user"] * 3  # each turn, then its feedback
+    assert unweighted(row["messages"])[:len(sent(model))] == sent(model)
+    # no action block anywhere, yet the recorded protocol keeps it in the text form
+    assert to_conversation(row, native=True).form == "text"
+
+
+def test_a_run_without_a_model_turn_is_left_out_with_that_reason(tmp_path):
+    _, run_dir = make_run(tmp_path, [])  # the model fails at its first request
+    assert export([run_dir], "sft", tmp_path / "sft.jsonl").skipped == {NO_MODEL_TURN: 1}
+    assert export([run_dir], "verl", tmp_path / "tasks.parquet").written == 1  # a task is still a task
+
+
+def test_older_runs_say_unknown_rather_than_guess(tmp_path, monkeypatch):
+    run = build(tmp_path, monkeypatch)  # a header without protocol or prompt version
+    export([run], "sft", tmp_path / "sft.jsonl")
+    (row,) = rows(tmp_path / "sft.jsonl")
+    assert (row["metadata"]["protocol"], row["metadata"]["prompt_version"]) == ("unknown", "unknown")
+
+
+@pytest.mark.parametrize("fmt", ["sft", "rft", "verl"])
+def test_an_empty_selection_writes_no_file_and_exits_3(tmp_path, monkeypatch, fmt):
+    from cuda_agent.cli import app
+
+    build(tmp_path / "runs", monkeypatch)  # reward 2: below --min-reward 3
+    out = tmp_path / f"out.{fmt}"
+    r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", fmt, "--out", str(out),
+                                 *([] if fmt == "verl" else ["--min-reward", "3"]), "--drop-trimmed"])
+    if fmt == "verl":  # verl takes tasks whatever their reward: it writes
+        assert r.exit_code == 0 and out.exists()
+        r = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), "--format", fmt, "--out", str(out)])
+        assert r.exit_code == 2  # a path that does not exist: bad usage
+        (tmp_path / "empty").mkdir()
+        r = CliRunner().invoke(app, ["export", str(tmp_path / "empty"), "--format", fmt, "--out", str(out)])
+    assert r.exit_code == 3 and r.stdout == "", r.output
+    if fmt == "verl":
+        assert "left as it was" in r.stderr and "no run folder" in r.stderr
+    else:
+        assert not out.exists() and "reward below 3" in r.stderr
