@@ -62,6 +62,35 @@ def test_compile_error_is_an_observation_and_the_next_call_works(env):
     assert env.step("list_files", {}).result.status == "ok"
 
 
+def test_the_same_failing_files_are_not_evaluated_or_committed_twice(env):
+    """Issue 15: after a failed compile, v3, v4 and v5 were all compile_error of the same files."""
+    bad = 'extern "C" void scale_add(float* x, cudaStream_t s) { undefined_thing; }\n'
+    env.step("edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "file_text": bad})
+    first = env.step("verify", {})
+    assert first.reward == -1 and "status: compile_error" in first.result.observation
+    (v1,) = env.workspace.versions()
+    for tool in ("verify", "benchmark"):
+        again = env.step(tool, {})
+        text = again.result.observation
+        assert again.result.status == "error" and again.reward is None and again.result.verdict is None
+        assert text.startswith(f"not evaluated: model_new.py and kernels/ are unchanged since version {v1.version}")
+        assert "nothing was committed" in text and "undefined_thing" in text  # the earlier verdict, again
+        assert again.result.data["same_as"] == {"version": v1.version, "commit": v1.sha, "status": "compile_error"}
+        assert [v.sha for v in env.workspace.versions()] == [v1.sha]
+    env.ctx.failed_builds.clear()  # a resumed run: the verdict is not in this process
+    resumed = env.step("verify", {}).result.observation
+    assert "unchanged since version 1" in resumed and "run compile to see the errors" in resumed
+    # a changed file (here model_new.py alone) is evaluated and committed as usual
+    (env.workspace.root / "model_new.py").write_text((TASK / "honest" / "model_new.py").read_text())
+    changed = env.step("verify", {})
+    assert changed.result.verdict is not None and len(env.workspace.versions()) == 2
+    env.step("edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "overwrite": True,
+                           "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text()})
+    fixed = env.step("verify", {})
+    assert fixed.reward >= 1 and len(env.workspace.versions()) == 3
+    assert env.step("verify", {}).result.verdict is not None  # a correct version is evaluated again (fresh seeds)
+
+
 def test_tampering_with_a_protected_file_is_a_guard_violation(env):
     assert env.step("edit_file", {"mode": "create", "path": "model.py", "overwrite": True,
                                   "file_text": "x = 1\n"}).result.status == "error"  # the tool refuses

@@ -70,6 +70,9 @@ class ToolContext:
     task_copy: TaskCopy | None = None
     # credentials out of every observation (cuda_agent.secrets.Redactor), before it is bounded
     redact: Callable[[str], str] | None = None
+    # commit sha -> the compile_error verdict it was committed with in this process: verify and
+    # benchmark answer the same files from it instead of building and committing them again
+    failed_builds: dict[str, Verdict] = field(default_factory=dict)
     _evaluator: Evaluator | None = None
 
     @property

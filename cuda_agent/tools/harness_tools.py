@@ -67,8 +67,13 @@ class Evaluate(Tool):
                 "they were restored, edit model_new.py and kernels/ only")])
             ctx.workspace.restore_protected()
         else:
+            again = same_failed_build(ctx)
+            if again is not None:
+                return again
             verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=self.timing)
         info = ctx.workspace.commit_version(verdict)
+        if verdict.status == "compile_error":
+            ctx.failed_builds[info.sha] = verdict
         best = ctx.workspace.best()
         tail = f"\nversion {info.version} committed ({info.sha[:8]})"
         if best is not None:
@@ -90,3 +95,23 @@ class Benchmark(Evaluate):
     description = ("Full evaluation: correctness, then timing (L2 flushed, median of many reps) against eager "
                    "and torch.compile, and the reward. Commits the result as a version.")
     timing = True
+
+
+def same_failed_build(ctx: ToolContext) -> ToolResult | None:
+    """The answer when model_new.py and kernels/ are unchanged since the latest version and that
+    version failed to compile: the same files build the same way, so they are neither built nor
+    committed again (None: evaluate as usual)."""
+    from cuda_agent.eval.render import verdict_text
+
+    versions = ctx.workspace.versions()
+    last = versions[-1] if versions else None
+    if last is None or last.status != "compile_error" or not ctx.workspace.same_files(last.sha):
+        return None
+    earlier = ctx.failed_builds.get(last.sha)
+    head = (f"not evaluated: model_new.py and kernels/ are unchanged since version {last.version} "
+            f"({last.sha[:8]}), which failed to compile; nothing was committed. Fix the first error, compile, "
+            "then verify")
+    body = f"its verdict:\n{verdict_text(earlier)}" if earlier is not None else "run compile to see the errors"
+    return ToolResult(status="error", observation=f"{head}\n{body}",
+                      data={"evaluated": False, "same_as": {"version": last.version, "commit": last.sha,
+                                                            "status": last.status}})

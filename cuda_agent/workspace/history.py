@@ -194,6 +194,14 @@ class History:
             self._run(["update-ref", "-m", f"best: v{number}", BEST_REF, sha])
         return new
 
+    def same_files(self, rev: str) -> bool:
+        """Whether the work tree's version files (model_new.py, kernels/, as a commit would stage
+        them) are exactly those of `rev`. Stages the work tree; commits nothing."""
+        env = self._tree_env()
+        self.stage(env)
+        diff = ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", rev, "--", *VERSION_PATHS]
+        return self._run(diff, ok=(0, 1), env=env).returncode == 0
+
     def head(self) -> str:
         return self.git("rev-parse", "--verify", "HEAD").strip()
 

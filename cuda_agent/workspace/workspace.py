@@ -188,6 +188,10 @@ class Workspace:
     def versions(self) -> list[VersionInfo]:
         return self.history.versions()
 
+    def same_files(self, rev: str) -> bool:
+        """Whether model_new.py and kernels/ are now what commit `rev` holds."""
+        return self.history.same_files(rev)
+
     def best(self) -> VersionInfo | None:
         return self.history.best()
 
