@@ -9,8 +9,9 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET,
-                                     MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX, TARGET_SPEEDUP, eval_flags, fail,
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
+                                     MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX,
+                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, eval_flags, fail, llm_flags,
                                      out_folder_problem, require_device, resolve_or_exit, run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
@@ -67,6 +68,12 @@ def batch_command(
     out: Path = typer.Option(..., "--out", help="The batch's run folder; run again with the same --out to resume."),
     model: Optional[str] = MODEL,
     api_base: Optional[str] = API_BASE,
+    tools: Optional[str] = TOOLS,
+    context_tokens: Optional[int] = CONTEXT_TOKENS,
+    temperature: Optional[float] = TEMPERATURE,
+    max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
+    price_in: Optional[float] = PRICE_IN,
+    price_out: Optional[float] = PRICE_OUT,
     script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one JSON file for every task, or a folder of <task id>.json."),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
     candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task."),
@@ -117,6 +124,7 @@ def batch_command(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
         no_sandbox=no_sandbox, max_calls_per_turn=max_calls_per_turn,
+        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out),
         **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")

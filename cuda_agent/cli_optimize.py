@@ -20,15 +20,22 @@ from typing import NoReturn, Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, MAX_CALLS, MAX_COST, MAX_STEPS, MAX_TOKENS, MAX_WALL,
-                                     MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX, TARGET_SPEEDUP, fail, keep_run_device,
-                                     out_folder_problem, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
+                                     MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX,
+                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, fail, keep_run_device,
+                                     llm_flags, out_folder_problem, require_device, resolve_or_exit, run_flags)
 
 
 def optimize_command(
     task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
     model: Optional[str] = MODEL,
     api_base: Optional[str] = API_BASE,
+    tools: Optional[str] = TOOLS,
+    context_tokens: Optional[int] = CONTEXT_TOKENS,
+    temperature: Optional[float] = TEMPERATURE,
+    max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
+    price_in: Optional[float] = PRICE_IN,
+    price_out: Optional[float] = PRICE_OUT,
     script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in): outside any git repository, or in a folder its .gitignore lists (a clone's runs/)."),
@@ -72,7 +79,8 @@ def optimize_command(
     resolved = resolve_or_exit(run_flags(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn, memory_budget_gib=memory_budget))
+        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn, memory_budget_gib=memory_budget,
+        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out)))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

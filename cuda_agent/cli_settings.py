@@ -30,13 +30,24 @@ def eval_flags(no_compile: bool = False, no_sandbox: bool = False, **given: Any)
 def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None, max_cost: float | None,
               max_tokens: int | None, max_wall: float | None, target_speedup: float | None, allow_shell: bool,
               no_compile: bool, no_sandbox: bool, out: Path | None = None, max_calls_per_turn: int | None = None,
-              **eval: Any) -> dict[str, Any]:
-    """The settings the flags optimize and batch share give (see the options below); `eval`: more of `[eval]`."""
-    return {"model": model, "api_base": api_base, "out": out,
+              llm: dict[str, Any] | None = None, **eval: Any) -> dict[str, Any]:
+    """The settings the flags optimize and batch share give (see the options below); `llm`: the model
+    options (llm_flags); `eval`: more of `[eval]`."""
+    return {"model": model, "api_base": api_base, "out": out, "llm": llm or {},
             "limits": {"max_steps": max_steps, "max_cost": max_cost, "max_tokens": max_tokens,
                        "max_wall_s": max_wall, "target_speedup": target_speedup,
                        "max_calls_per_turn": max_calls_per_turn},
             "eval": eval_flags(no_compile, no_sandbox, **eval), "tools": {"allow_shell": True if allow_shell else None}}
+
+
+def llm_flags(tools: str | None = None, context_tokens: int | None = None, temperature: float | None = None,
+              max_output_tokens: int | None = None, price_in: float | None = None,
+              price_out: float | None = None) -> dict[str, Any]:
+    """`[llm]` as the model-option flags (TOOLS ... PRICE_OUT below) give it."""
+    if tools is not None and tools not in ("native", "text", "auto"):
+        fail(f"--tools {tools}: give native, text or auto")
+    return {"tools": tools, "context_tokens": context_tokens, "temperature": temperature,
+            "max_output_tokens": max_output_tokens, "price_in": price_in, "price_out": price_out}
 
 
 def resolve_or_exit(flags: dict[str, Any]):
@@ -149,4 +160,11 @@ TARGET_SPEEDUP = typer.Option(None, "--target-speedup", help="Stop once the best
 ALLOW_SHELL = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail (setting: tools.allow_shell).")
 NO_SANDBOX = typer.Option(False, "--no-sandbox", help="Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it (setting: eval.sandbox).")
 MEMORY_BUDGET = typer.Option(None, "--memory-budget", min=0.01, help="GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task that cannot fit is unscorable before any candidate runs (setting: eval.memory_budget_gib).")
+# how the model is called ([llm] in the settings)
+TOOLS = typer.Option(None, "--tools", help="How tool calls are exchanged: native (the provider's function calling), text (an ```action block in the reply, for models and servers without it), auto (native when litellm's table says the model has it) (setting: llm.tools; default auto).", metavar="native|text|auto")
+CONTEXT_TOKENS = typer.Option(None, "--context-tokens", min=512, help="The model's context window in tokens, e.g. a local server's (llama.cpp: its --n_ctx); old observations are trimmed to fit it (setting: llm.context_tokens; default: litellm's table, else what the server's /v1/models reports).")
+TEMPERATURE = typer.Option(None, "--temperature", min=0.0, max=2.0, help="Sampling temperature (setting: llm.temperature; default: the provider's).")
+MAX_OUTPUT_TOKENS = typer.Option(None, "--max-output-tokens", min=1, help="Tokens one reply may take (setting: llm.max_output_tokens; default: the provider's).")
+PRICE_IN = typer.Option(None, "--price-in", min=0.0, help="USD per million prompt tokens, with --price-out (setting: llm.price_in). Without them a turn is priced from litellm's table only at the provider's own endpoint; with --api-base elsewhere it is unpriced.")
+PRICE_OUT = typer.Option(None, "--price-out", min=0.0, help="USD per million completion tokens, with --price-in (setting: llm.price_out).")
 NO_COMPILE = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (setting: eval.baselines).")

@@ -170,7 +170,7 @@ def make_model(settings: Settings, script: Path | None, skip: int = 0) -> Model:
         raise RunError("no model: pass --model, set CUDA_AGENT_MODEL, or put model = \"...\" in cuda-agent.toml")
     from cuda_agent.agent.litellm_model import LitellmModel
 
-    return LitellmModel(settings.model, api_base=settings.api_base)
+    return LitellmModel(settings.model, api_base=settings.api_base, **settings.llm.client_settings())
 
 
 def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, ResumeState | None] | None = None,
@@ -179,7 +179,8 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
              on_start: Callable[[Path, Model], None] | None = None,
-             on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None) -> RunOutcome:
+             on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None,
+             model: Model | None = None) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
     `opened`: open_run()'s result, when the caller has it;
     `writer(path, model)` makes the trajectory writer; `remote` is a control channel (RemoteControl);
@@ -209,7 +210,7 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
             result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
                                closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
         else:
-            model = make_model(settings, spec.script, skip=state.turns if state else 0)
+            model = model or make_model(settings, spec.script, skip=state.turns if state else 0)
             if on_start is not None:
                 on_start(run_dir, model)
             out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)

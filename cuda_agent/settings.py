@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
 
 from cuda_agent.agent.limits import AgentConfig
+from cuda_agent.agent.model_options import ModelOptions
 from cuda_agent.eval.settings import EvalConfig
 
 PROJECT_FILE = "cuda-agent.toml"
@@ -49,6 +50,7 @@ class Settings(BaseModel):
     model: str | None = None  # litellm model name (openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen)
     api_base: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
     out: Path = Path("runs")  # where `optimize` makes run folders
+    llm: ModelOptions = Field(default_factory=ModelOptions)  # how the model is called: protocol, window, prices
     # made per Settings: EvalConfig's sandbox default reads CUDA_AGENT_NO_SANDBOX when it is made
     limits: AgentConfig = Field(default_factory=AgentConfig)
     eval: EvalConfig = Field(default_factory=EvalConfig)

@@ -14,9 +14,10 @@ import warnings
 from typing import Any
 
 import tenacity
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, ModelErrorKind
+from cuda_agent.agent.model_options import official_endpoint, server_window
 from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
 
@@ -36,13 +37,24 @@ class LitellmModelConfig(BaseModel):
     api_base: str | None = None
     api_key_env: str | None = None
     temperature: float | None = None  # None: the provider's default (some models accept no other)
-    max_tokens: int | None = None
-    native_tools: bool | None = None  # None: ask litellm whether the model supports tool calling
+    max_tokens: int | None = None  # per reply (--max-output-tokens)
+    native_tools: bool | None = None  # None: ask litellm whether the model supports tool calling (--tools)
     retries: int = 4
     timeout_s: float = 600.0
     backoff_s: float = 2.0  # first retry waits about this long, doubling each time
     max_backoff_s: float = 60.0
-    context_tokens: int | None = None  # overrides litellm's model info (local models are unknown to it)
+    context_tokens: int | None = Field(None, ge=1)  # overrides the server's report and litellm's model info (--context-tokens)
+    # USD per million prompt / completion tokens (--price-in/--price-out). Without them a turn is priced by
+    # litellm's table for the model's name only at the provider's own endpoint; at any other api_base the
+    # name may be borrowed (a local server called openai/gpt-4o-mini): the turn is unpriced (cost None)
+    price_in: float | None = None
+    price_out: float | None = None
+
+    @model_validator(mode="after")
+    def _both_prices(self) -> LitellmModelConfig:
+        if (self.price_in is None) != (self.price_out is None):
+            raise ValueError("give both price_in and price_out (USD per million tokens), or neither")
+        return self
 
 
 class EmptyReply(Exception):
@@ -75,6 +87,7 @@ class LitellmModel:
         self.config = LitellmModelConfig(model=model, api_base=api_base, api_key_env=api_key_env, **settings)
         self.name = model
         self._native: bool | None = self.config.native_tools
+        self._window: tuple[int | None, str] | None = None  # (tokens, where from), once asked
         # time.monotonic() by which every query ends, all its attempts and waits together (the loop sets
         # it from --max-wall): each attempt's timeout is at most the time left; past it, LimitsExceeded
         self.deadline: float | None = None
@@ -124,13 +137,60 @@ class LitellmModel:
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def context_window(self) -> int | None:
-        if self.config.context_tokens:
-            return self.config.context_tokens
+        """The model's window in tokens: --context-tokens, else what a server at api_base reports
+        (GET /models), else litellm's table for the name; None when nothing says."""
+        if self._window is None:
+            self._window = self._find_window()
+        return self._window[0]
+
+    @property
+    def window_source(self) -> str:
+        """Where context_window() came from: context_tokens, server, litellm or unknown."""
+        self.context_window()
+        return self._window[1]
+
+    def _find_window(self) -> tuple[int | None, str]:
+        c = self.config
+        if c.context_tokens:
+            return c.context_tokens, "context_tokens"
+        if c.api_base and not official_endpoint(c.api_base):
+            key = os.environ.get(c.api_key_env) if c.api_key_env else None
+            if n := server_window(c.api_base, c.model, key):
+                return n, "server"
         try:
-            info = _litellm().get_model_info(self.config.model)
+            info = _litellm().get_model_info(c.model)
         except Exception:  # litellm raises for models it has no entry for
+            return None, "unknown"
+        n = info.get("max_input_tokens") or info.get("max_tokens") or None
+        return (n, "litellm") if n else (None, "unknown")
+
+    def resolved(self) -> dict[str, Any]:
+        """What the run header records of how this model is called, once decided: the protocol (--tools
+        auto resolved), the window and where it came from, and how turns are priced."""
+        return {"protocol": "native" if self.native_tools else "text", "context_tokens": self.context_window(),
+                "window_from": self.window_source, "pricing": self.pricing}
+
+    @property
+    def pricing(self) -> str:
+        """How a turn's cost is known: flags (--price-in/--price-out), litellm (its table, at the
+        provider's endpoint), or unpriced."""
+        c = self.config
+        if c.price_in is not None and c.price_out is not None:
+            return "flags"
+        return "litellm" if official_endpoint(c.api_base) else "unpriced"
+
+    def _cost(self, litellm, response, prompt_tokens: int, completion_tokens: int) -> float | None:
+        """Dollars for one reply; None when the price is unknown (see `pricing`), never zero for it."""
+        c = self.config
+        pricing = self.pricing
+        if pricing == "flags":
+            return (prompt_tokens * c.price_in + completion_tokens * c.price_out) / 1e6
+        if pricing == "unpriced":
             return None
-        return info.get("max_input_tokens") or info.get("max_tokens") or None
+        try:
+            return float(litellm.completion_cost(completion_response=response))
+        except Exception:  # no price for this model (new names): unknown, not zero
+            return None
 
     @property
     def native_tools(self) -> bool:
@@ -189,7 +249,7 @@ class LitellmModel:
         detail = self._scrub(getattr(e, "message", None) or str(e))
         model = self.config.model
         if kind == "context_window":
-            return ModelError(kind, f"the conversation is longer than {model} accepts; trim it ({detail})")
+            return ModelError(kind, self._too_long(detail))
         if kind == "auth":
             who = self.config.api_key_env or "the provider's API key variable"
             return ModelError(kind, f"{model} rejected the API key: check {who} ({detail})")
@@ -197,6 +257,20 @@ class LitellmModel:
             return ModelError(kind, f"{model} still failing after {attempts} attempt(s): {type(e).__name__}; "
                                     f"wait and retry, or check api_base ({detail})")
         return ModelError(kind, f"{model} rejected the request: {type(e).__name__} ({detail})")
+
+    def _too_long(self, detail: str) -> str:
+        """The provider refused the conversation as too long: what the user can do about it."""
+        window, source = self._window or (None, "unknown")
+        if source == "context_tokens":
+            fix = (f"--context-tokens {window} is more than {self.config.model} accepts: give the window its "
+                   "server really has (llama.cpp: its --n_ctx)")
+        elif window:
+            fix = (f"cuda-agent took its window as {window} tokens ({source}); if the server has less, give "
+                   "--context-tokens N (llama.cpp: its --n_ctx)")
+        else:
+            fix = "its window is unknown, so nothing was trimmed: give --context-tokens N (llama.cpp: its --n_ctx)"
+        return (f"the conversation is longer than {self.config.model} accepts ({detail}); {fix}, so old "
+                "observations are trimmed to fit, or use a model with a larger window")
 
     def _scrub(self, text: str) -> str:
         """One line, bounded, with any key value removed (providers sometimes echo the key)."""
@@ -216,14 +290,11 @@ class LitellmModel:
             args = args if isinstance(args, str) else json.dumps(args or {})
             calls.append(ToolCall(id=call.id or f"call-{i}", name=call.function.name or "", arguments=args))
         usage = getattr(response, "usage", None)
-        try:
-            cost = float(litellm.completion_cost(completion_response=response))
-        except Exception:  # no price for this model (local servers, new names): unknown, not zero
-            cost = None
+        tokens = Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+                       completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
         return ModelResponse(
-            content=message.content or "", tool_calls=calls, cost=cost, latency_s=latency_s,
-            usage=Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                        completion_tokens=getattr(usage, "completion_tokens", 0) or 0),
+            content=message.content or "", tool_calls=calls, latency_s=latency_s, usage=tokens,
+            cost=self._cost(litellm, response, tokens.prompt_tokens, tokens.completion_tokens),
             model=getattr(response, "model", None) or self.config.model,
             raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
                  "protocol": "native" if native else "text"})

@@ -87,7 +87,8 @@ def _cost(turns: list[ModelTurn]) -> list[str]:
     completion = sum(t.completion_tokens for t in turns)
     priced = [t.cost for t in turns if t.cost is not None]
     unpriced = len(turns) - len(priced)
-    cost = f"${sum(priced):.4f} over {len(priced)} priced turns" if priced else "unknown (no turn had a price)"
+    cost = f"${sum(priced):.4f} over {len(priced)} priced turns" if priced else (
+        "unpriced (no turn had a known price: --price-in/--price-out give one)")
     out = ["## Cost and tokens", "", f"- model turns: {len(turns)}",
            f"- tokens: {prompt + completion} ({prompt} prompt, {completion} completion)", f"- cost: {cost}"]
     if unpriced and priced:

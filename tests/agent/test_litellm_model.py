@@ -58,12 +58,38 @@ def test_malformed_tool_arguments_come_back_raw(fake_openai):
     assert call.arguments == '{"verbose": tru'  # the loop turns this into a format error
 
 
-def test_known_model_gets_a_price(fake_openai):
+def test_a_local_server_named_like_a_priced_model_is_unpriced(fake_openai):
+    """A local server called as openai/gpt-4o-mini is not gpt-4o-mini: its turns have no price."""
     fake_openai.model = "gpt-4o-mini"
     fake_openai.reply(content="ok", prompt_tokens=1000, completion_tokens=1000)
     model = LitellmModel("openai/gpt-4o-mini", api_base=fake_openai.base_url, api_key_env="FAKE_LLM_KEY")
-    r = model.query(MESSAGES, [])
-    assert isinstance(r.cost, float) and r.cost > 0
+    assert model.pricing == "unpriced"
+    assert model.query(MESSAGES, []).cost is None
+
+
+def test_given_prices_are_per_million_tokens(fake_openai):
+    fake_openai.reply(content="ok", prompt_tokens=3000, completion_tokens=1000)
+    r = make(fake_openai, price_in=0.5, price_out=2.0).query(MESSAGES, TOOLS)
+    assert r.cost == pytest.approx((3000 * 0.5 + 1000 * 2.0) / 1e6)
+    fake_openai.reply(content="ok", prompt_tokens=3000, completion_tokens=1000)
+    assert make(fake_openai, price_in=0.0, price_out=0.0).query(MESSAGES, TOOLS).cost == 0.0  # free, not unknown
+
+
+def test_at_the_providers_own_endpoint_the_names_price_is_used(fake_openai):
+    import litellm
+
+    fake_openai.model = "gpt-4o-mini"
+    fake_openai.reply(content="ok", prompt_tokens=1000, completion_tokens=1000)
+    response = litellm.completion(model="openai/gpt-4o-mini", api_base=fake_openai.base_url, api_key="x",
+                                  messages=MESSAGES)
+    official = LitellmModel("openai/gpt-4o-mini")  # no api_base: api.openai.com
+    assert official.pricing == "litellm" and official._cost(litellm, response, 1000, 1000) > 0
+    assert LitellmModel("openai/gpt-4o-mini", api_base="https://api.openai.com/v1").pricing == "litellm"
+
+
+def test_one_price_without_the_other_is_refused():
+    with pytest.raises(ValueError, match="price_in and price_out"):
+        LitellmModel("openai/fake-model", price_in=1.0)
 
 
 def test_rate_limit_then_success_is_retried(fake_openai):
@@ -110,12 +136,13 @@ def test_auth_error_is_not_retried_and_never_shows_the_key(fake_openai, status):
     assert e.value.__cause__ is None and e.value.__context__ is None
 
 
-def test_context_window_error_is_not_retried(fake_openai):
+def test_context_window_error_is_not_retried_and_names_the_flag(fake_openai):
     fake_openai.fail(400, "This model's maximum context length is 8192 tokens. However, your messages "
                           "resulted in 9000 tokens.", code="context_length_exceeded", times=2)
     with pytest.raises(ModelError) as e:
         make(fake_openai).query(MESSAGES, TOOLS)
     assert e.value.kind == "context_window" and len(fake_openai.chat_requests) == 1
+    assert "--context-tokens" in str(e.value) and "trim it" not in str(e.value) and "\n" not in str(e.value)
 
 
 def test_bad_request_is_not_retried(fake_openai):
@@ -171,7 +198,29 @@ def test_text_protocol_format_error_keeps_the_response(fake_openai):
 def test_context_window_from_litellm_or_override():
     assert LitellmModel("openai/gpt-4o-mini").context_window() == 128000
     assert LitellmModel("openai/fake-model").context_window() is None
-    assert LitellmModel("openai/fake-model", context_tokens=32768).context_window() == 32768
+    model = LitellmModel("openai/fake-model", context_tokens=32768)
+    assert (model.context_window(), model.window_source) == (32768, "context_tokens")
+
+
+def test_context_window_from_the_servers_models_list(fake_openai):
+    fake_openai.model_info = {"max_model_len": 8192}  # vLLM, SGLang
+    model = LitellmModel("hosted_vllm/fake-model", api_base=fake_openai.base_url)
+    assert (model.context_window(), model.window_source) == (8192, "server")
+    given = LitellmModel("hosted_vllm/fake-model", api_base=fake_openai.base_url, context_tokens=4096)
+    assert given.context_window() == 4096  # the flag wins over the server
+
+
+def test_llama_server_reports_its_context_size_in_props(fake_openai):
+    fake_openai.model_info = {"meta": {"n_ctx_train": 8192, "n_vocab": 49152}}
+    fake_openai.props = {"default_generation_settings": {"n_ctx": 4096}}  # started with -c 4096
+    assert LitellmModel("openai/fake-model", api_base=fake_openai.base_url).context_window() == 4096
+    fake_openai.props = None
+    assert LitellmModel("openai/fake-model", api_base=fake_openai.base_url).context_window() == 8192
+
+
+def test_a_server_that_reports_no_window_leaves_it_unknown(fake_openai):
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url)
+    assert (model.context_window(), model.window_source) == (None, "unknown")
 
 
 def test_config_rejects_unknown_settings():

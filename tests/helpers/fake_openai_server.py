@@ -2,7 +2,8 @@
 
 Script it with `reply(...)` (a chat completion, with content and/or tool calls) and `fail(...)`
 (an HTTP error, or a slow answer to trip a client timeout); each POST takes the next step.
-Every request is recorded (path, lower-cased headers, parsed body). When the script is empty it answers
+`model_info` adds fields to the model's GET /models entry (a window: {"max_model_len": 8192}), `props`
+answers GET /props (llama-server's). Every request is recorded (path, lower-cased headers, parsed body). When the script is empty it answers
 400 so a test that asks for more than it scripted fails fast instead of retrying.
 """
 
@@ -19,6 +20,8 @@ from typing import Any
 class FakeOpenAIServer:
     def __init__(self, model: str = "fake-model"):
         self.model = model
+        self.model_info: dict[str, Any] = {}  # more fields of the /models entry
+        self.props: dict[str, Any] | None = None  # GET /props, as llama-server answers it; None: 404
         self.script: deque[dict] = deque()
         self.requests: list[dict] = []
         self._lock = threading.Lock()
@@ -103,8 +106,10 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list",
-                                 "data": [{"id": server.model, "object": "model", "owned_by": "fake"}]})
+                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fake",
+                                                             **server.model_info}]})
+            elif self.path.rstrip("/") == "/props" and server.props is not None:
+                self._send(200, server.props)
             else:
                 self._send(404, {"error": {"message": f"no route {self.path}", "type": "error"}})
 

@@ -1,0 +1,76 @@
+"""`cuda-agent mcp TASK`: serve one task's run over the Model Context Protocol (stdio), so an agent
+such as Claude Code or Codex CLI drives the same tools, judge, limits and records as `optimize`'s
+model does (cuda_agent/mcp_server; docs/mcp.md). Needs the `mcp` extra: pip install 'cuda-agent[mcp]'.
+
+stdout is the protocol's; every line for a person goes to stderr (the client's server log).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from cuda_agent.cli_settings import (ALLOW_SHELL, MAX_STEPS, MAX_WALL, MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, fail,
+                                     keep_run_device, require_device, resolve_or_exit, run_flags)
+
+
+def mcp_command(
+    task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
+    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A finished run is left as it is: one line, and its exit code."),
+    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in)."),
+    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
+    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels (setting: eval.device; default cuda:0)."),
+    max_steps: Optional[int] = MAX_STEPS,
+    max_wall: Optional[float] = MAX_WALL,
+    allow_shell: bool = ALLOW_SHELL,
+    no_sandbox: bool = NO_SANDBOX,
+    no_compile: bool = NO_COMPILE,
+    memory_budget: Optional[float] = MEMORY_BUDGET,
+) -> None:
+    """The run starts with the client's first tool call and ends with `finish`, a limit, or the client
+    disconnecting; it is then re-verified and reported as `optimize`'s is. Exit codes (when the client
+    disconnects): as optimize's (0 improved, 1 correct, 3 none, 4 failed, 5 unscorable), 0 when no tool
+    was ever called (no run folder is made), 2 bad usage."""
+    from cuda_agent import install_hint
+    from cuda_agent.cli_optimize import _crashed, _new_run_folder
+    from cuda_agent.run import RunError, RunSpec, finished_line, finished_run, open_run
+
+    try:
+        import mcp  # noqa: F401  (the SDK: only this command needs it)
+    except ImportError:
+        fail(f"the MCP server needs the official mcp SDK: {install_hint('mcp')}")
+    if (task is None) == (resume is None):
+        fail("give a TASK to start a run, or --resume RUN_DIR to continue one, not both")
+    if resume is not None and (inputs is not None or allow_shell or no_compile):
+        fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
+    if resume is not None and (saved := finished_run(resume)[1]) is not None:
+        typer.echo(finished_line(saved), err=True)
+        raise typer.Exit(saved.exit_code)
+    resolved = resolve_or_exit(run_flags(
+        model=None, api_base=None, out=out, max_steps=max_steps, max_cost=None, max_tokens=None, max_wall=max_wall,
+        target_speedup=None, allow_shell=allow_shell, no_compile=no_compile, no_sandbox=no_sandbox, device=device,
+        memory_budget_gib=memory_budget))
+    settings = resolved.settings
+    if resume is not None:
+        keep_run_device(resolved, resume)
+    require_device(settings.eval.device)
+    spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
+                   workspace=None if resume is not None else _new_run_folder(settings.out, task, inputs))
+    try:
+        opened = open_run(spec, settings)
+    except RunError as e:
+        if spec.workspace is not None:  # the run folder made for it, left empty
+            with contextlib.suppress(OSError):
+                spec.workspace.parent.rmdir()
+        fail(str(e))
+    from cuda_agent.mcp_server.session import serve_task
+
+    run_dir = opened[0].workspace.root.parent
+    try:
+        done = serve_task(spec, settings, opened, settings_record=resolved.record())
+    except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
+        _crashed(e, run_dir)
+    raise typer.Exit(done.exit_code if done is not None else 0)

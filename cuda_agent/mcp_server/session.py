@@ -1,0 +1,73 @@
+"""One MCP session from start to end: what the client is offered, the server in its thread, and the
+run on the main thread once the first tools/call has come (run.run_task, with the client's bridge as
+the model and a trajectory writer that shows the bridge each record). After the run is finalized the
+server keeps answering (a later tools/call is told the run has ended) until the client disconnects.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from typing import Callable
+
+from cuda_agent.agent.prompts import skill_text, task_message
+from cuda_agent.mcp_server.bridge import BridgeWriter, ClientBridge
+from cuda_agent.mcp_server.server import McpSession, Offer, serve_in_thread
+from cuda_agent.run import TRAJECTORY, RunOutcome, RunSpec, run_task
+from cuda_agent.settings import Settings
+
+
+def make_offer(env, settings: Settings) -> Offer:
+    """The tools, prompt and skill a client is shown: the environment's own tool schemas (a resumed
+    run's tools are its own) and the task message the loop would give a model."""
+    ev = env.eval_config
+    prompt = task_message(env.reference_task(), device=ev.device, baselines=list(ev.baselines),
+                          limits=settings.limits.model_dump())
+    return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt, skill=skill_text())
+
+
+def ending_lines(done: RunOutcome) -> list[str]:
+    """How the run ended, as the call that ended it (finish, mostly) reports it to the client."""
+    v = done.verified
+    lines = [f"the run ended: {done.stop_reason} after {done.steps} steps; run folder: {done.run_dir}",
+             (f"best: version {done.best.version}, re-verified, reward {v.reward}, "
+              f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile, "
+              f"{v.speedup_vs_eager or 0:.2f}x vs eager"
+              if v and done.best else "no correct version passed re-verification")]
+    if done.report:
+        lines.append(f"report: {done.report}")
+    if done.dropin:
+        lines.append(f"drop-in: {done.dropin} (see its README.md)")
+    if done.error:
+        lines.append(f"error: {done.error}")
+    return lines
+
+
+def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: dict | None = None,
+               say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> RunOutcome | None:
+    """Serve the run `opened` (run.open_run's result for `spec`) until the client disconnects; the
+    loop starts with the first tools/call. None when no call ever came: nothing ran, and the run
+    folder of a new run is removed again (a client that connects at every start leaves no trace)."""
+    env = opened[0]
+    run_dir = env.workspace.root.parent
+    bridge = ClientBridge()
+    session = McpSession(make_offer(env, settings), bridge)
+    thread = serve_in_thread(session)
+    session.started.wait()
+    if not session.called:
+        thread.join()
+        env.close()
+        if spec.resume is None and not (run_dir / TRAJECTORY).exists():
+            shutil.rmtree(run_dir, ignore_errors=True)
+        return None
+    say(f"run folder: {run_dir} (driven by {bridge.name})")
+    try:
+        done = run_task(spec, settings, opened=opened, model=bridge, settings_record=settings_record,
+                        writer=lambda path, _: BridgeWriter(path, bridge))
+    except BaseException as e:  # the client hears it; the command says it and keeps the traceback
+        bridge.close([f"the run failed: {type(e).__name__}: {e}"], failed=True)
+        raise
+    bridge.close(ending_lines(done), summary=done.summary(), failed=done.error is not None)
+    say("; ".join(ending_lines(done)))
+    thread.join()
+    return done
