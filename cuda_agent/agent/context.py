@@ -1,11 +1,13 @@
 """Keeping the conversation inside the model's context window.
 
 When the history outgrows its budget, the stalest bulk goes first: old tool outputs, then kernel
-sources in old edit_file calls (the file on disk is the truth and view_file shows it again), oldest
-first within each kind, only until the history is back under the target. Never touched: the
-opening messages, the latest `keep_turns` turns and user messages. A shortened message keeps its
-tool_call_id or its calls, so every result still answers its call. If the untouchable part alone is
-over budget, the provider's context error ends the run (model_error:context_window). Trimming works
+sources in old edit_file calls (the file on disk is the truth and view_file shows it again), then
+the text of old replies, oldest first within each kind, only until the history is back under the
+target. Never touched: the opening messages (system prompt, task) and user messages; the latest
+`keep_turns` turns only when nothing else is left (`fit_messages`: 3, then 1, then none). A
+shortened message keeps its tool_call_id or its calls, so every result still answers its call. If
+what is never touched is still over budget, the loop stops the run before the query
+(model_error:context_window) with `too_long`'s advice: which flag or model would help. Trimming works
 on a copy and is idempotent; the trajectory keeps every full observation and argument, and
 `replay_trim` applies a `trim` record's notes to the full history again (agent/history.py).
 """
@@ -28,6 +30,8 @@ SOURCE_TOOLS = {"edit_file"}
 SOURCE_FIELDS = ("file_text", "new_str", "old_str")
 OBSERVATION_MARK = "[observation trimmed:"
 SOURCE_MARK = "[source trimmed:"
+REPLY_MARK = "[reply trimmed:"
+SHRINK_TURNS = (KEEP_TURNS, 1, 0)  # fit_messages: the latest turns kept whole, then fewer
 CHARS_PER_TOKEN = 3.5
 
 
@@ -38,7 +42,7 @@ class TrimNote(BaseModel):
     role: Literal["tool", "assistant"]
     tool: str
     call_id: str
-    what: Literal["observation", "source"]
+    what: Literal["observation", "source", "reply"]
     field: str | None = None  # the argument, for a source
     chars: int  # length of the text that was replaced
 
@@ -79,39 +83,89 @@ def counter_for(model) -> TokenCounter:
     return count
 
 
-def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
-    """Tokens the history may take: FRACTION of the window, less room for the answer and the tool
-    schemas sent with every request; None when the model does not say its window."""
+def budget_parts(model, tools: list[dict], count_tokens: TokenCounter) -> tuple[int, int, int] | None:
+    """(window, tokens kept for the answer, tokens of the tool schemas), or None: the window is unknown."""
     window = model.context_window()
     if not window:
         return None
     answer = getattr(getattr(model, "config", None), "max_tokens", None) or ANSWER_TOKENS
     answer = min(answer, window // 4)  # a small window still leaves room for the history
     schemas = count_tokens([{"role": "system", "content": json.dumps(tools)}]) if tools else 0
+    return window, answer, schemas
+
+
+def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
+    """Tokens the history may take: FRACTION of the window, less room for the answer and the tool
+    schemas sent with every request; None when the model does not say its window."""
+    parts = budget_parts(model, tools, count_tokens)
+    if parts is None:
+        return None
+    window, answer, schemas = parts
     return max(0, int(window * FRACTION) - answer - schemas)
+
+
+_WINDOW_FROM = {"context_tokens": "given by --context-tokens", "server": "as its server reports it",
+                "litellm": "from litellm's table"}
+
+
+def too_long(model, tools: list[dict], count_tokens: TokenCounter, needed: int, budget: int, turns: int) -> str:
+    """One line for a conversation that does not fit even trimmed: the sizes, and which flag or
+    model would help."""
+    window, answer, schemas = budget_parts(model, tools, count_tokens) or (0, 0, 0)
+    source = getattr(model, "window_source", None)
+    what = ("the system prompt and the task need" if turns == 0
+            else "the conversation needs, with every old observation and reply trimmed,")
+    given = getattr(getattr(model, "config", None), "max_tokens", None)
+    fixes = ["give a larger --context-tokens if the server has more (llama.cpp: start it with a larger --n_ctx)"
+             if source == "context_tokens" else "start the server with a larger window and give it as --context-tokens N",
+             f"a smaller --max-output-tokens ({answer} tokens are kept for the reply{'' if given else ' by default'})",
+             "or a model with a larger window"]
+    return (f"{what} about {needed} tokens, more than {model.name}'s window of {window} tokens "
+            f"({_WINDOW_FROM.get(source, 'as the model says')}) leaves for them: {budget} "
+            f"({FRACTION:.0%} of it, less {answer} for the reply and {schemas} for the tool schemas); "
+            + ", ".join(fixes))
+
+
+def fit_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = approx_tokens, *,
+                 target_tokens: int | None = None) -> tuple[list[dict], list[TrimNote], int]:
+    """`messages` trimmed to `budget_tokens`, the latest turns kept whole while that is enough
+    (SHRINK_TURNS), what was shortened, and the tokens left (over the budget: it cannot fit)."""
+    out, notes = messages, []
+    for keep in SHRINK_TURNS:
+        out, more, tokens = _trim(out, budget_tokens, count_tokens, target_tokens, keep)
+        notes += more
+        if tokens <= budget_tokens:
+            break
+    return out, notes, tokens
 
 
 def trim_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = approx_tokens, *,
                   target_tokens: int | None = None, keep_turns: int = KEEP_TURNS) -> tuple[list[dict], list[TrimNote]]:
     """`messages` shortened when over `budget_tokens`, down to `target_tokens` (default: the budget;
     a lower target makes passes rarer), and what was shortened. The input is not changed."""
+    out, notes, _ = _trim(messages, budget_tokens, count_tokens, target_tokens, keep_turns)
+    return out, notes
+
+
+def _trim(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter, target_tokens: int | None,
+          keep_turns: int) -> tuple[list[dict], list[TrimNote], int]:
     counts = [count_tokens([m]) for m in messages]
     out = list(messages)
     if sum(counts) <= budget_tokens:
-        return out, []
+        return out, [], sum(counts)
     target = budget_tokens if target_tokens is None else min(target_tokens, budget_tokens)
     start, stop = _open_span(messages, keep_turns)
     names = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
     notes: list[TrimNote] = []
-    for shorten in (_shorten_observation, _shorten_sources):  # every old observation before any source
+    for shorten in (_shorten_observation, _shorten_sources, _shorten_reply):  # every old observation first
         for i in range(start, stop):
             if sum(counts) <= target:
-                return out, notes
+                return out, notes, sum(counts)
             new, found = shorten(out[i], i, names)
             if found:
                 out[i], counts[i] = new, count_tokens([new])
                 notes.extend(found)
-    return out, notes
+    return out, notes, sum(counts)
 
 
 def _open_span(messages: list[dict], keep_turns: int) -> tuple[int, int]:
@@ -161,6 +215,19 @@ def _shorten_sources(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list
     return ({**m, "tool_calls": calls} if notes else m), notes
 
 
+def _shorten_reply(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[TrimNote]]:
+    """An old reply's text (a small model's rambling, a text-protocol action already answered); its
+    calls stay, so their results still answer them."""
+    content = m.get("content")
+    if m.get("role") != "assistant" or not isinstance(content, str) or len(content) < MIN_CHARS \
+            or content.startswith(REPLY_MARK):
+        return m, []
+    first = (m.get("tool_calls") or [{}])[0]
+    note = TrimNote(index=i, role="assistant", tool=first.get("function", {}).get("name", ""),
+                    call_id=first.get("id", ""), what="reply", chars=len(content))
+    return {**m, "content": f"{REPLY_MARK} {len(content)} chars]"}, [note]
+
+
 def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
     """`messages` (the history rebuilt from the trajectory) shortened as a `trim` record's `removed`
     notes say, with the same shortening the loop made, so the texts are the ones the model was sent.
@@ -172,7 +239,8 @@ def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
         role, call_id = note.get("role"), note.get("call_id", "")
         i = _find(out, note.get("index", -1), role, call_id)
         if i is not None:
-            shorten = _shorten_observation if note.get("what") == "observation" else _shorten_sources
+            shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(note.get("what"),
+                                                                                         _shorten_sources)
             out[i] = shorten(out[i], i, names)[0]
     return out
 
@@ -183,8 +251,12 @@ def _find(messages: list[dict], index: int, role: str | None, call_id: str) -> i
             return False
         if role == "tool":
             return m.get("tool_call_id") == call_id
+        if not call_id:  # a reply that made no call: only its index tells
+            return True
         return any(c.get("id") == call_id for c in m.get("tool_calls") or [])
 
     if 0 <= index < len(messages) and holds(messages[index]):
         return index
+    if not call_id:
+        return None
     return next((i for i, m in enumerate(messages) if holds(m)), None)

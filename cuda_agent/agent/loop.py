@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable
 
 from pydantic import ValidationError
 
-from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, trim_messages
+from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, fit_messages, too_long
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import protocol_of, run_config, run_header
@@ -183,16 +183,19 @@ class Agent:
                                            status="skipped", data={"skipped": reason}))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
 
-    def _trim(self) -> None:
+    def _trim(self) -> None:  # a history that cannot fit stops the run here, saying what would help
         if self.budget is None:
             return
-        trimmed, notes = trim_messages(self.messages, self.budget, self.count_tokens,
-                                       target_tokens=int(self.budget * LOW_WATER))
+        trimmed, notes, tokens = fit_messages(self.messages, self.budget, self.count_tokens,
+                                              target_tokens=int(self.budget * LOW_WATER))
         if notes:
             self.writer.write(Trim(step=self.turns, removed=[n.model_dump() for n in notes],
                                    tokens_before=self.count_tokens(self.messages),
                                    tokens_after=self.count_tokens(trimmed)))
             self.messages = trimmed
+        if tokens > self.budget:
+            raise ModelError("context_window", too_long(self.model, self.tools, self.count_tokens, tokens, self.budget,
+                                                        self.turns))
 
     def _resume(self, s: ResumeState) -> None:
         """Continue from a rebuilt history: counters restored, the marker and resume's records written."""

@@ -8,8 +8,9 @@ import json
 
 import pytest
 
-from cuda_agent.agent.context import (ANSWER_TOKENS, KEEP_TURNS, OBSERVATION_MARK, SOURCE_MARK, TrimNote,
-                                      approx_tokens, context_budget, counter_for, trim_messages)
+from cuda_agent.agent.context import (ANSWER_TOKENS, KEEP_TURNS, OBSERVATION_MARK, REPLY_MARK, SOURCE_MARK,
+                                      TrimNote, approx_tokens, context_budget, counter_for, fit_messages, replay_trim,
+                                      trim_messages)
 from cuda_agent.agent.scripted_model import ScriptedModel
 from test_loop import call, env, run, turn  # noqa: F401,F811  (env: the loop tests' fixture)
 
@@ -206,3 +207,65 @@ def test_the_loop_trims_before_a_query_and_records_what_it_shortened(env, tmp_pa
     assert all(r.observation.startswith("notes.txt: lines 1-80") for r in records
                if r.type == "tool_result" and r.name == "view_file")
     assert_paired(seen)
+
+
+RAMBLE = "I think the kernel should be faster because " * 40  # ~1.8k chars: a small model's reply
+
+
+def test_fit_shortens_old_replies_then_the_latest_turns_and_says_what_is_left():
+    messages = conversation()
+    for m in messages:
+        if m["role"] == "assistant":
+            m["content"] = RAMBLE
+    opening = chars(messages[:2]) + len("try float4 loads")
+    # everything that may go, goes: every observation, source and reply, the latest turns included
+    out, notes, tokens = fit_messages(messages, opening + 100, chars)
+    assert tokens == chars(out) > opening + 100  # it cannot fit: what is left is said, the loop stops
+    assert {n.what for n in notes} == {"observation", "source", "reply"}
+    assert out[:2] == messages[:2] and out[-1] == messages[-1]  # system, task and the user's message whole
+    assert all(m["content"] == f"{REPLY_MARK} {len(RAMBLE)} chars]" for m in out if m["role"] == "assistant")
+    assert_paired(out)
+    # a budget the old turns can meet leaves the latest KEEP_TURNS whole; one they cannot meet does not
+    roomy = chars(messages) - 3 * len(LOG)
+    out, notes, tokens = fit_messages(messages, roomy, chars)
+    assert tokens <= roomy and protected(out) == protected(messages)
+    tight = chars(protected(messages)) + 100
+    out, notes, tokens = fit_messages(messages, tight, chars)
+    assert tokens <= tight and protected(out) != protected(messages)
+    latest = max(i for i, m in enumerate(messages) if m["role"] == "assistant")
+    assert out[latest + 2]["content"] == LOG  # only as much as needed: the very latest result is whole
+    # the notes replay onto the full history as the model saw it (resume, export)
+    assert replay_trim(messages, [n.model_dump() for n in notes]) == out
+
+
+def test_a_reply_without_calls_is_replayed_by_its_index():
+    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "T"},
+                {"role": "assistant", "content": RAMBLE}, {"role": "user", "content": "Format error"},
+                {"role": "assistant", "content": RAMBLE}]
+    out, notes, _ = fit_messages(messages, chars(messages) - len(RAMBLE) + 100, chars)
+    assert [(n.what, n.index, n.call_id) for n in notes] == [("reply", 2, "")]
+    assert replay_trim(messages, [n.model_dump() for n in notes]) == out
+
+
+def test_the_loop_stops_before_a_query_that_cannot_fit_and_says_which_flag_helps(env, tmp_path):
+    model = ScriptedModel([turn(call("finish", summary="x"))], context_tokens=4096)
+    model.count_tokens = lambda ms: 10_000 if any(m["role"] == "system" for m in ms) else 10
+    _, result, records = run(env, tmp_path, [], model=model)
+    assert result.stop_reason == "model_error:context_window" and model.calls == []  # never sent
+    said = records[-1].error
+    assert "the system prompt and the task need about 10010 tokens" in said and "\n" not in said
+    assert "window of 4096 tokens" in said and "--context-tokens" in said and "--max-output-tokens" in said
+
+
+def test_a_small_model_that_rambles_is_trimmed_not_stopped(env, tmp_path):
+    """Long replies without an action: old replies are shortened, the run goes on to its own end."""
+    rambles = [turn(content=RAMBLE * 2) for _ in range(2)]
+    script = [*rambles, turn(call("list_files")), *rambles, turn(call("finish", summary="x"))]
+    model = ScriptedModel(script, context_tokens=4096)  # budget 3481 - 1024 = 2457 tokens, approx_tokens
+    model.count_tokens = lambda ms: approx_tokens([{**m, "content": m["content"][:1000]} if m["role"] == "system"
+                                                   else m for m in ms])  # whatever the system prompt's size
+    _, result, records = run(env, tmp_path, [], model=model, max_format_errors=5)
+    assert result.stop_reason == "finished", records[-1].error
+    trims = [n for r in records if r.type == "trim" for n in r.removed]
+    assert "reply" in {n["what"] for n in trims}
+    assert all(approx_tokens(c["messages"][1:]) < 2457 for c in model.calls)
