@@ -40,6 +40,7 @@ async def session(out: Path) -> dict:
         seen["tools"] = {t.name: t for t in (await c.list_tools()).tools}
         resources = (await c.list_resources()).resources
         seen["skill"] = (await c.read_resource(resources[0].uri)).contents[0].text
+        seen["prompts"] = [p.name for p in (await c.list_prompts()).prompts]
         seen["prompt"] = (await c.get_prompt("task")).messages[0].content.text
         seen["bad"] = await c.call_tool("edit_file", {"mode": "create"})
         for path in ("kernels/scale_add.cu", "model_new.py"):
@@ -62,7 +63,7 @@ def test_a_client_drives_a_whole_run_with_the_shape_of_an_optimize_run(tmp_path)
     assert "shell" not in seen["tools"]
     assert seen["tools"]["finish"].input_schema["properties"]["summary"]
     assert "SKILL" in seen["skill"] or "kernels/" in seen["skill"]
-    assert "get_inputs" in seen["prompt"] or "class Model" in seen["prompt"]
+    assert seen["prompts"] == ["task", "system"] and "class Model" in seen["prompt"]
     # a bad argument: the registry's one-line error, as an error result
     bad = text(seen["bad"])
     assert seen["bad"].is_error and "edit_file" in bad and len(bad.strip().splitlines()) == 1, bad
@@ -118,3 +119,24 @@ def test_a_client_that_disconnects_ends_the_run_which_is_still_finalized(tmp_pat
     assert records[-1].stop_reason == "client_disconnected" and records[-1].steps == 1
     outcome = json.loads((run_dir / "outcome.json").read_text())  # written after finalizing, as optimize's
     assert outcome["stop_reason"] == "client_disconnected" and outcome["verified"] is None
+
+
+async def calls(params: StdioServerParameters, *names: str) -> list[types.CallToolResult]:
+    async with Client(params, client_info=CLIENT, read_timeout_seconds=300) as c:
+        return [await c.call_tool(name, {"summary": "stopping here"} if name == "finish" else {}) for name in names]
+
+
+def test_a_limit_ends_the_run_on_the_call_that_reached_it_and_resume_serves_it_again(tmp_path):
+    out = tmp_path / "runs"
+    first, second = anyio.run(calls, server(out, "--max-steps", "2"), "list_files", "list_files")
+    assert not first.is_error and "ended" not in text(first)
+    assert "the run ended: max_steps after 2 steps" in text(second), text(second)
+    (run_dir,) = list(out.iterdir())
+    assert read_trajectory(run_dir / "trajectory.jsonl")[-1].stop_reason == "max_steps"
+    resumed = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
+                                    args=["-m", "cuda_agent.cli", "mcp", "--resume", str(run_dir), "--max-steps", "4"])
+    (finish,) = anyio.run(calls, resumed, "finish")
+    assert "the run ended: finished after 3 steps" in text(finish), text(finish)
+    records = read_trajectory(run_dir / "trajectory.jsonl")
+    assert [r.model for r in records if r.type == "resume"] == ["mcp:test-client/9.1"]
+    assert records[-1].stop_reason == "finished"

@@ -35,17 +35,18 @@ from cuda_agent.agent.protocol import ToolCall
 from cuda_agent.mcp_server.bridge import Answer, ClientBridge
 
 SKILL_URI = "cuda-agent://skill/SKILL.md"
-PROMPT = "task"
+PROMPT, SYSTEM = "task", "system"
 
 
 @dataclass
 class Offer:
     """What the server shows before the run starts: the task's name, the tools (OpenAI function
-    schemas, as the loop gives its model), the task message and SKILL.md."""
+    schemas, as the loop gives its model), the task and system messages and SKILL.md."""
 
     task_name: str
     tools: list[dict]
     prompt: str
+    system: str
     skill: str
 
 
@@ -58,8 +59,9 @@ def client_name(info) -> str:
 
 def instructions(offer: Offer) -> str:
     return (f"cuda-agent: write a CUDA kernel for the task {offer.task_name!r} that is verified correct and "
-            f"faster than torch.compile. Read the prompt {PROMPT!r} (the task) and the resource SKILL.md (the "
-            "workspace's conventions); then edit files, compile, verify, benchmark and profile with these "
+            f"faster than torch.compile. Read the prompt {PROMPT!r} (the task), the prompt {SYSTEM!r} (the role, "
+            "the reward and the rules the judge enforces) and the resource SKILL.md (the workspace's "
+            "conventions); then edit files, compile, verify, benchmark and profile with these "
             "tools, and call finish when done. Every call is judged and recorded; the best verified version "
             "is re-verified at the end.")
 
@@ -119,15 +121,22 @@ class McpSession:
         return types.ReadResourceResult(contents=[types.TextResourceContents(
             uri=SKILL_URI, mime_type="text/markdown", text=self.offer.skill)])
 
+    def _prompts(self) -> dict[str, tuple[str, str]]:
+        return {PROMPT: (f"The task {self.offer.task_name!r}: its source, inputs, goal and limits.", self.offer.prompt),
+                SYSTEM: ("The system message the built-in agent loop gives its model: the role, the reward, "
+                         "how the tools are used and the rules the judge enforces.", self.offer.system)}
+
     async def _list_prompts(self, ctx, params) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[types.Prompt(
-            name=PROMPT, description=f"The task {self.offer.task_name!r}: its source, inputs, goal and limits.")])
+        return types.ListPromptsResult(prompts=[types.Prompt(name=name, description=about)
+                                                for name, (about, _) in self._prompts().items()])
 
     async def _get_prompt(self, ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
-        if params.name != PROMPT:
-            raise MCPError(types.INVALID_PARAMS, f"no prompt {params.name!r}; the one prompt is {PROMPT!r}")
-        return types.GetPromptResult(description=f"the task {self.offer.task_name!r}", messages=[
-            types.PromptMessage(role="user", content=types.TextContent(type="text", text=self.offer.prompt))])
+        prompts = self._prompts()
+        if params.name not in prompts:
+            raise MCPError(types.INVALID_PARAMS, f"no prompt {params.name!r}; the prompts are {', '.join(prompts)}")
+        about, text = prompts[params.name]
+        return types.GetPromptResult(description=about, messages=[
+            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
 
 
 def serve_in_thread(session: McpSession) -> threading.Thread:

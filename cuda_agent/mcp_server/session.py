@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import Callable
 
-from cuda_agent.agent.prompts import skill_text, task_message
+from cuda_agent.agent.prompts import skill_text, system_message, task_message
 from cuda_agent.mcp_server.bridge import BridgeWriter, ClientBridge
 from cuda_agent.mcp_server.server import McpSession, Offer, serve_in_thread
 from cuda_agent.run import TRAJECTORY, RunOutcome, RunSpec, run_task
@@ -18,12 +18,13 @@ from cuda_agent.settings import Settings
 
 
 def make_offer(env, settings: Settings) -> Offer:
-    """The tools, prompt and skill a client is shown: the environment's own tool schemas (a resumed
-    run's tools are its own) and the task message the loop would give a model."""
+    """What a client is shown: the environment's own tool schemas (a resumed run's tools are its own),
+    the task and system messages the loop would give a model, SKILL.md."""
     ev = env.eval_config
     prompt = task_message(env.reference_task(), device=ev.device, baselines=list(ev.baselines),
                           limits=settings.limits.model_dump())
-    return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt, skill=skill_text())
+    return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt,
+                 system=system_message(native_tools=True), skill=skill_text())
 
 
 def ending_lines(done: RunOutcome) -> list[str]:
