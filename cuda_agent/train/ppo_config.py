@@ -38,7 +38,7 @@ class PPOConfig(BaseModel):
     clip_ratio_low: float = 0.2
     clip_ratio_high: float = 0.28
     max_turns: int = Field(150, ge=1)  # model turns per episode
-    context_length: int = Field(131072, ge=2)  # tokens: prompt + every turn and observation
+    context_length: int = Field(131072, ge=2)  # prompt + every turn and observation; <= the model's positions
     prompt_length: int = Field(16384, ge=1)  # of it, the first prompt (system message with SKILL.md, the task)
     experiment: str = "cuda-agent-ppo"
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)

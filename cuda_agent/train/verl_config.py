@@ -10,12 +10,16 @@ against verl's own, written to a folder, and the command that launches it (docs/
 The check: our values are applied to verl's ppo_trainer (composed with hydra) in struct mode, so a
 key verl does not have fails, named, in one line (`+key` adds one on purpose, as on hydra's command
 line). Where the model is a folder here, verl's own validate_config (batch sizes against GPUs, the
-model's config) runs too; elsewhere it runs at launch. verl and hydra are imported inside functions.
+model's config) runs too; elsewhere it runs at launch. Where the policy's or the critic's
+config.json is here (a folder, or a hub id in the local cache), prompt + response length is checked
+against the model's maximum positions (check_positions), which verl does not do: a 131k context on
+an 8k model would pass silently. verl and hydra are imported inside functions.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import shlex
 import sys
 from dataclasses import dataclass, field
@@ -117,6 +121,80 @@ def check_with_verl(cfg) -> str | None:
     return None
 
 
+POSITION_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length", "max_seq_len")
+
+
+def model_positions(config: dict) -> tuple[int, str] | None:
+    """The most tokens one sequence may hold by a model's config (config.json as a dict, with verl's
+    override_config merged in) and the key that says so; a RoPE scaling factor multiplies it, as vLLM
+    derives its max_model_len; None when the config names no limit."""
+    for c in (config, config.get("text_config") or {}):
+        key = next((k for k in POSITION_KEYS if isinstance(c.get(k), int)), None)
+        if key is None:
+            continue
+        rope = c.get("rope_scaling") or {}
+        factor = rope.get("factor") if isinstance(rope, dict) else None
+        if isinstance(factor, (int, float)) and factor > 1 and rope.get("rope_type", rope.get("type")) not in (
+                "llama3", "longrope", "su", "mrope"):  # these already state their full window
+            base = rope.get("original_max_position_embeddings") or c[key]
+            return max(c[key], int(base * factor)), f"{key} with rope_scaling factor {factor}"
+        return c[key], key
+    return None
+
+
+def model_config_file(model: str) -> Path | None:
+    """The model's config.json here: in its folder, or in the Hugging Face cache for a hub id."""
+    folder = Path(model).expanduser()
+    if (folder / "config.json").is_file():
+        return folder / "config.json"
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        found = try_to_load_from_cache(model, "config.json")
+    except Exception:  # not a hub id, or no hub client: not checked here
+        return None
+    return Path(found) if isinstance(found, str) else None
+
+
+def check_positions(cfg, overrides: dict[str, Any]) -> list[str]:
+    """Prompt + response length (and the rollout's max_model_len) against the policy's and the
+    critic's maximum positions; PPOConfigError names the setting to change. Notes for a model
+    whose config is not here."""
+    from omegaconf import OmegaConf
+
+    prompt, response = int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
+    by_override = [k for k in ("data.max_prompt_length", "data.max_response_length")
+                   if k in overrides or f"+{k}" in overrides]
+    change = (f"lower the overrides {' and '.join(by_override)}" if by_override else
+              "set context_length to at most {n} (and prompt_length below it) in the config file")
+    notes, seen = [], set()
+    for role, model in (("policy", cfg.actor_rollout_ref.model), ("critic", cfg.critic.model)):
+        path = str(model.path)
+        if path in seen:  # the critic starts from the policy's model
+            continue
+        seen.add(path)
+        file = model_config_file(path)
+        if file is None:
+            notes.append(f"the {role}'s maximum positions are not checked here: {path} has no config.json here")
+            continue
+        config = {**json.loads(file.read_text(encoding="utf-8")),
+                  **(OmegaConf.to_container(model.override_config) if model.get("override_config") else {})}
+        found = model_positions(config)
+        if found is None:
+            notes.append(f"the {role}'s config ({file}) names no maximum positions: the length is not checked")
+            continue
+        n, key = found
+        if prompt + response > n:
+            raise PPOConfigError(f"prompt + response length ({prompt} + {response} = {prompt + response} tokens) "
+                                 f"is more than the {role} model's maximum positions ({n}, {key} in {file}): "
+                                 + change.format(n=n))
+        max_model_len = cfg.actor_rollout_ref.rollout.get("max_model_len")
+        if role == "policy" and max_model_len is not None and int(max_model_len) > n:
+            raise PPOConfigError(f"actor_rollout_ref.rollout.max_model_len ({max_model_len}) is more than the "
+                                 f"policy model's maximum positions ({n}, {key} in {file}): lower that override")
+    return notes
+
+
 @dataclass
 class PPORun:
     out: Path
@@ -134,6 +212,7 @@ def write_run(cfg: PPOConfig, out: Path) -> PPORun:
     out = Path(out).resolve()
     values = verl_values(cfg, out)
     composed = compose_verl(values)
+    notes = check_positions(composed, cfg.overrides)
     note = check_with_verl(composed)
     out.mkdir(parents=True, exist_ok=True)
     tools, loops, main = out / "tools.yaml", out / "agent_loops.yaml", out / f"{CONFIG_NAME}.yaml"
@@ -146,7 +225,7 @@ def write_run(cfg: PPOConfig, out: Path) -> PPORun:
     main.write_text(header + _yaml(body))
     compose_written(out)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(out), "--config-name", CONFIG_NAME]
-    return PPORun(out=out, files=[main, tools, loops], command=command, notes=[note] if note else [])
+    return PPORun(out=out, files=[main, tools, loops], command=command, notes=([note] if note else []) + notes)
 
 
 def compose_written(out: Path):

@@ -14,7 +14,8 @@ from cuda_agent.settings import ToolSettings  # noqa: E402
 from cuda_agent.cli import app  # noqa: E402
 from cuda_agent.tools.registry import default_tools, schemas  # noqa: E402
 from cuda_agent.train.verl_config import compose_written  # noqa: E402
-from verl_fixtures import cpu_parquet, tiny_model  # noqa: E402,F401
+from cuda_agent.train.verl_config import model_positions  # noqa: E402
+from verl_fixtures import cpu_parquet, smollm2_model, tiny_model  # noqa: E402,F401
 
 
 def ppo(*args: str):
@@ -79,6 +80,7 @@ def test_a_key_verl_does_not_have_is_one_line_and_plus_adds_it(tmp_path):
     r = ppo("--config", str(config), "--out", str(tmp_path / "v"), "--dry-run")
     assert r.exit_code == 0, r.output
     assert "run at launch: Qwen/Qwen3-8B is not a model folder here" in r.stderr  # a hub id: checked on the cluster
+    assert "the policy's maximum positions are not checked here: Qwen/Qwen3-8B has no config.json here" in r.stderr
     cfg = compose_written(tmp_path / "v")
     assert cfg.trainer.bogus_key == 1 and cfg.actor_rollout_ref.rollout.tensor_model_parallel_size == 4
     assert cfg.actor_rollout_ref.rollout.name == "sglang" and cfg.actor_rollout_ref.model.path == "Qwen/Qwen3-8B"
@@ -119,3 +121,44 @@ def test_without_dry_run_the_printed_command_runs_and_its_exit_code_is_ours(tmp_
     r = ppo("--config", str(config))
     assert r.exit_code == 7 and len(ran) == 1
     assert r.stdout.strip().splitlines()[-1] == " ".join(ran[0])
+
+
+def test_the_length_is_checked_against_the_models_maximum_positions(tmp_path, smollm2_model):
+    """SmolLM2-135M has 8,192 positions: the default 131,072 context does not fit, and says what to change."""
+    import json
+
+    assert json.loads((smollm2_model / "config.json").read_text())["max_position_embeddings"] == 8192
+    config = tmp_path / "ppo.yaml"
+    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\n")
+    line = one_error_line(ppo("--config", str(config), "--dry-run"))
+    assert "(16384 + 114688 = 131072 tokens) is more than the policy model's maximum positions (8192, " \
+           "max_position_embeddings in" in line and line.endswith("set context_length to at most 8192 (and "
+                                                                  "prompt_length below it) in the config file")
+    assert not (tmp_path / "ppo-verl").exists()
+    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\ncontext_length: 8192\nprompt_length: 4096\n")
+    r = ppo("--config", str(config), "--dry-run")
+    assert r.exit_code == 0, r.output
+    # an override of verl's own lengths is named as the thing to change; a rope override widens the window
+    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\ncontext_length: 8192\nprompt_length: 4096\n"
+                      "overrides:\n  data.max_response_length: 8192\n")
+    assert one_error_line(ppo("--config", str(config), "--dry-run")).endswith(
+        "lower the overrides data.max_response_length")
+    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\noverrides:\n"
+                      "  +actor_rollout_ref.model.override_config.max_position_embeddings: 131072\n")
+    r = ppo("--config", str(config), "--dry-run")
+    assert r.exit_code == 0, r.output
+
+
+@pytest.mark.parametrize("config, positions", [
+    ({"max_position_embeddings": 8192}, (8192, "max_position_embeddings")),
+    ({"n_positions": 1024}, (1024, "n_positions")),
+    ({"text_config": {"max_position_embeddings": 4096}}, (4096, "max_position_embeddings")),
+    ({"max_position_embeddings": 32768, "rope_scaling": {"type": "yarn", "factor": 4.0,
+                                                         "original_max_position_embeddings": 32768}},
+     (131072, "max_position_embeddings with rope_scaling factor 4.0")),
+    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+     (131072, "max_position_embeddings")),
+    ({"vocab_size": 10}, None),
+])
+def test_model_positions_from_a_config(config, positions):
+    assert model_positions(config) == positions

