@@ -14,7 +14,8 @@ Three kinds of process, and no process that ever ran candidate Python holds judg
 Order of one evaluation: static guards -> build -> native audit -> record plans -> n input sets
 (fresh seeds; reference here; outputs poisoned and compared here; inputs checked for mutation)
 -> timing on fresh sets (a loop the parent's clock brackets; the timed outputs checked too)
--> baselines (cached) -> milestone reward.
+-> baselines (cached; or timed beside the candidate in interleaved rounds: EvalConfig.baseline_rounds)
+-> milestone reward.
 
 This module holds the order and the score; the steps live beside it: spares.py (the recorder and
 judge processes), recording.py (plans), correctness_phase.py, timing_phase.py (candidate and baselines).
@@ -154,7 +155,8 @@ class Evaluator:
         if seeds and verdict.status == "correct" and not verdict.failing_findings:
             # after the candidate's processes are gone: their GPU memory is free for the baselines'
             t = time.perf_counter()
-            fill_baselines(self, seeds, verdict)
+            if verdict.baselines is None:  # not timed beside the candidate (timing_phase.interleave)
+                fill_baselines(self, seeds, verdict, fresh=bool(self.cfg.baseline_rounds))
             seconds["baselines"] = time.perf_counter() - t
         return self._scored(verdict, seconds, t_start)
 

@@ -13,6 +13,15 @@ EXIT_CODES = {"correct": 0, "incorrect": 1, "guard_violation": 1, "compile_error
               "unscorable": 5, "error": 5}
 
 
+# after the baselines' line in what the model reads: where those figures come from
+BASELINE_SOURCE = {
+    "cached": (" (cached: timed once for this task and GPU and reused by every benchmark until the final "
+               "re-verification, which times them again beside your kernel)"),
+    "fresh": " (timed again after your kernel, not cached)",
+    "interleaved": " (timed again beside your kernel, in interleaved rounds)",
+}
+
+
 def _ms(t: Timing | None) -> str:
     return "-" if t is None else f"{t.median_ms:.4f} ms [{t.p20_ms:.4f}-{t.p80_ms:.4f}] n={t.reps}"
 
@@ -81,7 +90,7 @@ def verdict_text(v: Verdict) -> str:
     if v.timing:
         lines.append(f"time: {_ms(v.timing)}")
     if v.eager or v.compiled:
-        lines.append(f"eager: {_ms(v.eager)}; torch.compile: {_ms(v.compiled)}")
+        lines.append(f"eager: {_ms(v.eager)}; torch.compile: {_ms(v.compiled)}" + BASELINE_SOURCE.get(v.baselines, ""))
     if v.speedup_vs_eager is not None or v.speedup_vs_compile is not None:
         lines.append(f"speedup: {_x(v.speedup_vs_eager)} vs eager, {_x(v.speedup_vs_compile)} vs torch.compile")
     for f in v.findings:

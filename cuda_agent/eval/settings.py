@@ -26,6 +26,9 @@ class EvalConfig(BaseModel):
     timeout_s: float = 120.0  # per worker request (load, one input set, timing)
     baseline_timeout_s: float = 900.0  # torch.compile can take minutes on big graphs
     baselines: list[str] = ["eager", "compile"]
+    # 0: baselines from the cache (timed once per task, GPU and torch version). N: timed again in
+    # every timed evaluation, in N rounds of candidate, eager, compile (the final re-verification)
+    baseline_rounds: int = Field(0, ge=0)
     compile_mode: str = "default"
     timing: TimingConfig = TimingConfig()
     tolerances: Tolerances = Tolerances()

@@ -1,5 +1,8 @@
 """The timing phase of an evaluation: the candidate on input sets correctness never showed, in a
-loop the parent's clock brackets, then the eager and torch.compile baselines (cached)."""
+loop the parent's clock brackets, then the eager and torch.compile baselines: cached (timed once
+per task, GPU and torch version) during a run; timed again beside the candidate, in interleaved
+rounds (candidate, eager, compile), where `baseline_rounds` asks for it (the final re-verification),
+so one baseline sample taken hours earlier cannot decide a reward near the 5% line."""
 
 from __future__ import annotations
 
@@ -62,19 +65,14 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
         return []
     per_call = max(float(resp.get("per_call_ms") or 1e-3), 1e-3)
     reps = int(min(cfg.max_reps, max(cfg.min_reps, cfg.budget_ms / per_call)))
-    with device_lock(ev.cache_dir / "locks", ev.device):
-        t0 = time.perf_counter()
-        resp = judge.request({"op": "time_loop", "reps": reps, "nvml_index": nvml_index(ev.device)},
-                             ev.cfg.timeout_s + cfg.budget_ms / 1e3 * 4)
-        wall_ms = (time.perf_counter() - t0) * 1e3
-    if not resp.get("ok"):
-        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+    verdict.timing = _timed_loop(ev, judge, reps, verdict)
+    if verdict.timing is None:
         return []
-    timing = Timing(**resp["timing"])
-    verdict.timing = timing
-    verdict.findings += checks.side_work(timing)
-    verdict.findings += checks.wall_clock_bound(timing, wall_ms, reps, ev.overhead_ms,
-                                                per_rep_slack_ms=0.05 if ev.cuda else 1.0)
+    seeds = [k["seed"] for k in kept]
+    if ev.cfg.baseline_rounds and not verdict.failing_findings and _both_fit(ev, per_set * len(kept)):
+        interleave(ev, judge, reps, seeds, verdict)
+        if verdict.status != "correct":
+            return []
     files = [checks.output_files(judge.scratch, f"timed{k}", len(s["plan"]["outputs"])) for k, s in enumerate(kept)]
     resp = judge.request({"op": "time_collect", "files": [[str(f) for f in fs] for fs in files]}, ev.cfg.timeout_s)
     if not resp.get("ok"):
@@ -98,22 +96,98 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
         import torch
 
         torch.cuda.empty_cache()
-    return [k["seed"] for k in kept]
+    return seeds
 
 
-def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict) -> int:
+def _timed_loop(ev: Evaluator, judge: JailedChild, reps: int, verdict: Verdict) -> Timing | None:
+    """One measured loop of the prepared timing sets, bounded by the parent's clock; None (and
+    a runtime_error verdict) when the judge failed."""
+    cfg = ev.cfg.timing
+    with device_lock(ev.cache_dir / "locks", ev.device):
+        t0 = time.perf_counter()
+        resp = judge.request({"op": "time_loop", "reps": reps, "nvml_index": nvml_index(ev.device)},
+                             ev.cfg.timeout_s + cfg.budget_ms / 1e3 * 4)
+        wall_ms = (time.perf_counter() - t0) * 1e3
+    if not resp.get("ok"):
+        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        return None
+    timing = Timing(**resp["timing"])
+    found = {f.guard for f in verdict.findings}
+    verdict.findings += [f for f in checks.side_work(timing) + checks.wall_clock_bound(
+        timing, wall_ms, reps, ev.overhead_ms, per_rep_slack_ms=0.05 if ev.cuda else 1.0) if f.guard not in found]
+    return timing
+
+
+def _both_fit(ev: Evaluator, judge_bytes: int) -> bool:
+    """Whether a baselines' judge (one eager forward per timing set) fits beside the candidate's
+    judge, which keeps its timing sets through the rounds."""
+    return not ev.cuda or 2 * judge_bytes <= ev.budget_bytes
+
+
+def _middle(timings: list[Timing]) -> Timing:
+    """The round whose median is the median of the rounds' (the lower one of an even count)."""
+    ranked = sorted(timings, key=lambda t: t.median_ms)
+    return ranked[(len(ranked) - 1) // 2]
+
+
+def interleave(ev: Evaluator, judge: JailedChild, reps: int, seeds: list[int], verdict: Verdict) -> None:
+    """`baseline_rounds` rounds of candidate, eager, compile, one after the other, each under the
+    GPU lock: the candidate in its judge (its first round is the loop just measured), the baselines
+    on the same input sets in a judge that never loads a candidate's library, started now and
+    killed after. Each figure is its median round's; the baseline cache is neither read nor
+    written. When a baseline fails here, verdict.baselines stays None (the caller times them
+    after the candidate's processes are gone)."""
+    rounds = max(1, ev.cfg.baseline_rounds)
+    times: dict[str, list[Timing]] = {"candidate": [verdict.timing]} | {mode: [] for mode in ev.cfg.baselines}
+    base: JailedChild | None = None
+    try:
+        for r in range(rounds):
+            if r:  # the candidate's judge: its failures are the candidate's (runtime_error, raised on)
+                timing = _timed_loop(ev, judge, reps, verdict)
+                if timing is None:
+                    return
+                times["candidate"].append(timing)
+            try:
+                base = base or ev.spares.start("judge")
+                for mode in ev.cfg.baselines:
+                    entry = _time_reference(ev, base, seeds, mode)
+                    if entry is None:
+                        verdict.notes.append(f"{mode} baseline failed beside the candidate: {base.log_tail()[-300:]}")
+                        return
+                    times[mode].append(Timing(**entry["timing"]))
+            except (ChildError, TaskError) as e:
+                verdict.notes.append(f"baselines beside the candidate failed: {e}")
+                return
+    finally:
+        if base is not None:
+            base.kill()
+            if base.peak_bytes:
+                verdict.memory_gib["baselines"] = round(base.peak_bytes / 2**30, 3)
+    verdict.timing = _middle(times["candidate"])
+    verdict.eager = _middle(times["eager"]) if times.get("eager") else None
+    verdict.compiled = _middle(times["compile"]) if times.get("compile") else None
+    verdict.baselines = "interleaved"
+    medians = "; ".join(f"{name} " + "/".join(f"{t.median_ms:.4f}" for t in ts) for name, ts in times.items())
+    verdict.notes.append(f"baselines timed again beside the candidate: {rounds} interleaved round"
+                         f"{'s' * (rounds != 1)} of {', '.join(times)} on the same input sets, each figure the "
+                         f"median round's (ms per round: {medians})")
+
+
+def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict, *, fresh: bool = False) -> int:
     """Fill verdict.eager / verdict.compiled, timing what the cache lacks (in a judge that never
-    loads a candidate's library); returns how many modes were found in the cache."""
+    loads a candidate's library); returns how many modes were found in the cache. `fresh`: time
+    every mode now and neither read nor write the cache."""
     import torch
 
     device_name = torch.cuda.get_device_name(ev.device) if ev.cuda else "cpu"
     judge: JailedChild | None = None
     cached = 0
+    verdict.baselines = "fresh" if fresh else "cached"
     try:
         for mode in ev.cfg.baselines:
             key = BaselineCache.key(ev.task.source_hash, device_name, torch.__version__, ev.ref.dtypes,
                                     mode if mode == "eager" else f"compile:{ev.cfg.compile_mode}")
-            entry = ev.baseline_cache.get(key, verdict.notes)
+            entry = None if fresh else ev.baseline_cache.get(key, verdict.notes)
             cached += entry is not None
             if entry is None:
                 judge = judge or ev.spares.start("judge")
@@ -122,7 +196,8 @@ def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict) -> int:
                     verdict.notes.append(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
                     continue
                 verify_snapshot(ev.task)  # never cache a time measured on a changed task copy
-                ev.baseline_cache.put(key, entry)
+                if not fresh:
+                    ev.baseline_cache.put(key, entry)
             if mode == "eager":
                 verdict.eager = timing_from(entry)
             else:

@@ -86,6 +86,9 @@ class Verdict(BaseModel):
     timing: Timing | None = None
     eager: Timing | None = None
     compiled: Timing | None = None
+    # how eager and compiled were timed: "cached" (once per task, GPU and torch version, reused),
+    # "fresh" (timed now, after the candidate) or "interleaved" (rounds beside the candidate)
+    baselines: Literal["cached", "fresh", "interleaved"] | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
     error: str | None = None  # compile errors (trimmed) or the runtime error text

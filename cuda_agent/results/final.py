@@ -17,6 +17,7 @@ from cuda_agent.workspace import VersionInfo, Workspace
 from cuda_agent.workspace.history import VERSION_PATHS
 
 CANDIDATE_PATHS = VERSION_PATHS  # what a version is (model_new.py, kernels/); the rest of the tree is the task's
+BASELINE_ROUNDS = 3  # rounds of candidate, eager, compile in the re-verification (eval/timing_phase.interleave)
 
 
 @dataclass
@@ -72,7 +73,8 @@ class Reverification:
             sets = f"{sum(s.ok for s in a.verdict.sets)}/{len(a.verdict.sets)} input sets"
             if a.passed:
                 lines.append(f"version {a.version.version} ({which}) passed re-verification: {sets} correct, "
-                             f"{self.n_sets} fresh sets (the run used {self.run_sets})")
+                             f"{self.n_sets} fresh sets (the run used {self.run_sets}); "
+                             + _baselines_line(a.verdict))
             else:
                 why = a.verdict.error.splitlines()[0] if a.verdict.error else ", ".join(
                     f.guard for f in a.verdict.failing_findings) or sets + " correct"
@@ -81,6 +83,15 @@ class Reverification:
         if self.verified is None:
             lines.append("no version passed re-verification: this run has no verified result")
         return lines
+
+
+def _baselines_line(v: Verdict) -> str:
+    if v.baselines == "interleaved":
+        return ("eager and torch.compile timed again beside it in interleaved rounds (not the run's cached "
+                "figures): the reward below comes from these")
+    if v.baselines == "fresh":
+        return "eager and torch.compile timed again after it (not the run's cached figures)"
+    return "baselines: " + (v.baselines or "none timed")
 
 
 def reverify_best(env, n_sets: int = 10) -> Verdict | None:
@@ -93,7 +104,10 @@ def reverify(env, n_sets: int = 10, tries: int = 3) -> Reverification:
     """Re-evaluate correct versions, best first, until one passes (at most `tries` of them)."""
     ws: Workspace = env.workspace
     run_sets = env.eval_config.n_sets
-    cfg = env.eval_config.model_copy(update={"n_sets": max(n_sets, run_sets + 1)})  # always more than the run
+    # always more input sets than the run; the baselines timed again beside the candidate, in
+    # interleaved rounds, not the run's cached figures: the reported reward comes from these
+    cfg = env.eval_config.model_copy(update={"n_sets": max(n_sets, run_sets + 1),
+                                             "baseline_rounds": max(env.eval_config.baseline_rounds, BASELINE_ROUNDS)})
     out = Reverification(n_sets=cfg.n_sets, run_sets=run_sets, best=ws.best())
     candidates = ranked_correct(ws)[:tries]
     if not candidates:

@@ -24,6 +24,11 @@ def test_reverification_uses_more_sets_than_the_run_even_when_asked_for_fewer(se
     assert rv.n_sets == session.env.eval_config.n_sets + 1 == len(rv.verdict.sets)
     assert rv.task.inputs[0] == {"name": "x", "shape": [1 << 15], "dtype": "float32", "contiguous": True}
     assert rv.task.device == "cpu" and rv.task.init_inputs == [2.0]
+    # the reward reported for the run: eager timed again beside the result, not the run's cached figure
+    assert rv.verdict.baselines == "interleaved" and rv.verdict.eager is not None
+    assert any(n.startswith(f"baselines timed again beside the candidate: {final.BASELINE_ROUNDS} interleaved")
+               for n in rv.verdict.notes)
+    assert "eager and torch.compile timed again beside it in interleaved rounds" in rv.summary()[0]
 
 
 def test_candidates_are_correct_best_first_and_distinct(session):

@@ -1,0 +1,93 @@
+"""Baselines timed beside the candidate (issue 15, item 6): during a run eager and torch.compile
+come from the cache, timed once; an evaluation with `baseline_rounds` (the final re-verification)
+times them again in interleaved rounds of candidate, eager, compile, in a judge that never loads
+the candidate's library, and neither reads nor writes the cache. On CPU (host-only kernels)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cuda_agent.eval.channel import JailedChild
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.render import verdict_text
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.eval.timing_phase import _middle
+from cuda_agent.eval.verdict import Timing
+from cuda_agent.task import load_task
+
+TASK = Path(__file__).parent / "cpu_task"
+STALE_MS = 1000.0  # a cached eager figure no CPU run of this task comes near
+
+
+def config(tmp_path) -> EvalConfig:
+    # 800 reps: the parent's wall-clock bound stays quiet on a loaded 2-core machine (tests/results/conftest.py)
+    return EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
+                      baseline_timeout_s=120, cache_dir=tmp_path / "cache",
+                      timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30))
+
+
+def stale_cache(ev: Evaluator) -> str:
+    """Time eager once into the cache, then store a stale figure under its key (tagged, so trusted)."""
+    ev.time_baselines()
+    (key,) = json.loads(ev.baseline_cache.path.read_text())
+    entry = ev.baseline_cache.get(key)
+    entry["timing"]["median_ms"] = STALE_MS
+    ev.baseline_cache.put(key, entry)
+    return key
+
+
+def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_path, monkeypatch):
+    calls: list[tuple[int, str]] = []
+    request = JailedChild.request
+
+    def spy(self, msg, timeout):
+        calls.append((id(self), msg.get("op", "?")))
+        return request(self, msg, timeout)
+
+    with Evaluator(load_task(str(TASK / "model.py")), config(tmp_path), ahead="none") as ev:
+        key = stale_cache(ev)
+        during_run = ev.evaluate(TASK / "honest")
+        assert during_run.status == "correct", (during_run.error, during_run.findings)
+        assert during_run.baselines == "cached" and during_run.eager.median_ms == STALE_MS  # the cached figure
+        text = verdict_text(during_run)
+        assert "(cached: timed once for this task and GPU and reused by every benchmark until the final " \
+               "re-verification" in text
+
+        ev.cfg = ev.cfg.model_copy(update={"baseline_rounds": 3})
+        monkeypatch.setattr(JailedChild, "request", spy)
+        final = ev.evaluate(TASK / "honest")
+        assert final.status == "correct", (final.error, final.findings)
+        assert final.baselines == "interleaved" and final.eager.median_ms < STALE_MS / 10
+        assert final.speedup_vs_eager == final.eager.median_ms / final.timing.median_ms
+        assert ev.baseline_cache.get(key)["timing"]["median_ms"] == STALE_MS  # nothing written back
+        timed = [(who, op) for who, op in calls if op in ("time_loop", "time_reference")]
+        candidate, baselines = timed[0][0], timed[1][0]
+        assert candidate != baselines
+        assert timed == [(candidate, "time_loop"), (baselines, "time_reference")] * 3  # interleaved, 3 rounds
+        loaded = {who for who, op in calls if op == "load_library"}
+        assert loaded == {candidate}  # the baselines' judge never loads the candidate's library
+        (note,) = [n for n in final.notes if n.startswith("baselines timed again beside the candidate")]
+        assert "3 interleaved rounds of candidate, eager" in note and note.count("/") == 4
+        assert "(timed again beside your kernel, in interleaved rounds)" in verdict_text(final)
+
+
+def test_without_room_for_both_judges_the_baselines_are_timed_after_but_not_from_the_cache(tmp_path, monkeypatch):
+    monkeypatch.setattr("cuda_agent.eval.timing_phase._both_fit", lambda ev, judge_bytes: False)
+    cfg = config(tmp_path).model_copy(update={"baseline_rounds": 3})
+    with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
+        stale_cache(ev)
+        v = ev.evaluate(TASK / "honest")
+        assert v.status == "correct", (v.error, v.findings)
+        assert v.baselines == "fresh" and v.eager.median_ms < STALE_MS / 10
+
+
+def test_each_figure_is_its_median_round():
+    def t(ms: float) -> Timing:
+        return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, reps=1, warmup=0,
+                      input_sets=1)
+
+    assert _middle([t(3.0), t(1.0), t(2.0)]).median_ms == 2.0
+    assert _middle([t(4.0), t(1.0), t(3.0), t(2.0)]).median_ms == 2.0  # an even count: the lower middle
+    assert _middle([t(5.0)]).median_ms == 5.0
