@@ -114,6 +114,16 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
 
 
+def task_label(path: str | Path, class_name: str = DEFAULT_CLASS) -> str:
+    """The task as its user knows it, for the model's task message: the file's folder and stem
+    (`level2/37_Matmul_Swish`), or a `model.py`'s two folders (`examples/scale_add_small`), with
+    `::Class` when the class is not Model. Never the harness's private copy (a temp folder)."""
+    p = Path(path)
+    parts = [x for x in p.parent.parts if x not in (p.anchor, ".")] + ([] if p.stem == "model" else [p.stem])
+    label = "/".join(parts[-2:]) or p.stem
+    return label if class_name == DEFAULT_CLASS else f"{label}::{class_name}"
+
+
 def source_digest(class_name: str, source: bytes, sidecar: bytes | None = None) -> str:
     """A task's content hash (Task.source_hash): the class name, the file, and the sidecar when
     it supplied get_inputs/get_init_inputs."""

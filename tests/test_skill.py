@@ -85,8 +85,9 @@ def named_guards(text: str) -> set[str]:
 
 
 def test_skill_is_short_enough_to_read():
+    # the system prompt no longer embeds it: the model reads it by section (view_file, line ranges)
     lines = skill_text().splitlines()
-    assert 150 <= len(lines) <= 420, len(lines)
+    assert 150 <= len(lines) <= 440, len(lines)
 
 
 def test_tools_section_lists_exactly_the_tools():

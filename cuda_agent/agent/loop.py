@@ -28,7 +28,7 @@ from cuda_agent.agent.context import approx_tokens, context_budget, counter_for,
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import protocol_of, run_config, run_header
-from cuda_agent.agent.prompts import system_message, task_message
+from cuda_agent.agent.prompts import env_task_message, system_message
 from cuda_agent.agent.protocol import (Approval, Decision, Model, ModelResponse, ToolCall, assistant_message,
                                        valid_arguments, valid_response)
 from cuda_agent.agent.text_protocol import FORMAT_HELP
@@ -285,9 +285,7 @@ class Agent:
         return run_config(self.model, self.env, self.config, self.settings_record)
 
     def _task_message(self) -> str:
-        ev = self.env.eval_config
-        return task_message(self.env.reference_task(), device=ev.device, baselines=list(ev.baselines),
-                            limits=self.config.model_dump())
+        return env_task_message(self.env, limits=self.config.model_dump())
 
 
 def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,

@@ -26,14 +26,31 @@ def _function(tool: dict) -> dict:
     return tool.get("function", tool)  # OpenAI definitions wrap the function; accept bare ones too
 
 
+def _argument(name: str, schema: dict, required: bool) -> str:
+    """`- path (string, required): what it is`, from one property of a JSON schema."""
+    kind = " | ".join(json.dumps(v) for v in schema["enum"]) if "enum" in schema else schema.get("type", "any")
+    facts = [str(kind)] + (["required"] if required else [])
+    if "default" in schema and schema["default"] not in ("", None):
+        facts.append(f"default {json.dumps(schema['default'])}")
+    facts += [f">= {schema['minimum']}"] if "minimum" in schema else []
+    line = f"- {name} ({', '.join(facts)})"
+    return line + (f": {schema['description']}" if schema.get("description") else "")
+
+
 def tools_addendum(tools: list[dict]) -> str:
-    """The system-prompt section that replaces native tool definitions."""
+    """The system-prompt section that replaces native tool definitions: each tool's description and
+    its arguments, one line each (a JSON schema costs a small model's window several times as much)."""
     lines = ["# Tools", "", "You act by calling one tool per turn. The tools:", ""]
     for tool in tools:
         fn = _function(tool)
-        params = json.dumps(fn.get("parameters", {"type": "object", "properties": {}}), sort_keys=True)
-        lines += [f"## {fn['name']}", fn.get("description", "").strip(), f"Arguments (JSON schema): {params}", ""]
-    example = '{"tool": "' + (_function(tools[0])["name"] if tools else "finish") + '", "arguments": {}}'
+        params = fn.get("parameters") or {}
+        required = set(params.get("required", []))
+        args = [_argument(k, v, k in required) for k, v in (params.get("properties") or {}).items()]
+        lines += [f"## {fn['name']}", fn.get("description", "").strip(),
+                  *(["Arguments:", *args] if args else ["No arguments."]), ""]
+    names = [_function(t)["name"] for t in tools]
+    example = ('{"tool": "view_file", "arguments": {"path": "SKILL.md", "start_line": 1, "end_line": 40}}'
+               if "view_file" in names else '{"tool": "' + (names[0] if names else "finish") + '", "arguments": {}}')
     lines += ["# How to call a tool", "", FORMAT_HELP, "For example:", "", "```action", example, "```", "",
               "Write nothing after the action block; its result comes back in the next message."]
     return "\n".join(lines)

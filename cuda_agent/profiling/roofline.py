@@ -85,6 +85,28 @@ def gpu_peaks(gpu_name: str | None, settings: Mapping[str, float | None] | None 
     return Peaks(**values)
 
 
+@dataclass(frozen=True)
+class GpuFacts:
+    """What the task message says about the GPU evaluations run on."""
+
+    name: str | None  # None: NVML could not name it
+    arch: str  # what nvcc builds for, e.g. sm_90a
+    peaks: Peaks | None  # None: neither the datasheet table nor the settings know this GPU
+
+
+def gpu_facts(device: str, *, gpu_name: str | None = None, arch: str | None = None,
+              settings: Mapping[str, float | None] | None = None) -> GpuFacts | None:
+    """The GPU as the profiler's roofline and the build see it (GPU 0's name through NVML unless
+    `gpu_name` is set, the arch the build uses, the datasheet or settings peaks); None for a
+    device that is not a GPU (cpu: the tests' host-only mode)."""
+    if not device.startswith("cuda"):
+        return None
+    from cuda_agent.kernels.toolkit import detect_arch
+
+    name = gpu_name or detect_gpu_name()
+    return GpuFacts(name=name, arch=arch or detect_arch(), peaks=gpu_peaks(name, settings))
+
+
 def task_flops_bytes(task, device: str = "meta") -> TaskCost:
     """One forward of the reference `task` under FlopCounterMode on `device`."""
     import torch

@@ -89,6 +89,24 @@ class ToolContext:
             self._evaluator = None
 
 
+def compact_schema(node: Any, names: bool = False) -> Any:
+    """A JSON schema without what costs the model tokens and tells it nothing: pydantic's `title`s
+    (the field name again), `additionalProperties: false` (an unknown argument is refused with a
+    message anyway) and `anyOf [X, null]` for an optional argument (its default says it may be left
+    out). `names`: `node` maps property names to schemas (a property may be called "title")."""
+    if isinstance(node, list):
+        return [compact_schema(x) for x in node]
+    if not isinstance(node, dict):
+        return node
+    out = {k: compact_schema(v, k == "properties") for k, v in node.items()
+           if names or not ((k == "title" and isinstance(v, str)) or (k == "additionalProperties" and v is False))}
+    options = out.get("anyOf")
+    if not names and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
+        out.pop("anyOf")
+        out = {**next(o for o in options if o != {"type": "null"}), **out}
+    return out
+
+
 class Tool:
     """Subclasses set `name`, `description`, `Args` and implement `execute`."""
 
@@ -102,10 +120,8 @@ class Tool:
     @classmethod
     def schema(cls) -> dict:
         """The tool as an OpenAI-style function definition (what litellm passes to any provider)."""
-        params = cls.Args.model_json_schema()
-        params.pop("title", None)
         return {"type": "function", "function": {"name": cls.name, "description": cls.description,
-                                                 "parameters": params}}
+                                                 "parameters": compact_schema(cls.Args.model_json_schema())}}
 
     def run(self, raw_args: dict | None, ctx: ToolContext) -> ToolResult:
         """Validate the model's arguments, execute, bound the observation. Never raises for the

@@ -28,14 +28,13 @@ BAD_NAME = "  [name not allowed: rename_file or delete_file it]"
 
 class ViewFile(Tool):
     name = "view_file"
-    description = ("Show a text file of the workspace with numbered lines. Long files are shown in "
-                   "parts: use start_line/end_line to see a range.")
+    description = "Show a workspace text file with numbered lines; start_line/end_line pick a range."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field(description="file path relative to the workspace root, e.g. kernels/add.cu")
-        start_line: int = Field(1, ge=1, description="first line to show (1-based)")
-        end_line: int = Field(0, ge=0, description="last line to show, inclusive; 0 = as far as fits")
+        path: str = Field(description="relative to the workspace, e.g. kernels/add.cu")
+        start_line: int = Field(1, ge=1, description="first line (1-based)")
+        end_line: int = Field(0, ge=0, description="last line, inclusive; 0 = as far as fits")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         try:
@@ -61,21 +60,18 @@ class ViewFile(Tool):
 
 class EditFile(Tool):
     name = "edit_file"
-    description = (
-        "Change a text file of the workspace. mode=replace: replace old_str, which must occur exactly "
-        "once, by new_str. mode=insert: insert new_str after line insert_line (0 = at the top). "
-        "mode=create: make a new file with file_text (overwrite=true to replace an existing one).")
+    description = ("Change a workspace text file. replace: old_str (exactly once in the file) by new_str; "
+                   "insert: new_str after line insert_line; create: a new file of file_text.")
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        mode: Literal["replace", "insert", "create"] = Field(description="what to do; see the tool description")
-        path: str = Field(description="file path relative to the workspace root, e.g. kernels/add.cu")
-        old_str: str = Field("", description="replace: the exact text to replace (copy it from view_file, "
-                                             "with enough surrounding lines to occur only once)")
-        new_str: str = Field("", description="replace: the text to put in its place; insert: the text to insert")
-        insert_line: int = Field(0, ge=0, description="insert: the line after which new_str goes; 0 = top")
-        file_text: str = Field("", description="create: the whole content of the new file")
-        overwrite: bool = Field(False, description="create: replace the file if it already exists")
+        mode: Literal["replace", "insert", "create"]
+        path: str = Field(description="relative to the workspace, e.g. kernels/add.cu")
+        old_str: str = Field("", description="replace: exact text, with enough lines to be unique")
+        new_str: str = Field("", description="replace, insert: the new text")
+        insert_line: int = Field(0, ge=0, description="insert: after this line; 0 = at the top")
+        file_text: str = Field("", description="create: the whole file")
+        overwrite: bool = Field(False, description="create: replace an existing file")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         needed = {"replace": ("old_str", "new_str"), "insert": ("insert_line", "new_str"),
@@ -157,12 +153,11 @@ def _edited(summary: str, text: str, first: int, last: int, data: dict[str, Any]
 
 class ListFiles(Tool):
     name = "list_files"
-    description = ("List the workspace's files as a tree with their sizes (without .git, build "
-                   "outputs and caches). Give path to list one folder.")
+    description = "List the workspace's files with their sizes (no .git, build outputs or caches)."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field("", description="a folder relative to the workspace root; empty = the whole workspace")
+        path: str = Field("", description="one folder; empty = the whole workspace")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         where = a.path.strip().rstrip("/") or "."
@@ -216,13 +211,11 @@ def _walk(folder: Path, depth: int, rows: list[str], prefix: str = "") -> tuple[
 
 class DeleteFile(Tool):
     name = "delete_file"
-    description = ("Delete a file, symlink or folder (with everything in it) of the workspace. Give the path "
-                   "exactly as list_files shows it: this also removes files whose names the tools refuse. "
-                   "Protected files cannot be deleted.")
+    description = "Delete a workspace file or folder (path as list_files shows it). Not the protected files."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field(description="the file or folder, relative to the workspace root, as list_files shows it")
+        path: str = Field(description="as list_files shows it")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         entry, rel = locate(ctx, a.path)
@@ -242,14 +235,12 @@ class DeleteFile(Tool):
 
 class RenameFile(Tool):
     name = "rename_file"
-    description = ("Rename or move a file, symlink or folder of the workspace. path: as list_files shows it "
-                   "(a name the tools refuse works too); new_path: a new name made of letters, digits, _ - . "
-                   "and / (e.g. kernels/matmul.cu), which must not exist yet. Protected files cannot be renamed.")
+    description = "Rename or move a workspace file or folder. Not the protected files."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        path: str = Field(description="the file or folder to rename, as list_files shows it")
-        new_path: str = Field(description="its new path relative to the workspace root, e.g. kernels/add.cu")
+        path: str = Field(description="as list_files shows it")
+        new_path: str = Field(description="a new path of letters, digits, _ - . and /, e.g. kernels/mm.cu")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         entry, rel = locate(ctx, a.path)

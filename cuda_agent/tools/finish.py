@@ -9,13 +9,11 @@ from .base import Tool, ToolContext, ToolResult
 
 class Finish(Tool):
     name = "finish"
-    description = ("End the run. Call it when the kernel is verified and as fast as you can make it, "
-                   "or when you cannot go further; the best verified version found so far is the result.")
+    description = "End the run; the best verified version is its result."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        summary: str = Field(min_length=1, description="a few sentences: what you built, how it performs, "
-                                                       "what you would try next")
+        summary: str = Field(min_length=1, description="what you built, how fast, what you would try next")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         return ToolResult(observation=f"finished: {a.summary}", data={"finished": True, "summary": a.summary})

@@ -12,14 +12,14 @@ from cuda_agent.tools.base import NoArgs, Tool, ToolContext, ToolError, ToolResu
 
 
 class CompileArgs(BaseModel):
-    show: Literal["none", "ptx", "sass"] = Field("none", description="Also show a kernel's PTX or SASS.")
-    kernel: str | None = Field(None, description="Kernel name (or part of it) whose PTX/SASS to show.")
+    show: Literal["none", "ptx", "sass"] = Field("none", description="also show a kernel's PTX or SASS")
+    kernel: str | None = Field(None, description="its name, or part of it")
 
 
 class Compile(Tool):
     name = "compile"
-    description = ("Build kernels/*.cu with nvcc (cached; only changed files recompile). Shows errors with "
-                   "file:line and source, warnings, and per kernel its registers, shared memory and spills.")
+    description = ("Build kernels/*.cu with nvcc: errors as file:line, or per kernel its registers, shared "
+                   "memory and spills.")
     Args = CompileArgs
 
     def execute(self, args: CompileArgs, ctx: ToolContext) -> ToolResult:
@@ -85,15 +85,15 @@ class Evaluate(Tool):
 
 class Verify(Evaluate):
     name = "verify"
-    description = ("Check correctness of the workspace as it is (build, 5 fresh random input sets against a "
-                   "float64 reference, guards); no timing. Commits the result as a version.")
+    description = ("Build, run the guards and check correctness on fresh random inputs against a float64 "
+                   "reference; no timing. Commits a version.")
     timing = False
 
 
 class Benchmark(Evaluate):
     name = "benchmark"
-    description = ("Full evaluation: correctness, then timing (L2 flushed, median of many reps) against eager "
-                   "and torch.compile, and the reward. Commits the result as a version.")
+    description = ("verify, then time it against eager and torch.compile and give the reward. Commits a "
+                   "version.")
     timing = True
 
 

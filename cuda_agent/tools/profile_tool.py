@@ -20,9 +20,8 @@ _COSTS: dict[str, object] = {}  # task ref -> TaskCost, counted once per process
 
 class Profile(WrappedTool):
     name = "profile"
-    description = ("Profile one forward of the current kernels with Nsight Compute: per kernel its duration, compute "
-                   "and memory throughput (% of peak), achieved/theoretical occupancy and its limiter, registers, "
-                   "shared memory, DRAM bytes, top warp stalls and ncu's advice, then the roofline floor. 10-60 s.")
+    description = ("Nsight Compute on one forward: per kernel its time, throughput, occupancy, stalls and "
+                   "advice, then the roofline floor. 10-60 s.")
     Args = NoArgs
     missing = MISSING
 

@@ -9,11 +9,14 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from cuda_agent.eval.single_run import DEFAULT_SEED
 from cuda_agent.profiling.sanitizer import MISSING, SanitizerReport, find_sanitizer, sanitize_candidate
 from cuda_agent.tools.base import ToolContext, ToolResult
 from cuda_agent.tools.wrapped import WrappedTool
 
 SHOWN_FINDINGS = 6
+# what the sanitizer runs on: single_run's default input set (sanitizer_command passes no --seed)
+INPUTS = f"one forward on one input set of the task's own shapes (get_inputs(), seed {DEFAULT_SEED})"
 
 # what to do about the first finding, by what its kind starts with
 _FIXES = (
@@ -31,15 +34,14 @@ _FIXES = (
 
 class SanitizeArgs(BaseModel):
     tool: Literal["memcheck", "racecheck", "initcheck"] = Field(
-        "memcheck", description="memcheck: out-of-bounds and misaligned accesses; racecheck: shared-memory races; "
-                                "initcheck: reads of uninitialised global memory")
+        "memcheck", description="memcheck: out-of-bounds or misaligned accesses; racecheck: shared-memory "
+                                "races; initcheck: uninitialised global reads")
 
 
 class Sanitize(WrappedTool):
     name = "sanitize"
-    description = ("Run compute-sanitizer (memcheck, racecheck or initcheck) on one forward of the current kernels "
-                   "and list what it finds with kernel, source line, thread and address. Finds bugs that random "
-                   "inputs miss. 10-120 s.")
+    description = (f"compute-sanitizer on {INPUTS}: bad accesses, races, uninitialised reads, with kernel "
+                   "and line. 10-120 s.")
     Args = SanitizeArgs
     missing = MISSING
 
@@ -57,7 +59,7 @@ class Sanitize(WrappedTool):
             return ToolResult(status="error", observation=text, data={**data, "error": res.error})
         report = res.report
         if report.clean:
-            text = (f"sanitize: no errors found by {args.tool} in one forward ({res.seconds:.0f} s)"
+            text = (f"sanitize: no errors found by {args.tool} in {INPUTS} ({res.seconds:.0f} s)"
                     + (" (but the program itself failed: run verify to see why)" if report.app_failed else ""))
             return ToolResult(observation=text + "\nnext: " + _next_tool(args.tool), data=data)
         return ToolResult(status="error", observation=findings_text(report) + "\nnext: " + fix_hint(report),
@@ -67,7 +69,7 @@ class Sanitize(WrappedTool):
 def findings_text(report: SanitizerReport) -> str:
     counts = (f"{_n(report.hazards, 'hazard')} displayed ({_n(report.errors, 'error')})" if report.hazards is not None
               else _n(report.errors, "error"))
-    lines = [f"{report.tool}: {counts} in one forward; distinct findings:"]
+    lines = [f"{report.tool}: {counts} in {INPUTS}; distinct findings:"]
     lines += [f"- {f.line()}" for f in report.findings[:SHOWN_FINDINGS]]
     hidden = len(report.findings) - SHOWN_FINDINGS
     if hidden > 0:

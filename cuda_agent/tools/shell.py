@@ -21,13 +21,12 @@ KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded
 
 class Shell(Tool):
     name = "shell"
-    description = ("Run a bash command in the workspace folder and show its output and exit code. "
-                   "For reading and changing files prefer view_file and edit_file.")
+    description = "Run a bash command in the workspace; shows its output and exit code."
 
     class Args(BaseModel):
         model_config = ConfigDict(extra="forbid")
-        command: str = Field(min_length=1, description="the bash command line")
-        timeout: int = Field(0, ge=0, description="seconds before the command is killed; 0 = the run's limit")
+        command: str = Field(min_length=1, description="a bash command line")
+        timeout: int = Field(0, ge=0, description="seconds; 0 = the run's limit")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         if not ctx.tools.allow_shell:

@@ -38,16 +38,14 @@ class KernelEnv:
         """A fresh workspace for `task`; the first observation: the system and task messages the
         agent loop would start from."""
         from cuda_agent.agent.limits import AgentConfig
-        from cuda_agent.agent.prompts import system_message, task_message
+        from cuda_agent.agent.prompts import env_task_message, system_message
         from cuda_agent.environment import Environment
 
         self.close()
         self.env = Environment.create(task, runs_dir=self.runs_dir, eval_config=self.eval_config,
                                       tool_settings=self.tool_settings)
         self.steps = 0
-        ev = self.env.eval_config
-        user = task_message(self.env.reference_task(), device=ev.device, baselines=list(ev.baselines),
-                            limits=AgentConfig(max_steps=self.max_steps).model_dump())  # as the loop words it
+        user = env_task_message(self.env, AgentConfig(max_steps=self.max_steps).model_dump())  # as the loop words it
         return [{"role": "system", "content": system_message(native_tools=self.native_tools)},
                 {"role": "user", "content": user}]
 

@@ -64,11 +64,21 @@ def test_malformed_actions_say_the_format(text, says):
     assert e.value.response is None
 
 
-def test_addendum_lists_every_tool_with_its_schema():
+def test_addendum_lists_every_tool_with_its_arguments():
     text = tools_addendum(TOOLS)
-    assert "## compile" in text and "## write_file" in text and "Write a file." in text
-    assert '"required": ["path", "content"]' in text
+    assert "## compile\nBuild the kernels.\nNo arguments." in text
+    assert "## write_file\nWrite a file.\nArguments:\n- path (string, required)\n- content (string, required)" in text
     assert FORMAT_HELP in text and "```action" in text
+
+
+def test_addendum_argument_lines_say_type_default_bounds_and_meaning():
+    tool = {"name": "edit", "description": "Edit.", "parameters": {"type": "object", "required": ["mode"], "properties": {
+        "mode": {"enum": ["replace", "create"], "type": "string"},
+        "line": {"type": "integer", "default": 1, "minimum": 1, "description": "first line"},
+        "text": {"type": "string", "default": ""}}}}
+    text = tools_addendum([tool])
+    assert '- mode ("replace" | "create", required)\n- line (integer, default 1, >= 1): first line\n' \
+           '- text (string)\n' in text
 
 
 def test_native_history_is_rewritten_for_text_models():
