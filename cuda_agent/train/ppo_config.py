@@ -39,7 +39,7 @@ class PPOConfig(BaseModel):
     clip_ratio_high: float = 0.28
     max_turns: int = Field(150, ge=1)  # model turns per episode
     context_length: int = Field(131072, ge=2)  # prompt + every turn and observation; <= the model's positions
-    prompt_length: int = Field(16384, ge=1)  # of it, the first prompt (system message with SKILL.md, the task)
+    prompt_length: int = Field(16384, ge=1)  # of it, the first prompt (system message and task, ~3k tokens)
     experiment: str = "cuda-agent-ppo"
     episodes: EpisodeSettings = Field(default_factory=EpisodeSettings)
     overrides: dict[str, Any] = {}  # any verl key, dotted (`+key` adds a key verl lacks), applied last
