@@ -91,3 +91,26 @@ def test_each_figure_is_its_median_round():
     assert _middle([t(3.0), t(1.0), t(2.0)]).median_ms == 2.0
     assert _middle([t(4.0), t(1.0), t(3.0), t(2.0)]).median_ms == 2.0  # an even count: the lower middle
     assert _middle([t(5.0)]).median_ms == 5.0
+
+
+def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
+    import torch
+
+    from cuda_agent.eval.judge import _Judge
+
+    compiled: list[object] = []
+
+    def fake_compile(model, mode=None):  # torch.compile's cost is what is counted, not its speed
+        compiled.append(mode)
+        return model
+
+    monkeypatch.setattr(torch, "compile", fake_compile)
+    threads = torch.get_num_threads()
+    try:
+        judge = _Judge("cpu", f"{TASK / 'model.py'}::Model", None, 0, None)  # sets one thread on the CPU
+    finally:
+        torch.set_num_threads(threads)
+    cfg = TimingConfig(warmup_ms=1, min_reps=3, max_reps=3, budget_ms=1).model_dump()
+    for _ in range(3):
+        assert judge.time_reference({"seeds": [1], "config": cfg, "compile_mode": "default"})["ok"]
+    assert compiled == [None]
