@@ -113,7 +113,7 @@ class ClientBridge:
         except queue.Empty:
             raise LimitsExceeded("max_wall_time") from None
         if item is None:
-            raise RunEnded(DISCONNECTED, "the MCP client disconnected")
+            raise RunEnded(DISCONNECTED)  # the stop reason says it all: not an error of the run
         call, future = item
         with self._lock:
             self._current = future

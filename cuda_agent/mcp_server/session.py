@@ -30,11 +30,14 @@ def make_offer(env, settings: Settings) -> Offer:
 def ending_lines(done: RunOutcome) -> list[str]:
     """How the run ended, as the call that ended it (finish, mostly) reports it to the client."""
     v = done.verified
-    lines = [f"the run ended: {done.stop_reason} after {done.steps} steps; run folder: {done.run_dir}",
-             (f"best: version {done.best.version}, re-verified, reward {v.reward}, "
-              f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile, "
-              f"{v.speedup_vs_eager or 0:.2f}x vs eager"
-              if v and done.best else "no correct version passed re-verification")]
+    lines = [f"the run ended: {done.stop_reason} after {done.steps} steps; run folder: {done.run_dir}"]
+    if v and done.best:
+        speedups = [f"{x:.2f}x vs {name}" for x, name in ((v.speedup_vs_compile, "torch.compile"),
+                                                          (v.speedup_vs_eager, "eager")) if x is not None]
+        lines.append(", ".join([f"best: version {done.best.version}, re-verified, reward {v.reward}",
+                                f"{v.timing.median_ms if v.timing else 0:.4f} ms", *speedups]))
+    else:
+        lines.append("no correct version passed re-verification")
     if done.report:
         lines.append(f"report: {done.report}")
     if done.dropin:
