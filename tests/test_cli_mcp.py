@@ -140,3 +140,19 @@ def test_a_limit_ends_the_run_on_the_call_that_reached_it_and_resume_serves_it_a
     records = read_trajectory(run_dir / "trajectory.jsonl")
     assert [r.model for r in records if r.type == "resume"] == ["mcp:test-client/9.1"]
     assert records[-1].stop_reason == "finished"
+
+
+async def idle_past_the_deadline(params: StdioServerParameters) -> list[types.CallToolResult]:
+    async with Client(params, client_info=CLIENT, read_timeout_seconds=120) as c:
+        first = await c.call_tool("list_files", {})
+        await anyio.sleep(6)  # the client thinks for longer than --max-wall leaves
+        return [first, await c.call_tool("list_files", {})]
+
+
+def test_a_client_idle_past_max_wall_finds_the_run_ended(tmp_path):
+    out = tmp_path / "runs"
+    first, late = anyio.run(idle_past_the_deadline, server(out, "--max-wall", "4"))
+    assert not first.is_error
+    assert late.is_error and "the run has ended" in text(late) and "max_wall_time" in text(late), text(late)
+    (run_dir,) = list(out.iterdir())
+    assert read_trajectory(run_dir / "trajectory.jsonl")[-1].stop_reason == "max_wall_time"
