@@ -46,6 +46,10 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
     table.add_row("candidate", _ms(v.timing))
     table.add_row("eager", _ms(v.eager))
     table.add_row("torch.compile", _ms(v.compiled))
+    if v.baselines:
+        table.add_row("baselines", {"cached": "cached (timed once per task, GPU and torch version)",
+                                    "fresh": "timed again after the candidate",
+                                    "interleaved": "timed again beside the candidate, interleaved rounds"}[v.baselines])
     table.add_row("speedup vs eager", _x(v.speedup_vs_eager))
     table.add_row("speedup vs compile", _x(v.speedup_vs_compile))
     if v.timing and v.timing.clocks:

@@ -114,3 +114,21 @@ def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
     for _ in range(3):
         assert judge.time_reference({"seeds": [1], "config": cfg, "compile_mode": "default"})["ok"]
     assert compiled == [None]
+
+
+def test_both_renderings_say_where_the_baselines_come_from():
+    from rich.console import Console
+
+    from cuda_agent.eval.render import render_verdict
+    from cuda_agent.eval.verdict import Verdict
+
+    t = Timing(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, p20_ms=1.0, p80_ms=1.0, reps=1, warmup=0,
+               input_sets=1)
+    for source, says in (("cached", "cached (timed once per task, GPU and torch version)"),
+                         ("interleaved", "timed again beside the candidate, interleaved rounds"),
+                         ("fresh", "timed again after the candidate")):
+        v = Verdict(status="correct", timing=t, eager=t, baselines=source)
+        console = Console(record=True, width=200)
+        render_verdict(v, console)
+        assert says in console.export_text()
+    assert "cached" not in verdict_text(Verdict(status="correct", timing=t, eager=t))  # unknown: nothing claimed
