@@ -91,7 +91,7 @@ def ppo_command(
 ) -> None:
     """PPO (critic, GAE) on verl against the cuda-agent environment; defaults are the paper's recipe.
 
-    Writes verl's configuration (checked against verl's own), prints the launch command, runs it."""
+    Writes verl's configuration (checked against verl's own and the model's positions), prints the launch command, runs it."""
     import importlib.util
     import subprocess
 
