@@ -68,11 +68,9 @@ class ClientBridge:
         future: Future = Future()
         with self._lock:
             if self._ended is not None:
-                future.set_result(Answer(ending=["the run has ended; no more calls run. " + self._ended.ending[0]
-                                                 if self._ended.ending else "the run has ended"],
-                                         summary=self._ended.summary, failed=True))
-                return future
-            self._calls.put((call, future))
+                future.set_result(self._refused("the run has ended; no more calls run."))
+            else:
+                self._calls.put((call, future))
         return future
 
     def disconnect(self) -> None:
@@ -92,8 +90,7 @@ class ClientBridge:
                 except queue.Empty:
                     break
                 if item is not None:
-                    item[1].set_result(Answer(ending=["the run ended before this call ran. " + (ending or [""])[0]],
-                                              summary=summary, failed=True))
+                    item[1].set_result(self._refused("the run ended before this call ran."))
 
     # the loop's side
     def observe(self, record) -> None:
@@ -122,6 +119,11 @@ class ClientBridge:
 
     def context_window(self) -> int | None:
         return None
+
+    def _refused(self, why: str) -> Answer:
+        """The answer to a call that will not run: why, and how the run ended."""
+        ended = self._ended or Answer()
+        return Answer(ending=[" ".join([why, *ended.ending[:1]])], summary=ended.summary, failed=True)
 
     def _take(self) -> list:
         seen, self._seen = self._seen, []
