@@ -42,6 +42,7 @@ async def session(out: Path) -> dict:
         seen["skill"] = (await c.read_resource(resources[0].uri)).contents[0].text
         seen["prompts"] = [p.name for p in (await c.list_prompts()).prompts]
         seen["prompt"] = (await c.get_prompt("task")).messages[0].content.text
+        seen["system"] = (await c.get_prompt("system")).messages[0].content.text
         seen["bad"] = await c.call_tool("edit_file", {"mode": "create"})
         for path in ("kernels/scale_add.cu", "model_new.py"):
             r = await c.call_tool("edit_file", {"mode": "create", "path": path, "overwrite": True,
@@ -79,6 +80,8 @@ def test_a_client_drives_a_whole_run_with_the_shape_of_an_optimize_run(tmp_path)
     records = read_trajectory(run_dir / "trajectory.jsonl")
     header, closing = records[0], records[-1]
     assert isinstance(header, Header) and header.model == "mcp:test-client/9.1"
+    assert header.messages[1]["content"] == seen["prompt"]  # the 'task' prompt is the loop's task message
+    assert header.messages[0]["content"] == seen["system"]  # and 'system' its system message
     assert [t["function"]["name"] for t in header.tools] == list(seen["tools"])
     assert isinstance(closing, Closing) and closing.stop_reason == "finished"
     results = [r for r in records if isinstance(r, ToolResultRecord)]

@@ -10,7 +10,7 @@ import shutil
 import sys
 from typing import Callable
 
-from cuda_agent.agent.prompts import skill_text, system_message, task_message
+from cuda_agent.agent.prompts import env_task_message, skill_text, system_message
 from cuda_agent.mcp_server.bridge import BridgeWriter, ClientBridge
 from cuda_agent.mcp_server.server import McpSession, Offer, serve_in_thread
 from cuda_agent.run import TRAJECTORY, RunOutcome, RunSpec, run_task
@@ -20,9 +20,7 @@ from cuda_agent.settings import Settings
 def make_offer(env, settings: Settings) -> Offer:
     """What a client is shown: the environment's own tool schemas (a resumed run's tools are its own),
     the task and system messages the loop would give a model, SKILL.md."""
-    ev = env.eval_config
-    prompt = task_message(env.reference_task(), device=ev.device, baselines=list(ev.baselines),
-                          limits=settings.limits.model_dump())
+    prompt = env_task_message(env, limits=settings.limits.model_dump())  # what Agent._task_message gives
     return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt,
                  system=system_message(native_tools=True), skill=skill_text())
 
