@@ -40,6 +40,9 @@ class ResumeState:
     recovered: list[int] = field(default_factory=list)  # versions whose evaluation record is written now
     records: list[Any] = field(default_factory=list)  # to append after the resume marker, in order
     turn_messages: list[int] = field(default_factory=list)  # index in `messages` of each model turn, in order
+    # the history as it stood before each trim, and how many turns it held: what the model had been
+    # sent until then (the export's records end there, so no turn is trained on a text it never saw)
+    before_trims: list[tuple[list[dict], int]] = field(default_factory=list)
 
 
 def rebuild(records: list[Record]) -> ResumeState:
@@ -62,6 +65,7 @@ def rebuild(records: list[Record]) -> ResumeState:
         elif r.type == "user_message":
             state.messages.append({"role": "user", "content": r.content})
         elif r.type == "trim":
+            state.before_trims.append((list(state.messages), len(state.turn_messages)))
             state.messages = replay_trim(state.messages, r.removed)
         elif r.type == "closing":  # its clock is the loop's own, whole-run one (start-up included)
             state.previous_stop, state.wall_s = r.stop_reason, r.wall_s

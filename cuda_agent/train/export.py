@@ -10,9 +10,12 @@ verl's parquet of tasks, read from trajectories only (records.py, trajectory.py;
   edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do not
   train on this assistant message"); such turns and a person's messages are listed in the run's
   metadata, and `--drop-marked` leaves those runs out instead.
-- Context trimming changed what the model saw: each `trim` record is replayed, so the record holds
-  the shortened observations and sources as the model's last request held them (a turn written
-  before a trim had seen them whole); the trimmed steps are listed in the metadata
+- Context trimming changed what the model saw: a run is written as one record per stretch between
+  trims (metadata `segment`, `segments`). A record holds the history as the model's last request
+  in its stretch held it (earlier trims replayed: the shortened observations, sources and replies
+  as the model was sent them) and trains only the turns written in that stretch; earlier turns are
+  context with `"weight": 0` (they may read shortened: never trained so). So every trained turn has
+  exactly the context it was written from. The trimmed steps are listed in the metadata
   (`--drop-trimmed` leaves those runs out).
 - A run the model never answered in (zero model turns) has nothing to learn from: left out of sft/rft.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
@@ -47,7 +50,7 @@ class Episode:
 
     path: Path
     header: Header
-    messages: list[dict]
+    messages: list[dict]  # the whole history as the run ended (trims replayed), marked turns with weight 0
     reward: int
     steps: int
     stop_reason: str | None
@@ -58,6 +61,7 @@ class Episode:
     person_messages: list[int] = field(default_factory=list)
     trimmed_steps: list[int] = field(default_factory=list)
     format_error_steps: list[int] = field(default_factory=list)
+    records: list[list[dict]] = field(default_factory=list)  # sft/rft records: one per stretch between trims
 
     @property
     def marked(self) -> bool:
@@ -121,11 +125,21 @@ def read_episode(run_dir: Path) -> Episode | None:
                  protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]))
     turns = [r for r in records if isinstance(r, ModelTurn)]
     ep.model_turns = len(turns)
+    marked = [r.edited_by_person or r.injected for r in turns]
     for r, i in zip(turns, state.turn_messages):  # rebuild puts each turn's message there, in order
         ep.steps = max(ep.steps, r.step)
         if r.edited_by_person or r.injected:
             (ep.edited_steps if r.edited_by_person else ep.scripted_steps).append(r.step)
             ep.messages[i] = {**ep.messages[i], "weight": 0}
+    first = 0  # the first turn of the stretch
+    for history, upto in state.before_trims + [(state.messages, len(turns))]:
+        if not all(marked[first:upto]):  # a stretch with a turn the model wrote: a record training it
+            record = list(history)
+            for t, i in enumerate(state.turn_messages[:upto]):
+                if t < first or marked[t]:  # an earlier stretch's turn (trained there), or not the model's
+                    record[i] = {**record[i], "weight": 0}
+            ep.records.append(record)
+        first = upto
     closing: Closing | None = None
     for r in records:
         if isinstance(r, UserMessage) and r.injected:
@@ -174,7 +188,7 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             report.skipped["turns written by a person or a script (--drop-marked)"] += 1
         elif fmt != "verl" and drop_trimmed and ep.trimmed_steps:
             report.skipped["context was trimmed (--drop-trimmed)"] += 1
-        elif fmt != "verl" and not [m for m in ep.messages if m["role"] == "assistant" and m.get("weight") != 0]:
+        elif fmt != "verl" and not ep.records:
             report.skipped["no turn written by the model (scripted or edited throughout)"] += 1
         else:
             episodes.append(ep)
@@ -190,9 +204,11 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
         with open(out, "w", encoding="utf-8") as f:
             for ep in episodes:
                 report.marked_turns += len(ep.edited_steps) + len(ep.scripted_steps)
-                row = {"messages": ep.messages, "tools": ep.header.tools, "metadata": ep.metadata()}
-                f.write(json.dumps(redact(row), ensure_ascii=False) + "\n")
-                report.written += 1
+                for k, messages in enumerate(ep.records):
+                    row = {"messages": messages, "tools": ep.header.tools,
+                           "metadata": {**ep.metadata(), "segment": k, "segments": len(ep.records)}}
+                    f.write(json.dumps(redact(row), ensure_ascii=False) + "\n")
+                    report.written += 1
     return report
 
 

@@ -12,7 +12,8 @@ A run made in the text protocol stays in that form: the export's `metadata.proto
 action blocks.
 
 Every message carries whether it is trained: only assistant turns the model wrote. A turn with
-`"weight": 0` (a person edited it or a script wrote it) is context only, and so is a turn the
+`"weight": 0` (a person edited it, a script wrote it, or it belongs to an earlier stretch of a
+trimmed run, trained in that stretch's record) is context only, and so is a turn the
 text form cannot show as the model wrote it (several calls in one turn, arguments that are not JSON).
 """
 
@@ -29,7 +30,7 @@ from cuda_agent.agent.errors import FormatError
 from cuda_agent.agent.prompts import system_message
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
 
-WEIGHT_ZERO = "weight 0 (a person edited it or a script wrote it)"
+WEIGHT_ZERO = "weight 0 (a person edited it, a script wrote it, or another record of the run trains it)"
 SEVERAL_CALLS = "several tool calls in one turn (the text protocol takes one)"
 BAD_ARGUMENTS = "tool-call arguments that are not a JSON object"
 

@@ -26,23 +26,36 @@ def unweighted(messages: list[dict]) -> list[dict]:
     return [{k: v for k, v in m.items() if k != "weight"} for m in messages]
 
 
-def test_sft_record_is_what_the_model_was_shown_with_feedback_and_trims(tmp_path):
+def test_sft_records_are_what_the_model_was_shown_with_feedback_and_trims(tmp_path):
     model, run_dir = make_run(tmp_path, native_script(), inbox=["keep it short"])
+    trims = [json.loads(x) for x in (run_dir / "trajectory.jsonl").read_text().splitlines()
+             if json.loads(x)["type"] == "trim"]
     report = export([run_dir], "sft", tmp_path / "sft.jsonl")
-    assert report.written == 1, report.lines()
-    (row,) = rows(tmp_path / "sft.jsonl")
+    records = rows(tmp_path / "sft.jsonl")
+    # one record per stretch between trims
+    assert trims and report.written == len(records) == len(trims) + 1, report.lines()
+    assert [(r["metadata"]["segment"], r["metadata"]["segments"]) for r in records] == \
+        [(k, len(records)) for k in range(len(records))]
+    trained = []
+    for row in records:
+        messages = unweighted(row["messages"])
+        turns = [i for i, m in enumerate(row["messages"]) if m["role"] == "assistant"]
+        for n, i in enumerate(turns):
+            if "weight" not in row["messages"][i]:  # a trained turn: exactly the context it was written from
+                assert messages[:i] == model.calls[n]["messages"]
+                assert messages[i]["content"] == model.responses[n].content
+                trained.append(n)
+    assert trained == list(range(len(model.calls)))  # every turn trained once, in order
     last = sent(model)
-    messages = unweighted(row["messages"])
-    assert messages[:len(last)] == last  # byte for byte what the last request held, in order
-    assert [m["role"] for m in messages[len(last):]] == ["assistant", "tool"]  # finish and its result
-    assert messages[len(last)]["tool_calls"][0]["function"]["name"] == "finish"
-    feedback = messages.index({"role": "user", "content": NO_CALL_NATIVE})
-    assert messages[feedback - 1] == {"role": "assistant", "content": "I think I am done?"}
-    assert {"role": "user", "content": "keep it short"} in messages
-    meta = row["metadata"]
+    final = unweighted(records[-1]["messages"])
+    assert final[:len(last)] == last and [m["role"] for m in final[len(last):]] == ["assistant", "tool"]
+    feedback = final.index({"role": "user", "content": NO_CALL_NATIVE})
+    assert final[feedback - 1] == {"role": "assistant", "content": "I think I am done?"}
+    assert {"role": "user", "content": "keep it short"} in final
+    meta = records[0]["metadata"]
     assert (meta["protocol"], meta["prompt_version"]) == ("native", PROMPT_VERSION)
-    assert meta["format_error_steps"] == [2] and meta["trimmed_steps"] and meta["person_message_steps"] == [3]
-    assert not any("weight" in m for m in row["messages"])  # every turn is the model's own
+    assert meta["format_error_steps"] == [2] and meta["trimmed_steps"] == [t["step"] for t in trims]
+    assert meta["person_message_steps"] == [3]
 
 
 def test_a_text_protocol_run_says_so_and_keeps_its_form_for_training(tmp_path):
