@@ -122,7 +122,7 @@ def test_labels_are_exactly_what_the_model_wrote(export, smollm2):
     trained = _runs(ids, labels)
     expected = [m["content"] + "<|im_end|>\n" for m in conv.messages if m["role"] == "assistant"]
     assert [tok.decode(r) for r in trained] == expected
-    assert len(ids) > 9000  # the system prompt (SKILL.md) and the tool list are ~9k tokens
+    assert len(ids) > 2000  # the system prompt (rules, the SKILL.md table of contents) and the tool list
 
     ds, report = build_dataset([row], tok, max_length=1024)  # the prompt alone is longer: nothing to train
     assert len(ds) == 0 and report.skipped == {"the first trained turn starts past max_length 1024": 1}
