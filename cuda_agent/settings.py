@@ -108,7 +108,7 @@ def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = N
         source = {"user file": str(user or user_file()), "project file": str(project),
                   "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"), "flag": "the command line"}[layer] \
             if layer != "default" else "the defaults"
-        msg = "it is not a setting" if err["type"] == "extra_forbidden" else err["msg"]
+        msg = "it is not a setting" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         raise SettingsError(f"setting {where or '(top level)'} from {source}: {msg}; fix it there "
                             "(`cuda-agent config show` lists every setting)") from None
     return Resolved(settings=settings, origins=origins)

@@ -29,7 +29,7 @@ class ModelOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     tools: Literal["auto", "native", "text"] = "auto"  # auto: native when litellm says the model can
-    context_tokens: int | None = Field(None, ge=512)  # the model's window; default: litellm's table, the server
+    context_tokens: int | None = Field(None, ge=512)  # the model's window; default: the server's report, litellm's
     temperature: float | None = Field(None, ge=0, le=2)
     max_output_tokens: int | None = Field(None, ge=1)  # per reply
     price_in: float | None = Field(None, ge=0)  # USD per million prompt tokens
