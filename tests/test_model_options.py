@@ -131,3 +131,17 @@ def test_batch_passes_the_options_to_each_task(tmp_path):
     body = request["body"]
     assert "tools" not in body and FORMAT_HELP in body["messages"][0]["content"]
     assert (body["temperature"], body["max_tokens"]) == (0, 64)
+
+
+@needs_litellm
+def test_a_window_too_small_for_the_first_request_stops_before_it_with_advice(clean_env):
+    with FakeOpenAIServer() as server:
+        server.reply(content=FINISH)
+        r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "openai/fake-model",
+                                     "--api-base", server.base_url, "--tools", "text", "--context-tokens", "1024",
+                                     "--out", str(clean_env / "runs"), "--device", "cpu", "--no-compile-baseline"])
+        sent = server.chat_requests
+    assert r.exit_code == 4 and sent == []  # nothing the server would refuse was sent
+    said = " ".join(r.output.split())
+    assert "model_error:context_window" in said and "the system prompt and the task need about" in said
+    assert "window of 1024 tokens (given by --context-tokens)" in said and "--max-output-tokens" in said
