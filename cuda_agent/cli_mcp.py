@@ -7,7 +7,6 @@ stdout is the protocol's; every line for a person goes to stderr (the client's s
 
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -35,8 +34,8 @@ def mcp_command(
     disconnects): as optimize's (0 improved, 1 correct, 3 none, 4 failed, 5 unscorable), 0 when no tool
     was ever called (no run folder is made), 2 bad usage."""
     from cuda_agent import install_hint
-    from cuda_agent.cli_optimize import _crashed, _new_run_folder
-    from cuda_agent.run import RunError, RunSpec, finished_line, finished_run, open_run
+    from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
+    from cuda_agent.run import RunSpec, finished_line, finished_run
 
     try:
         import mcp  # noqa: F401  (the SDK: only this command needs it)
@@ -58,19 +57,13 @@ def mcp_command(
         keep_run_device(resolved, resume)
     require_device(settings.eval.device)
     spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
-                   workspace=None if resume is not None else _new_run_folder(settings.out, task, inputs))
-    try:
-        opened = open_run(spec, settings)
-    except RunError as e:
-        if spec.workspace is not None:  # the run folder made for it, left empty
-            with contextlib.suppress(OSError):
-                spec.workspace.parent.rmdir()
-        fail(str(e))
+                   workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
+    opened = open_or_exit(spec, settings)
     from cuda_agent.mcp_server.session import serve_task
 
     run_dir = opened[0].workspace.root.parent
     try:
         done = serve_task(spec, settings, opened, settings_record=resolved.record())
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
-        _crashed(e, run_dir)
+        crashed(e, run_dir)
     raise typer.Exit(done.exit_code if done is not None else 0)

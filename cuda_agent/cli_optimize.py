@@ -13,17 +13,17 @@ one line and exits with its exit code (run.finished_run), changing nothing.
 
 from __future__ import annotations
 
-import contextlib
 import json
 from pathlib import Path
-from typing import NoReturn, Optional
+from typing import Optional
 
 import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
                                      MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX,
                                      PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, fail, keep_run_device,
-                                     llm_flags, out_folder_problem, require_device, resolve_or_exit, run_flags)
+                                     llm_flags, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
 
 
 def optimize_command(
@@ -62,7 +62,7 @@ def optimize_command(
     from rich.console import Console
     from rich.markup import escape
 
-    from cuda_agent.run import RunError, RunRequest, RunSpec, finished_line, finished_run, open_run, run_task
+    from cuda_agent.run import RunRequest, RunSpec, finished_line, finished_run, run_task
 
     console = Console(stderr=json_out, quiet=quiet and not json_out)
     if (task is None) == (resume is None):
@@ -88,7 +88,7 @@ def optimize_command(
         keep_run_device(resolved, resume)
     require_device(settings.eval.device)  # before the task loads or the model is called
     spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
-                   workspace=None if resume is not None else _new_run_folder(settings.out, task, inputs))
+                   workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
     if tui:
         from cuda_agent.tui.launch import launch_with_tui
 
@@ -98,15 +98,7 @@ def optimize_command(
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
     from cuda_agent.trajectory import TrajectoryWriter
 
-    try:
-        opened = open_run(spec, settings)
-    except RunError as e:
-        if spec.workspace is not None:  # the run folder made for it, left empty
-            with contextlib.suppress(OSError):
-                spec.workspace.parent.rmdir()
-        fail(str(e))
-    except Exception as e:  # a bug or a broken run folder: one line, never a traceback and exit 1
-        _crashed(e, resume)
+    opened = open_or_exit(spec, settings)
     run_dir = opened[0].workspace.root.parent
     for lock in opened[0].workspace.removed_locks:
         Console(stderr=True).print(f"removed {escape(str(lock))}: a stale git lock left by a process that is no "
@@ -121,7 +113,7 @@ def optimize_command(
                         on_finalize=lambda: console.print("re-verifying the best version, writing report.md and the "
                                                           "drop-in..."))
     except Exception as e:
-        _crashed(e, run_dir)
+        crashed(e, run_dir)
     if json_out:
         print(json.dumps(done.summary(), indent=1))
     else:
@@ -136,43 +128,4 @@ def optimize_command(
         if done.error:
             Console(stderr=True).print(f"[red]error[/]: {escape(done.error)}", highlight=False, soft_wrap=True)
     raise typer.Exit(done.exit_code)
-
-
-def _crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
-    """A failure no part of the run turned into a verdict: one line on stderr, the traceback in the run
-    folder's error.log, exit code 4 (the run failed)."""
-    import traceback
-
-    from rich.console import Console
-    from rich.markup import escape
-
-    where = ""
-    if run_dir is not None and Path(run_dir).is_dir():
-        log = Path(run_dir) / "error.log"
-        with contextlib.suppress(OSError):
-            log.write_text("".join(traceback.format_exception(e)))
-            where = f" (traceback in {log})"
-    first = (str(e).strip().splitlines() or [""])[0][:300]
-    Console(stderr=True).print(f"[red]error[/]: the run failed: {escape(type(e).__name__)}: {escape(first)}"
-                               f"{escape(where)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(4)
-
-
-def _new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:
-    """The workspace path of a new run when `out` lies in a folder a git repository ignores (the default
-    `runs` at the root of a clone): the run folder is made here, so the workspace repository sits in
-    that ignored folder. None when `out` is outside any repository (the run makes its folder itself).
-    A folder of the user's tracked tree is refused (cli_settings.out_folder_problem)."""
-    from cuda_agent.task import TaskError, load_task
-    from cuda_agent.workspace.paths import WorkspaceError, enclosing_git_root, new_run_dir
-
-    if problem := out_folder_problem(out):
-        fail(problem)
-    if enclosing_git_root(out) is None:
-        return None
-    try:
-        name = load_task(task, inputs=inputs).name
-        return new_run_dir(out, name) / "workspace"
-    except (TaskError, WorkspaceError) as e:
-        fail(str(e))
 

@@ -1,0 +1,73 @@
+"""Opening a run from the command line, shared by `optimize` and `mcp`: the run folder of a new run,
+open_run with one line for what cannot be opened, and a crash as one line plus error.log."""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn, Optional
+
+import typer
+
+from cuda_agent.cli_settings import fail, out_folder_problem
+
+if TYPE_CHECKING:
+    from cuda_agent.agent.resume import ResumeState
+    from cuda_agent.environment import Environment
+    from cuda_agent.run import RunSpec
+    from cuda_agent.settings import Settings
+
+
+def crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
+    """A failure no part of the run turned into a verdict: one line on stderr, the traceback in the run
+    folder's error.log, exit code 4 (the run failed)."""
+    import traceback
+
+    from rich.console import Console
+    from rich.markup import escape
+
+    where = ""
+    if run_dir is not None and Path(run_dir).is_dir():
+        log = Path(run_dir) / "error.log"
+        with contextlib.suppress(OSError):
+            log.write_text("".join(traceback.format_exception(e)))
+            where = f" (traceback in {log})"
+    first = (str(e).strip().splitlines() or [""])[0][:300]
+    Console(stderr=True).print(f"[red]error[/]: the run failed: {escape(type(e).__name__)}: {escape(first)}"
+                               f"{escape(where)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(4)
+
+
+def new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:
+    """The workspace path of a new run when `out` lies in a folder a git repository ignores (the default
+    `runs` at the root of a clone): the run folder is made here, so the workspace repository sits in
+    that ignored folder. None when `out` is outside any repository (the run makes its folder itself).
+    A folder of the user's tracked tree is refused (cli_settings.out_folder_problem)."""
+    from cuda_agent.task import TaskError, load_task
+    from cuda_agent.workspace.paths import WorkspaceError, enclosing_git_root, new_run_dir
+
+    if problem := out_folder_problem(out):
+        fail(problem)
+    if enclosing_git_root(out) is None:
+        return None
+    try:
+        name = load_task(task, inputs=inputs).name
+        return new_run_dir(out, name) / "workspace"
+    except (TaskError, WorkspaceError) as e:
+        fail(str(e))
+
+
+def open_or_exit(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeState | None]:
+    """run.open_run, or one line and the exit: the run folder made for a new run is removed again
+    (it is empty), and a fault that is not the user's is a crash (exit 4, error.log)."""
+    from cuda_agent.run import RunError, open_run
+
+    try:
+        return open_run(spec, settings)
+    except RunError as e:
+        if spec.workspace is not None:  # the run folder made for it, left empty
+            with contextlib.suppress(OSError):
+                spec.workspace.parent.rmdir()
+        fail(str(e))
+    except Exception as e:  # a bug or a broken run folder: one line, never a traceback and exit 1
+        crashed(e, spec.resume)
