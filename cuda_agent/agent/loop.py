@@ -28,6 +28,7 @@ from cuda_agent.agent.context import approx_tokens, context_budget, counter_for,
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import protocol_of, run_config, run_header
+from cuda_agent.agent.interrupts import InterruptLatch
 from cuda_agent.agent.prompts import env_task_message, system_message
 from cuda_agent.agent.protocol import (Approval, Decision, Model, ModelResponse, ToolCall, assistant_message,
                                        valid_arguments, valid_response)
@@ -100,8 +101,10 @@ class Agent:
                 self.model.deadline = self.started + self.config.max_wall_s
             self.count_tokens = counter_for(self.model)
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
-            while True:
-                self.step()
+            with InterruptLatch() as latch:  # a Ctrl-C Python swallowed still ends the run (interrupts.py)
+                while True:
+                    latch.check()
+                    self.step()
         except RunEnded as e:  # finished, target_reached, format_errors, a limit, a stop, unscorable
             reason, error = e.reason, e.detail
         except ModelError as e:
