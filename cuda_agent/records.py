@@ -24,6 +24,11 @@ class TaskInfo(BaseModel):
     name: str = ""
 
 
+# The header's model of a run an MCP client drove (`cuda-agent mcp`): mcp:<client>/<version>. Its turns
+# are the client's tool calls with no model text: not training data for what a model writes.
+EXTERNAL_MODEL_PREFIX = "mcp:"
+
+
 class Header(_Record):
     type: Literal["header"] = "header"
     run_id: str

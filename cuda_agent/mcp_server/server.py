@@ -33,6 +33,7 @@ from mcp.shared.exceptions import MCPError
 
 from cuda_agent.agent.protocol import ToolCall
 from cuda_agent.mcp_server.bridge import Answer, ClientBridge
+from cuda_agent.records import EXTERNAL_MODEL_PREFIX
 
 SKILL_URI = "cuda-agent://skill/SKILL.md"
 PROMPT, SYSTEM = "task", "system"
@@ -54,7 +55,7 @@ def client_name(info) -> str:
     """`mcp:<client name>/<version>`, from the handshake's clientInfo (an Implementation or None)."""
     name = getattr(info, "name", None) or "unknown"
     version = getattr(info, "version", None)
-    return f"mcp:{name}/{version}" if version else f"mcp:{name}"
+    return f"{EXTERNAL_MODEL_PREFIX}{name}/{version}" if version else f"{EXTERNAL_MODEL_PREFIX}{name}"
 
 
 def instructions(offer: Offer) -> str:

@@ -18,6 +18,8 @@ verl's parquet of tasks, read from trajectories only (records.py, trajectory.py;
   exactly the context it was written from. The trimmed steps are listed in the metadata
   (`--drop-trimmed` leaves those runs out).
 - A run the model never answered in (zero model turns) has nothing to learn from: left out of sft/rft.
+  So is a run an MCP client drove (`cuda-agent mcp`; its header's model is `mcp:<client>/<version>`):
+  its turns are the client's tool calls without the client's model text. verl takes both as tasks.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
   written redacted. A task's reward is the closing record's: the milestone reward of the best
   correct version the run found, -1 when none.
@@ -31,8 +33,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from cuda_agent.agent.history import rebuild
-from cuda_agent.records import (Closing, FormatErrorRecord, Header, ModelTurn, Resume, ToolResultRecord, Trim,
-                                UserMessage)
+from cuda_agent.records import (EXTERNAL_MODEL_PREFIX, Closing, FormatErrorRecord, Header, ModelTurn, Resume,
+                                ToolResultRecord, Trim, UserMessage)
 from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
 
@@ -42,6 +44,7 @@ ABILITY = "cuda-kernel-optimization"
 AGENT_NAME = "cuda_agent"  # the agent loop name the verl glue registers (docs/training.md)
 UNKNOWN = "unknown"  # a run recorded before its header said (protocol, prompt version)
 NO_MODEL_TURN = "no model turn (the run ended before the model answered)"
+EXTERNAL = "driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text"
 
 
 @dataclass
@@ -182,6 +185,8 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             report.skipped["unfinished (no closing record; resume it or pass --include-unfinished)"] += 1
         elif fmt != "verl" and not ep.model_turns:
             report.skipped[NO_MODEL_TURN] += 1
+        elif fmt != "verl" and ep.header.model.startswith(EXTERNAL_MODEL_PREFIX):
+            report.skipped[EXTERNAL] += 1
         elif fmt != "verl" and min_reward is not None and ep.reward < min_reward:
             report.skipped[f"reward below {min_reward}"] += 1
         elif fmt != "verl" and drop_marked and ep.marked:

@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import NO_CALL_NATIVE
 from cuda_agent.agent.prompts import PROMPT_VERSION
-from cuda_agent.train.export import NO_MODEL_TURN, export
+from cuda_agent.train.export import EXTERNAL, NO_MODEL_TURN, export
 from cuda_agent.train.sft_data import to_conversation
 from fake_run import build
 from fidelity_run import make_run, native_script, sent
@@ -76,6 +76,18 @@ def test_a_text_protocol_run_says_so_and_keeps_its_form_for_training(tmp_path):
 def test_a_run_without_a_model_turn_is_left_out_with_that_reason(tmp_path):
     _, run_dir = make_run(tmp_path, [])  # the model fails at its first request
     assert export([run_dir], "sft", tmp_path / "sft.jsonl").skipped == {NO_MODEL_TURN: 1}
+    assert export([run_dir], "verl", tmp_path / "tasks.parquet").written == 1  # a task is still a task
+
+
+def test_a_run_an_mcp_client_drove_is_left_out_of_sft_and_rft_with_that_reason(tmp_path):
+    _, run_dir = make_run(tmp_path, native_script())
+    assert export([run_dir], "sft", tmp_path / "sft.jsonl").written >= 1  # the same run, as a model's
+    path = run_dir / "trajectory.jsonl"
+    lines = path.read_text().splitlines()
+    header = json.loads(lines[0])
+    path.write_text("\n".join([json.dumps({**header, "model": "mcp:claude-code/2.1"}), *lines[1:]]) + "\n")
+    for fmt in ("sft", "rft"):
+        assert export([run_dir], fmt, tmp_path / f"{fmt}.jsonl").skipped == {EXTERNAL: 1}
     assert export([run_dir], "verl", tmp_path / "tasks.parquet").written == 1  # a task is still a task
 
 
