@@ -178,13 +178,12 @@ def mutated_inputs(given: list, fresh: list) -> list[int]:
     """Indices of tensor inputs whose values differ from a fresh draw of the same seed."""
     import torch
 
-    def same(a, b) -> bool:  # in slices: no full-size boolean temporaries beside two input sets
+    from cuda_agent.eval.tensor_walk import chunks, walk_order
+
+    def same(a, b) -> bool:  # in chunks (views of a): no full-size temporaries beside two input sets
         if a.shape != b.shape or a.dtype != b.dtype:
             return False
-        a, b = a.reshape(-1), b.reshape(-1)
-        step = 1 << 24
-        for i in range(0, a.numel(), step):
-            x, y = a[i:i + step], b[i:i + step]
+        for x, y in chunks([a, b], walk_order(a), 1 << 24):
             eq = (x == y) | (x.isnan() & y.isnan()) if (x.is_floating_point() or x.is_complex()) else x == y
             if not bool(eq.all()):
                 return False
