@@ -17,6 +17,10 @@ from urllib.parse import urlsplit
 from cuda_agent import install_hint
 
 CONNECT_TIMEOUT_S = 5.0
+# A Ray this batch starts for itself runs without metrics: nobody reads them, and Ray 2.60's raylet
+# segfaults now and then in its OpenTelemetry exporter thread right after start (seen in CI: the
+# batch then dies with "raylet ... is dead"). Set before ray.init so the raylet and workers inherit them.
+LOCAL_RAY_ENV = {"RAY_enable_metrics_collection": "0", "RAY_enable_open_telemetry": "0"}
 
 
 class RayError(RuntimeError):
@@ -77,6 +81,9 @@ def connect(address: str) -> dict[str, float]:
     ray = import_ray()
     target = None if address == "auto" else address
     check_address(address)
+    if address == "auto" and not os.environ.get("RAY_ADDRESS") and not recorded_cluster():
+        for key, value in LOCAL_RAY_ENV.items():
+            os.environ.setdefault(key, value)
     if not ray.is_initialized():
         try:
             ray.init(address=target, log_to_driver=False, include_dashboard=False, configure_logging=False)
