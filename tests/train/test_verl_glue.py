@@ -245,10 +245,13 @@ def test_verls_agent_loop_worker_runs_our_loop_from_the_written_files(verl_run, 
     assert list(out.non_tensor_batch["tool_rewards"][0]) == [1.0]
 
 
-def test_episodes_on_a_ray_pool(tmp_path, cpu_row):
+def test_episodes_on_a_ray_pool(tmp_path, cpu_row, monkeypatch):
     """pool: ray — the episode's KernelEnv is a Ray actor (here on a private local Ray instance, CPU
     evaluations); the tools reach it through the same create/execute/release calls."""
     ray = pytest.importorskip("ray")
+    from cuda_agent.pool.ray_cluster import LOCAL_RAY_ENV  # its raylet's metrics exporter can segfault at start
+    for key, value in LOCAL_RAY_ENV.items():
+        monkeypatch.setenv(key, value)
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a cluster already running
     try:
         async def go():
