@@ -109,13 +109,21 @@ def _interpreter_paths() -> list[Path]:
     """What Python needs to run the package: prefixes, site-packages, sys.path, the package."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, str(Path(sys.executable).resolve().parent.parent)}
     paths.update(site.getsitepackages())
-    paths.update(p for p in sys.path if p and os.path.isabs(p))
+    # not sys.path[0]: the folder of the script that started us, or the cwd of `python -m` (the user's
+    # home, or "/", which bound over everything would undo the private /tmp, /dev and /proc): the
+    # jailed child imports nothing from it
+    paths.update(p for p in sys.path[0 if sys.flags.safe_path else 1:] if p and os.path.isabs(p))
     paths.add(str(Path(__file__).resolve().parent))  # the package itself (an editable install too)
     paths.update(d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isabs(d))
     cuda_home = _cuda_home()
     if cuda_home:
         paths.add(str(cuda_home))
-    return [Path(p) for p in paths if p and os.path.isdir(p)]
+    return [Path(p) for p in paths if p and os.path.isdir(p) and not _above_private(Path(p))]
+
+
+def _above_private(path: Path) -> bool:
+    """A folder holding /tmp, /dev or /proc (e.g. "/" on PYTHONPATH): bound, it would cover their private copies."""
+    return any(path == Path(d) or path in Path(d).parents for d in ("/tmp", "/dev", "/proc"))
 
 
 def _covered(path: Path, roots: list[Path]) -> bool:

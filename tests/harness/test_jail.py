@@ -46,6 +46,31 @@ for target in [{str(outside / 'x')!r}, {str(Path.home() / '.cuda-agent-jail-prob
     assert not (Path.home() / ".cuda-agent-jail-probe").exists() and not Path("/etc/x").exists()
 
 
+def test_the_folder_we_were_started_from_is_not_bound(tmp_path, monkeypatch):
+    """`python -m cuda_agent.cli` puts its cwd first on sys.path: the jail bound it, so a run started in
+    the home folder showed it all to the candidate, and one started in / covered the private /tmp and /dev
+    with the host's (the judge then could not even open /dev/urandom). PYTHONPATH=/ likewise."""
+    (tmp_path / "secret.txt").write_text("api key")
+    monkeypatch.setattr(sys, "path", [str(tmp_path), "/", *sys.path[1:]])
+    marker = f"cuda-agent-jail-{os.getpid()}-host"
+    Path(f"/tmp/{marker}").write_text("host")
+    code = f"""
+import os
+for p in [{str(tmp_path / 'secret.txt')!r}, '/tmp/{marker}']:
+    try:
+        print('READ', p, open(p).read())
+    except OSError:
+        pass
+open('/dev/urandom', 'rb').read(4)
+"""
+    try:
+        r = run_py(code, Jail())
+    finally:
+        Path(f"/tmp/{marker}").unlink()
+    assert r.returncode == 0, r.stderr
+    assert "READ" not in r.stdout
+
+
 def test_tmp_and_dev_shm_are_private(tmp_path):
     marker = f"cuda-agent-jail-{os.getpid()}"
     code = f"open('/tmp/{marker}', 'w').write('x'); open('/dev/shm/{marker}', 'w').write('x')"
