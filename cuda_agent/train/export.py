@@ -18,8 +18,11 @@ verl's parquet of tasks, read from trajectories only (records.py, trajectory.py;
   exactly the context it was written from. The trimmed steps are listed in the metadata
   (`--drop-trimmed` leaves those runs out).
 - A run the model never answered in (zero model turns) has nothing to learn from: left out of sft/rft.
-  So is a run an MCP client drove (`cuda-agent mcp`; its header's model is `mcp:<client>/<version>`):
-  its turns are the client's tool calls without the client's model text. verl takes both as tasks.
+  So, by default, is a run with turns an MCP client made (`cuda-agent mcp`: the header's or a
+  resume's model is `mcp:<client>/<version>`): such a turn is the client's tool calls without the
+  client's model text. `include_external` keeps those runs as demonstrations: each such turn is
+  marked `"external": true` and holds only its tool calls (`content` null), and is trained as that
+  (the calls alone). verl takes every one of these runs as a task.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
   written redacted. A task's reward is the closing record's: the milestone reward of the best
   correct version the run found, -1 when none.
@@ -44,7 +47,8 @@ ABILITY = "cuda-kernel-optimization"
 AGENT_NAME = "cuda_agent"  # the agent loop name the verl glue registers (docs/training.md)
 UNKNOWN = "unknown"  # a run recorded before its header said (protocol, prompt version)
 NO_MODEL_TURN = "no model turn (the run ended before the model answered)"
-EXTERNAL = "driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text"
+EXTERNAL = ("driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text "
+            "(--include-external keeps them)")
 
 
 @dataclass
@@ -64,6 +68,8 @@ class Episode:
     person_messages: list[int] = field(default_factory=list)
     trimmed_steps: list[int] = field(default_factory=list)
     format_error_steps: list[int] = field(default_factory=list)
+    external_steps: list[int] = field(default_factory=list)  # turns an MCP client made: its calls, no text
+    external_clients: list[str] = field(default_factory=list)  # their mcp:<client>/<version> names
     records: list[list[dict]] = field(default_factory=list)  # sft/rft records: one per stretch between trims
 
     @property
@@ -78,7 +84,8 @@ class Episode:
                 "prompt_version": UNKNOWN if self.header.prompt_version is None else self.header.prompt_version,
                 "edited_steps": self.edited_steps, "scripted_steps": self.scripted_steps,
                 "person_message_steps": self.person_messages, "trimmed_steps": self.trimmed_steps,
-                "format_error_steps": self.format_error_steps}
+                "format_error_steps": self.format_error_steps, "external_steps": self.external_steps,
+                "external_clients": self.external_clients}
 
 
 @dataclass
@@ -87,12 +94,16 @@ class ExportReport:
     written: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> runs
     marked_turns: int = 0
+    external_turns: int = 0  # turns an MCP client made, kept as demonstrations (include_external)
 
     def lines(self) -> list[str]:
         out = [f"read {self.runs} run(s), wrote {self.written} record(s)"]
         out += [f"left out {n}: {why}" for why, n in sorted(self.skipped.items())]
         if self.marked_turns:
             out.append(f"{self.marked_turns} assistant turn(s) written by a person or a script kept with weight 0")
+        if self.external_turns:
+            out.append(f"{self.external_turns} assistant turn(s) an MCP client made kept as demonstrations: "
+                       'its tool calls only, marked "external": true')
         return out
 
     def why_empty(self) -> str:
@@ -129,11 +140,17 @@ def read_episode(run_dir: Path) -> Episode | None:
     turns = [r for r in records if isinstance(r, ModelTurn)]
     ep.model_turns = len(turns)
     marked = [r.edited_by_person or r.injected for r in turns]
-    for r, i in zip(turns, state.turn_messages):  # rebuild puts each turn's message there, in order
+    writers = _turn_writers(records)
+    external = [w.startswith(EXTERNAL_MODEL_PREFIX) for w in writers]
+    ep.external_steps = [r.step for r, e in zip(turns, external) if e]
+    ep.external_clients = sorted({w for w, e in zip(writers, external) if e})
+    for r, i, e in zip(turns, state.turn_messages, external):  # rebuild puts each turn's message there, in order
         ep.steps = max(ep.steps, r.step)
         if r.edited_by_person or r.injected:
             (ep.edited_steps if r.edited_by_person else ep.scripted_steps).append(r.step)
             ep.messages[i] = {**ep.messages[i], "weight": 0}
+        if e:
+            ep.messages[i] = {**ep.messages[i], "external": True}
     first = 0  # the first turn of the stretch
     for history, upto in state.before_trims + [(state.messages, len(turns))]:
         if not all(marked[first:upto]):  # a stretch with a turn the model wrote: a record training it
@@ -141,6 +158,8 @@ def read_episode(run_dir: Path) -> Episode | None:
             for t, i in enumerate(state.turn_messages[:upto]):
                 if t < first or marked[t]:  # an earlier stretch's turn (trained there), or not the model's
                     record[i] = {**record[i], "weight": 0}
+                if external[t]:
+                    record[i] = {**record[i], "external": True}
             ep.records.append(record)
         first = upto
     closing: Closing | None = None
@@ -160,6 +179,20 @@ def read_episode(run_dir: Path) -> Episode | None:
     return ep
 
 
+def _turn_writers(records: list) -> list[str]:
+    """Who answered each model turn, in order: the header's model, then each resume's (an optimize run
+    an MCP client resumed, or the reverse, has turns of both; a resume that did not say keeps the last)."""
+    writer, writers = "", []
+    for r in records:
+        if isinstance(r, Header):
+            writer = r.model
+        elif isinstance(r, Resume) and r.model:
+            writer = r.model
+        elif isinstance(r, ModelTurn):
+            writers.append(writer)
+    return writers
+
+
 def _protocol(header: Header, resumes: list[Resume]) -> str:
     """The header's protocol; "mixed" when a resume continued in another; "unknown" when not recorded."""
     found = [header.protocol] + [r.protocol for r in resumes]
@@ -169,7 +202,8 @@ def _protocol(header: Header, resumes: list[Resume]) -> str:
 
 
 def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None = None, drop_marked: bool = False,
-           drop_trimmed: bool = False, include_unfinished: bool = False) -> ExportReport:
+           drop_trimmed: bool = False, include_unfinished: bool = False,
+           include_external: bool = False) -> ExportReport:
     report = ExportReport()
     episodes: list[Episode] = []
     for run in find_runs(paths):
@@ -185,7 +219,7 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             report.skipped["unfinished (no closing record; resume it or pass --include-unfinished)"] += 1
         elif fmt != "verl" and not ep.model_turns:
             report.skipped[NO_MODEL_TURN] += 1
-        elif fmt != "verl" and ep.header.model.startswith(EXTERNAL_MODEL_PREFIX):
+        elif fmt != "verl" and ep.external_steps and not include_external:
             report.skipped[EXTERNAL] += 1
         elif fmt != "verl" and min_reward is not None and ep.reward < min_reward:
             report.skipped[f"reward below {min_reward}"] += 1
@@ -209,6 +243,7 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
         with open(out, "w", encoding="utf-8") as f:
             for ep in episodes:
                 report.marked_turns += len(ep.edited_steps) + len(ep.scripted_steps)
+                report.external_turns += len(ep.external_steps)
                 for k, messages in enumerate(ep.records):
                     row = {"messages": messages, "tools": ep.header.tools,
                            "metadata": {**ep.metadata(), "segment": k, "segments": len(ep.records)}}

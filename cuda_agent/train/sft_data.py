@@ -11,6 +11,10 @@ A run made in the text protocol stays in that form: the export's `metadata.proto
 (`text`); an export without it ("unknown", older runs) is judged by its assistant turns holding
 action blocks.
 
+A turn an MCP client made (`"external": true`, exported with --include-external) has no text, only
+its tool calls: it is trained as those calls alone (the native form's call with empty content, the
+text form's action block alone), and counted apart so the training report says how many there were.
+
 Every message carries whether it is trained: only assistant turns the model wrote. A turn with
 `"weight": 0` (a person edited it, a script wrote it, or it belongs to an earlier stretch of a
 trimmed run, trained in that stretch's record) is context only, and so is a turn the
@@ -50,6 +54,7 @@ class Conversation:
     trained: list[bool]
     form: str  # "native" or "text"
     untrained: Counter = field(default_factory=Counter)  # reason -> assistant turns not trained
+    external: int = 0  # trained turns an MCP client made (tool calls, no text)
 
 
 def read_export(path: Path) -> list[dict]:
@@ -143,6 +148,7 @@ def _native(row: dict, run: str) -> Conversation:
             msg["name"] = names.get(msg["tool_call_id"], "tool")
         if m["role"] == "assistant" and m.get("weight") == 0:
             conv.untrained[WEIGHT_ZERO] += 1
+        conv.external += bool(trained and m.get("external"))
         conv.messages.append(msg)
         conv.trained.append(trained)
     return conv
@@ -178,6 +184,7 @@ def _text(row: dict, run: str) -> Conversation:
             content = (content.rstrip() + "\n\n" if content.strip() else "") + f"```action\n{block}\n```"
         assistants.append({**m, "content": content})
         trained_turns.append(trained)
+        conv.external += bool(trained and m.get("external"))
     messages = to_text_messages(assistants, row["tools"])
     if native_run and messages and messages[0]["role"] == "system":
         messages[0] = {"role": "system", "content": _text_protocol_system(messages[0]["content"])}

@@ -41,6 +41,7 @@ class DataReport:
     trained_tokens: int = 0
     untrained_turns: Counter = field(default_factory=Counter)  # reason -> assistant turns kept as context only
     forms: Counter = field(default_factory=Counter)  # "native" / "text" -> rows
+    external_turns: int = 0  # trained turns an MCP client made: its tool calls, no text (export --include-external)
 
     def lines(self) -> list[str]:
         out = [f"{self.used} of {self.rows} run(s) used: {self.tokens} tokens, {self.trained_tokens} of them trained "
@@ -49,6 +50,8 @@ class DataReport:
         out += [f"{n} run(s) with {forms[f]}" for f, n in sorted(self.forms.items())]
         if self.truncated:
             out.append(f"{self.truncated} run(s) cut at max_length (the turns before the cut are trained)")
+        if self.external_turns:
+            out.append(f"{self.external_turns} trained turn(s) an MCP client made: its tool calls alone, no text")
         out += [f"left out {n}: {why}" for why, n in sorted(self.skipped.items())]
         out += [f"{n} assistant turn(s) kept as context, not trained: {why}"
                 for why, n in sorted(self.untrained_turns.items())]
@@ -152,6 +155,7 @@ def build_dataset(rows: list[dict], tokenizer, *, max_length: int, long: LongPol
         report.used += 1
         report.forms[conv.form] += 1
         report.untrained_turns.update(conv.untrained)
+        report.external_turns += conv.external
         report.tokens += len(ids)
         report.trained_tokens += sum(1 for x in labels if x != IGNORE)
         columns["input_ids"].append(ids)
