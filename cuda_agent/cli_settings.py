@@ -16,7 +16,7 @@ def fail(message: str) -> NoReturn:
     from rich.console import Console
     from rich.markup import escape
 
-    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
     raise typer.Exit(2)
 
 
