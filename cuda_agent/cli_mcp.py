@@ -1,8 +1,9 @@
-"""`cuda-agent mcp TASK`: serve one task's run over the Model Context Protocol (stdio), so an agent
-such as Claude Code or Codex CLI drives the same tools, judge, limits and records as `optimize`'s
-model does (cuda_agent/mcp_server; docs/mcp.md). Needs the `mcp` extra: pip install 'cuda-agent[mcp]'.
+"""`cuda-agent mcp TASK`: serve one task's run over the Model Context Protocol (stdio, or streamable
+HTTP with --http), so an agent such as Claude Code or Codex CLI drives the same tools, judge, limits
+and records as `optimize`'s model does (cuda_agent/mcp_server; docs/mcp.md). Needs the `mcp` extra:
+pip install 'cuda-agent[mcp]'.
 
-stdout is the protocol's; every line for a person goes to stderr (the client's server log).
+Over stdio, stdout is the protocol's; every line for a person goes to stderr (the client's server log).
 """
 
 from __future__ import annotations
@@ -28,11 +29,12 @@ def mcp_command(
     no_sandbox: bool = NO_SANDBOX,
     no_compile: bool = NO_COMPILE,
     memory_budget: Optional[float] = MEMORY_BUDGET,
+    http: Optional[str] = typer.Option(None, "--http", metavar="[HOST:]PORT", help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first tool call drives the run, a second is refused, and the run ends when its session does. No authentication: anything that reaches the port can edit files and run code in the run's jail, so a non-loopback HOST gets a warning."),
 ) -> None:
     """The run starts with the client's first tool call and ends with `finish`, a limit, or the client
     disconnecting; it is then re-verified and reported as `optimize`'s is. Exit codes (when the client
     disconnects): as optimize's (0 improved, 1 correct, 3 none, 4 failed, 5 unscorable), 0 when no tool
-    was ever called (no run folder is made), 2 bad usage."""
+    was ever called (no run folder is made), 2 bad usage (a bad --http, a port that cannot be bound)."""
     from cuda_agent import install_hint
     from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
     from cuda_agent.run import RunSpec, finished_line, finished_run
@@ -45,6 +47,7 @@ def mcp_command(
         fail("give a TASK to start a run, or --resume RUN_DIR to continue one, not both")
     if resume is not None and (inputs is not None or allow_shell or no_compile):
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
+    listening = _listen_or_exit(http) if http is not None else None  # before any run folder is made
     if resume is not None and (saved := finished_run(resume)[1]) is not None:
         typer.echo(finished_line(saved), err=True)
         raise typer.Exit(saved.exit_code)
@@ -63,7 +66,25 @@ def mcp_command(
 
     run_dir = opened[0].workspace.root.parent
     try:
-        done = serve_task(spec, settings, opened, settings_record=resolved.record())
+        done = serve_task(spec, settings, opened, settings_record=resolved.record(), http=listening)
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
         crashed(e, run_dir)
     raise typer.Exit(done.exit_code if done is not None else 0)
+
+
+def _listen_or_exit(value: str):
+    """The --http socket, listening; a bad value or a port that cannot be bound is one line, exit 2."""
+    from cuda_agent.mcp_server.http import is_loopback, listen, parse_address
+
+    try:
+        host, port = parse_address(value)
+    except ValueError as e:
+        fail(f"--http {value!r}: {e}")
+    try:
+        sock = listen(host, port)
+    except OSError as e:
+        fail(f"--http {value!r}: cannot listen on {host} port {port}: {e.strerror or e}")
+    if not is_loopback(host):
+        typer.echo(f"warning: --http {value} listens beyond this machine, with no authentication: whoever reaches "
+                   "it can edit files and run code in the run's jail (prefer 127.0.0.1 and an SSH tunnel)", err=True)
+    return sock

@@ -34,6 +34,16 @@ def text(result: types.CallToolResult) -> str:
     return "\n".join(c.text for c in result.content)
 
 
+def heard(seen: dict, name: str):
+    """A progress callback keeping what the server sent during the call `name`."""
+    notes = seen.setdefault(f"progress {name}", [])
+
+    async def callback(progress: float, total: float | None, message: str | None) -> None:
+        notes.append((progress, message))
+
+    return callback
+
+
 async def session(out: Path) -> dict:
     seen = {}
     async with Client(server(out), client_info=CLIENT, read_timeout_seconds=600) as c:
@@ -49,9 +59,10 @@ async def session(out: Path) -> dict:
                                                 "file_text": (TASK / "honest" / path).read_text()})
             assert not r.is_error, text(r)
         seen["compile"] = await c.call_tool("compile", {})
-        seen["verify"] = await c.call_tool("verify", {})
+        seen["verify"] = await c.call_tool("verify", {}, progress_callback=heard(seen, "verify"))
         seen["benchmark"] = await c.call_tool("benchmark", {})
-        seen["finish"] = await c.call_tool("finish", {"summary": "host loop, fused"})
+        seen["finish"] = await c.call_tool("finish", {"summary": "host loop, fused"},
+                                           progress_callback=heard(seen, "finish"))
         seen["after"] = await c.call_tool("list_files", {})
     return seen
 
@@ -69,6 +80,11 @@ def test_a_client_drives_a_whole_run_with_the_shape_of_an_optimize_run(tmp_path)
     bad = text(seen["bad"])
     assert seen["bad"].is_error and "edit_file" in bad and len(bad.strip().splitlines()) == 1, bad
     assert not seen["compile"].is_error and not seen["verify"].is_error, text(seen["verify"])
+    # a client that gave a progressToken hears that its long calls started (and, past 5 s, how long they ran)
+    for name in ("verify", "finish"):
+        notes = seen[f"progress {name}"]
+        assert notes and notes[0] == (0.0, f"{name}: started"), notes
+        assert [p for p, _ in notes] == sorted({p for p, _ in notes}), notes  # increasing, as the spec asks
     finish = text(seen["finish"])
     assert "finished" in finish and "re-verified" in finish and "report:" in finish and "drop-in:" in finish, finish
     summary = seen["finish"].structured_content

@@ -1,7 +1,8 @@
-"""`cuda-agent mcp`: one task's run served over the Model Context Protocol (stdio), with the official
-`mcp` SDK's low-level server. The run is cuda_agent/run.py's, as in `optimize`; the model is the
-client, through the bridge (bridge.py). The server runs in its own thread; the run stays on the main
-thread, where `optimize` runs it (signals, ^C, the task code's deadline).
+"""`cuda-agent mcp`: one task's run served over the Model Context Protocol (stdio here; streamable HTTP
+in http.py), with the official `mcp` SDK's low-level server. The run is cuda_agent/run.py's, as in
+`optimize`; the model is the client, through the bridge (bridge.py). The server runs in its own
+thread; the run stays on the main thread, where `optimize` runs it (signals, ^C, the task code's
+deadline).
 
 What a client sees: the tools the built-in loop gives its model (names, descriptions, JSON schemas),
 SKILL.md as a resource, the task message as a prompt, and a short `instructions` text. The run and
@@ -9,11 +10,11 @@ its run folder start with the first tools/call (the handshake has named the clie
 client that only connects and lists leaves nothing behind. `finish` (or any call that ends the run:
 a limit, an unscorable task) returns once the run is finalized: the re-verified result, report.md
 and the drop-in. A client that disconnects ends the run (stop reason client_disconnected), which is
-then finalized as well.
+then finalized as well. Every call sends progress notifications while it runs (progress.py).
 
-The process's own stdin and stdout are the wire and nothing else: fd 1 is pointed at stderr and
-fd 0 at /dev/null for the whole process before anything runs, so what the run and its workers print
-can never tear a JSON-RPC frame, before or after the client is gone.
+Over stdio, the process's own stdin and stdout are the wire and nothing else: fd 1 is pointed at
+stderr and fd 0 at /dev/null for the whole process before anything runs, so what the run and its
+workers print can never tear a JSON-RPC frame, before or after the client is gone.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from mcp.shared.exceptions import MCPError
 
 from cuda_agent.agent.protocol import ToolCall
 from cuda_agent.mcp_server.bridge import Answer, ClientBridge
+from cuda_agent.mcp_server.progress import with_progress
 from cuda_agent.records import EXTERNAL_MODEL_PREFIX
 
 SKILL_URI = "cuda-agent://skill/SKILL.md"
@@ -58,6 +60,13 @@ def client_name(info) -> str:
     return f"{EXTERNAL_MODEL_PREFIX}{name}/{version}" if version else f"{EXTERNAL_MODEL_PREFIX}{name}"
 
 
+def http_session_id(ctx) -> str | None:
+    """The Mcp-Session-Id of the HTTP request a call came in (None on stdio: no HTTP request)."""
+    request = getattr(ctx, "request", None)
+    headers = getattr(request, "headers", None)
+    return headers.get("mcp-session-id") if headers is not None else None
+
+
 def instructions(offer: Offer) -> str:
     return (f"cuda-agent: write a CUDA kernel for the task {offer.task_name!r} that is verified correct and "
             f"faster than torch.compile. Read the prompt {PROMPT!r} (the task), the prompt {SYSTEM!r} (the role, "
@@ -81,6 +90,7 @@ class McpSession:
         self.offer, self.bridge = offer, bridge
         self.started = threading.Event()
         self.called = False  # a tools/call came: the main thread runs the task
+        self.owner: str | None = None  # over HTTP: the session that made the first call (None on stdio)
         self._lock: anyio.Lock | None = None
         self._ids = count(1)
 
@@ -96,14 +106,25 @@ class McpSession:
                                             for f in (s["function"] for s in self.offer.tools)])
 
     async def _call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
+        async def report(progress: float, message: str) -> None:  # a no-op unless the call carried a progressToken
+            await ctx.session.report_progress(progress, None, message)
+
+        return await with_progress(lambda: self._run_call(ctx, params), report, params.name)
+
+    async def _run_call(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         if self._lock is None:
             self._lock = anyio.Lock()
         async with self._lock:  # one call at a time, in the order they came: the loop runs them in turn
+            session_id = http_session_id(ctx)
             if not self.called:
                 client = ctx.session.client_params.client_info if ctx.session.client_params else None
                 self.bridge.name = client_name(client)
+                self.owner = session_id
                 self.called = True
                 self.started.set()
+            elif session_id != self.owner:  # over HTTP only one session ever drives the run (http.py)
+                raise MCPError(types.INVALID_REQUEST, "this run is driven by another client's session; "
+                                                      "start another `cuda-agent mcp` for another run")
             call = ToolCall(id=f"mcp-{next(self._ids)}", name=params.name,
                             arguments=json.dumps(params.arguments or {}, ensure_ascii=False))
             future = self.bridge.submit(call)

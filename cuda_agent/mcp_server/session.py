@@ -1,13 +1,16 @@
-"""One MCP session from start to end: what the client is offered, the server in its thread, and the
-run on the main thread once the first tools/call has come (run.run_task, with the client's bridge as
-the model and a trajectory writer that shows the bridge each record). After the run is finalized the
-server keeps answering (a later tools/call is told the run has ended) until the client disconnects.
+"""One MCP session from start to end: what the client is offered, the server in its thread (stdio, or
+streamable HTTP: http.py), and the run on the main thread once the first tools/call has come
+(run.run_task, with the client's bridge as the model and a trajectory writer that shows the bridge
+each record). After the run is finalized the server keeps answering (a later tools/call is told the
+run has ended) until the client disconnects.
 """
 
 from __future__ import annotations
 
 import shutil
+import socket
 import sys
+import threading
 from typing import Callable
 
 from cuda_agent.agent.prompts import env_task_message, skill_text, system_message
@@ -46,30 +49,67 @@ def ending_lines(done: RunOutcome) -> list[str]:
 
 
 def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: dict | None = None,
+               http: socket.socket | None = None,
                say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> RunOutcome | None:
     """Serve the run `opened` (run.open_run's result for `spec`) until the client disconnects; the
-    loop starts with the first tools/call. None when no call ever came: nothing ran, and the run
-    folder of a new run is removed again (a client that connects at every start leaves no trace)."""
+    loop starts with the first tools/call. Over stdio, or over streamable HTTP on the listening
+    socket `http`. None when no call ever came: nothing ran, and the run folder of a new run is
+    removed again (a client that connects at every start leaves no trace)."""
     env = opened[0]
     run_dir = env.workspace.root.parent
     bridge = ClientBridge()
     session = McpSession(make_offer(env, settings), bridge)
-    thread = serve_in_thread(session)
-    session.started.wait()
+    if http is not None:
+        from cuda_agent.mcp_server.http import serve_http_in_thread
+
+        served = serve_http_in_thread(session, http, say)
+    else:
+        served = StdioServed(serve_in_thread(session))
+    try:
+        session.started.wait()
+    except KeyboardInterrupt:  # over HTTP, Ctrl-C is how a server no client started a run on is stopped
+        bridge.close(["the server was stopped before the run started"], failed=True)
+        served.stop()
+        return _nothing_ran(spec, env, run_dir)
     if not session.called:
-        thread.join()
-        env.close()
-        if spec.resume is None and not (run_dir / TRAJECTORY).exists():
-            shutil.rmtree(run_dir, ignore_errors=True)
-        return None
+        served.wait()
+        return _nothing_ran(spec, env, run_dir)
     say(f"run folder: {run_dir} (driven by {bridge.name})")
     try:
         done = run_task(spec, settings, opened=opened, model=bridge, settings_record=settings_record,
                         writer=lambda path, _: BridgeWriter(path, bridge))
     except BaseException as e:  # the client hears it; the command says it and keeps the traceback
         bridge.close([f"the run failed: {type(e).__name__}: {e}"], failed=True)
+        served.stop()
         raise
     bridge.close(ending_lines(done), summary=done.summary(), failed=done.error is not None)
     say("; ".join(ending_lines(done)))
-    thread.join()
+    try:
+        if http is not None and done.stop_reason == "interrupted":
+            served.stop()  # a person stopped it here: no waiting for the client to leave
+        else:
+            served.wait()
+    except KeyboardInterrupt:
+        served.stop()
     return done
+
+
+class StdioServed:
+    """The stdio server's thread: `wait` until the client closes its end; `stop` leaves it to the
+    process's exit (a thread blocked reading stdin cannot be stopped from outside)."""
+
+    def __init__(self, thread: threading.Thread):
+        self.thread = thread
+
+    def wait(self) -> None:
+        self.thread.join()
+
+    def stop(self) -> None:
+        pass
+
+
+def _nothing_ran(spec: RunSpec, env, run_dir) -> None:
+    env.close()
+    if spec.resume is None and not (run_dir / TRAJECTORY).exists():
+        shutil.rmtree(run_dir, ignore_errors=True)
+    return None
