@@ -115,7 +115,8 @@ def test_training_takes_the_clients_turns_as_their_calls_alone(mcp_run, tmp_path
     own = tokenizer.chat_template
     try:
         if form == "native":  # a template that shows tool calls: TRL's copy of Qwen2.5's
-            tokenizer.chat_template = (importlib.resources.files("trl") / "chat_templates" / "qwen2_5.jinja").read_text()
+            qwen = importlib.resources.files("trl") / "chat_templates" / "qwen2_5.jinja"
+            tokenizer.chat_template = qwen.read_text()
         template = training_template(tokenizer)
         conv = to_conversation(row, native=form == "native")
         assert conv.form == form and conv.external == 3 and conv.trained.count(True) == 3
