@@ -7,7 +7,9 @@ is only finalized (it was stopped while re-verifying)."""
 
 from __future__ import annotations
 
+import os
 import sys
+import time
 import traceback
 from pathlib import Path
 
@@ -16,7 +18,10 @@ from cuda_agent.batch.rows import TaskRow
 
 
 def main(argv: list[str]) -> int:
-    job = TaskJob.model_validate_json(Path(argv[1]).read_text())
+    job_file = wait_for_job() if argv[1:] == ["--wait"] else argv[1]
+    if not job_file:
+        return 0  # the batch ended before it had a job for this process
+    job = TaskJob.model_validate_json(Path(job_file).read_text())
     try:
         row = run_eval(job) if job.mode == "eval" else run_agent_task(job)
     except KeyboardInterrupt:
@@ -26,6 +31,28 @@ def main(argv: list[str]) -> int:
         row = job.row("crashed", error=f"{type(e).__name__}: {e}".splitlines()[0][:500])
     write_json_atomic(job.result_path, row.model_dump(mode="json"))
     return 0
+
+
+def wait_for_job() -> str:
+    """Started ahead (proc.Ahead): import what every task needs, then wait for the job's path on
+    stdin; from then on this process's output goes to the task's log, as a plain start's does."""
+    t0 = time.time()
+    import torch  # noqa: F401  the slow part of a task's start-up
+
+    import cuda_agent.eval.evaluator  # noqa: F401
+    import cuda_agent.pool  # noqa: F401
+    import cuda_agent.run  # noqa: F401
+
+    ready = time.time()
+    job_file = sys.stdin.readline().strip()
+    if job_file:
+        job = TaskJob.model_validate_json(Path(job_file).read_text())
+        with open(job.log_path, "a") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        print(f"[cuda-agent batch] this task's process started {t0:.3f}, imports done {ready:.3f} (ahead of its job), "
+              f"job received {time.time():.3f}", flush=True)
+    return job_file
 
 
 def _settings(job: TaskJob):

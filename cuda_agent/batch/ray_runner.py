@@ -88,7 +88,7 @@ class RayRunner(Runner):
         # two threads: `interrupt` must get through while `run` waits for the task's process
         self.host = self.ray.remote(max_concurrency=2, max_restarts=0)(TaskHost)
 
-    def _start(self, job: TaskJob) -> None:
+    def _start(self, job: TaskJob, more: bool = False) -> None:  # the node starts the task's process
         job.device = self.pool.place()
         actor = self.host.options(**self.pool.task_resources()).remote()
         self.running.append(_Running(job, actor, actor.run.remote(job.model_dump_json(), self.task_timeout)))

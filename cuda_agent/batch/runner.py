@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cuda_agent.batch.job import TaskJob
-from cuda_agent.batch.proc import start_child
+from cuda_agent.batch.proc import Ahead
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.jail import kill_group
 
@@ -39,6 +39,7 @@ class Runner:
         self.on_start, self.on_end = on_start, on_end
         self.admit = admit  # asked before each start; False leaves it and every later job unstarted
         self.running: list[_Running] = []
+        self.ahead = Ahead()  # the next task's process, started while this one starts up
 
     def run(self, jobs: deque) -> None:
         """Run `jobs` (TaskJobs whose device is filled in here) until none is left."""
@@ -49,6 +50,8 @@ class Runner:
         except KeyboardInterrupt:
             self._stop_all()
             raise
+        finally:
+            self.ahead.close()
 
     def _fill(self, jobs: deque) -> None:
         """Start jobs while there is room and `admit` lets them."""
@@ -57,11 +60,11 @@ class Runner:
             if self.admit is not None and not self.admit(job):
                 jobs.clear()  # the batch's cost cap is reached: nothing more starts
                 return
-            self._start(job)
+            self._start(job, more=bool(jobs))
 
-    def _start(self, job: TaskJob) -> None:
+    def _start(self, job: TaskJob, more: bool = False) -> None:
         job.device = self.pool.place()
-        proc, log = start_child(job)
+        proc, log = self.ahead.start(job, more)
         self.running.append(_Running(job, proc, time.monotonic(), log))
         if self.on_start:
             self.on_start(job)

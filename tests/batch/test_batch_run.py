@@ -42,6 +42,22 @@ def test_each_task_run_folder_is_what_optimize_writes(level_batch):
     assert (out / "logs" / "level1" / "scale_add.log").is_file()
 
 
+def test_later_tasks_get_a_process_whose_start_up_was_done_ahead(level_batch):
+    """Four tasks, two at a time: the third and fourth are handed to processes started while the
+    first two started, which had imported torch and the harness before their job came."""
+    import re
+
+    out = level_batch[3]
+    waited = []
+    for log in (out / "logs").rglob("*.log"):
+        m = re.search(r"started ([0-9.]+), imports done ([0-9.]+) \(ahead of its job\), job received ([0-9.]+)",
+                      log.read_text())
+        if m:
+            started, ready, received = map(float, m.groups())
+            waited.append(received - ready)
+    assert len(waited) >= 2 and max(waited) > 0, waited  # at least one was ready before its job came
+
+
 def test_summary_files_hold_the_metrics_of_the_rows(level_batch):
     out = level_batch[3]
     rows = read_rows(out)
