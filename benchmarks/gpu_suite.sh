@@ -29,6 +29,8 @@ if ! command -v bwrap >/dev/null && ls .deb/bubblewrap_*.deb >/dev/null 2>&1; th
   dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export CUDA_AGENT_BWRAP=/tmp/bw/usr/bin/bwrap
 fi
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-/tmp/cuda-agent-cache}
+# no warm eval server left holding GPU memory into the next phase (cold_eval.py turns it on for itself)
+export CUDA_AGENT_EVAL__SERVER_IDLE_S=${CUDA_AGENT_EVAL__SERVER_IDLE_S:-0}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 python3 -c "import torch; print('torch', torch.__version__, torch.version.cuda)"
 phase=${1:-tests}; shift || true

@@ -99,7 +99,7 @@ def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
     sampler.start()
     t0 = time.monotonic()
     proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(candidate),
-                           "--json", *extra], capture_output=True, text=True, timeout=1800)
+                           "--json", "--no-server", *extra], capture_output=True, text=True, timeout=1800)
     row["wall_s"] = round(time.monotonic() - t0, 1)
     sampler.stop.set()
     sampler.join()

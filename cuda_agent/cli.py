@@ -34,8 +34,8 @@ app.command("optimize", help="Run the agent on one task: a verified, faster kern
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)
 app.command("export", help="Runs -> training data: SFT chat JSONL, RFT (best per task), verl parquet of tasks. "
             "Exit codes: 0 written, 2 bad usage, 3 nothing to write (no file is written).")(export_command)
-app.command("mcp", help="Serve one task's run over MCP (stdio): Claude Code, Codex or any MCP client drives "
-            "the verified tools, recorded as optimize records its model.")(mcp_command)
+app.command("mcp", help="Serve one task's run over MCP (stdio, or streamable HTTP with --http): Claude Code, "
+            "Codex or any MCP client drives the verified tools, recorded as optimize records its model.")(mcp_command)
 app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
 app.add_typer(config_app, name="config")
 register_batch(app)  # batch, compare, baselines, tasks import

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import traceback
 from pathlib import Path
 from typing import NoReturn, Optional
 
@@ -26,10 +25,13 @@ def eval_command(
     no_sandbox: bool = NO_SANDBOX,
     memory_budget: Optional[float] = MEMORY_BUDGET,
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
+    no_server: bool = typer.Option(False, "--no-server", help="Evaluate in this process, not in the warm eval server that later evals of the same task reuse (setting: eval.server_idle_s = 0)."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
     4 runtime error or timeout, 5 task unscorable or harness error. Errors go to stderr; the verdict
-    to stdout (with --json, one JSON object)."""
+    to stdout (with --json, one JSON object). The first eval starts a warm server in the background
+    (stderr says so); later evals of the same task and settings skip the start-up (the same judge,
+    jail and checks; a fresh recorder and judge for each candidate)."""
     from rich.console import Console
 
     from cuda_agent.eval.tolerance import Tolerances
@@ -37,24 +39,27 @@ def eval_command(
 
     cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
                                               timeout_s=timeout, allow_precision=True if allow_precision else None,
-                                              memory_budget_gib=memory_budget)
+                                              memory_budget_gib=memory_budget, server_idle_s=0 if no_server else None)
                            }).settings.eval
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
     rejected = _static_rejection(candidate, cfg.allow_precision)
     if rejected is not None:
         _report(rejected, {"path": task}, f"{task} <- {candidate}", candidate, cfg.device, json_out)
-    require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
     if tolerance is not None:
         try:
             cfg.tolerances = Tolerances.preset(tolerance)
         except (KeyError, ValueError):
             fail(f"unknown tolerance preset {tolerance!r}; use kernelbench or cuda-agent")
+    if cfg.server_idle_s > 0:
+        _on_server(task, inputs, cfg, candidate, json_out)  # reports and exits, unless it had no answer
+    require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
     try:
         t = load_task(task, inputs=inputs)
     except TaskError as e:
         fail(str(e))
     from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.eval.verdict import harness_error
 
     try:
         with Console(stderr=json_out).status("evaluating..."):
@@ -62,23 +67,57 @@ def eval_command(
                 verdict = ev.evaluate(candidate)
                 task_info = ev.describe_task()
     except Exception as e:  # a fault of the harness itself: still one verdict (exit 5), never a traceback
-        from cuda_agent.eval.verdict import Verdict
-
-        last = traceback.extract_tb(e.__traceback__)[-1]
-        verdict = Verdict(status="error", error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} "
-                                                f"({Path(last.filename).name} line {last.lineno})")
+        verdict = harness_error(e)
         task_info = {"path": str(t.path), "class": t.class_name, "hash": t.source_hash}
     _report(verdict, task_info, f"{t.name} <- {candidate}", candidate, cfg.device, json_out)
 
 
-def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool) -> NoReturn:
-    """The verdict on stdout (a table, or one JSON object), and its exit code."""
+def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: bool) -> None:
+    """Evaluate on the warm server (eval/server.py), started here if none answers; report and exit.
+    Returns only when the server gave no answer: the caller evaluates in this process."""
+    from rich.console import Console
+
+    from cuda_agent.eval import server_client
+    from cuda_agent.eval.verdict import Verdict
+    from cuda_agent.task import TaskError, parse_task_ref
+
+    try:  # the path only: loading the task imports torch, which the server has done already
+        path, cls = parse_task_ref(task)
+    except TaskError as e:
+        fail(str(e))
+    if inputs is not None and not inputs.is_file():
+        fail(f"inputs file not found: {inputs}")
+    err = Console(stderr=True)
+
+    def say(line: str) -> None:
+        err.print(line, highlight=False, markup=False, soft_wrap=True)
+
+    cfg = cfg.model_copy(update={"cache_dir": cfg.cache_root().resolve()})  # the server runs in /: no relative paths
+    request = {"op": "evaluate", "task": str(path.resolve()) + (f"::{cls}" if cls else ""),
+               "inputs": str(inputs.resolve()) if inputs else None, "cfg": cfg.model_dump(mode="json"),
+               "candidate": str(candidate.resolve())}
+    with Console(stderr=json_out).status("evaluating..."):
+        # no server for this task yet: the device is checked first (one line, not a server that cannot use it)
+        answer = server_client.evaluate(cfg, request, say, before_start=lambda: require_device(cfg.device))
+    if answer is None:
+        return
+    if "usage" in answer:
+        fail(answer["usage"])
+    verdict = Verdict.model_validate(answer["verdict"])
+    _report(verdict, answer["task"], f"{answer['name']} <- {candidate}", candidate, cfg.device, json_out,
+            server=answer["server"])
+
+
+def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool,
+            server: dict | None = None) -> NoReturn:
+    """The verdict on stdout (a table, or one JSON object), and its exit code. `server`: which warm
+    server evaluated it (pid, its evaluations of this task, whether its evaluator was reused)."""
     from rich.console import Console
 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
 
     if json_out:
-        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": device,
+        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": device, "server": server,
                           "verdict": verdict.model_dump()}, indent=1))
     else:
         render_verdict(verdict, Console(), title=title)

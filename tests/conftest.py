@@ -27,6 +27,9 @@ def has_gpu() -> bool:
 # user would set); subprocesses inherit it. A test of the no-GPU refusal removes it.
 if not has_gpu():
     os.environ.setdefault("CUDA_AGENT_EVAL__DEVICE", "cpu")
+# `cuda-agent eval` in-process unless a test asks for its warm server (tests/eval/test_eval_server.py):
+# a server per test environment would outlive the test by its idle time
+os.environ.setdefault("CUDA_AGENT_EVAL__SERVER_IDLE_S", "0")
 
 
 def pytest_collection_modifyitems(config, items):

@@ -48,6 +48,9 @@ class EvalConfig(BaseModel):
     arch: str | None = None  # nvcc arch, default from the device
     cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
     init_seed: int = 0
+    # `cuda-agent eval` only: seconds its warm server (eval/server.py) waits for the next evaluation
+    # before it exits; 0: each `eval` evaluates in its own process (start-up and all)
+    server_idle_s: float = Field(600.0, ge=0)
 
 
     def cache_root(self) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from cuda_agent.eval.channel import JailedChild
+from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.scratch import private_dir
 from cuda_agent.eval.settings import EvalConfig
@@ -66,6 +66,19 @@ class Spares:
                 child.kill()
             child = self.start(kind)
         return child
+
+    def top_up(self) -> None:
+        """One of each kind waiting again, started now and waited for: between evaluations (the warm
+        eval server, after it answered), so that none is starting during the next one's timing."""
+        for kind, queue in self.waiting.items():
+            if not any(child.alive() for child in queue):
+                queue.append(self.start(kind))
+        for queue in self.waiting.values():
+            for child in queue:
+                try:
+                    child.wait_ready()
+                except ChildError:
+                    pass  # killed: take() starts another in its place
 
     def close(self) -> None:
         for queue in self.waiting.values():

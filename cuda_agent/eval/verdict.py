@@ -101,3 +101,13 @@ class Verdict(BaseModel):
     @property
     def failing_findings(self) -> list[Finding]:
         return [f for f in self.findings if f.severity == "fail"]
+
+
+def harness_error(e: Exception) -> Verdict:
+    """A fault of the harness itself, as a verdict (status error, exit 5), never a traceback."""
+    import traceback
+    from pathlib import Path
+
+    last = traceback.extract_tb(e.__traceback__)[-1]
+    return Verdict(status="error", error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} "
+                                         f"({Path(last.filename).name} line {last.lineno})")
