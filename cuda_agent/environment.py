@@ -101,6 +101,7 @@ class Environment(contextlib.AbstractContextManager):
 
     def close(self) -> None:
         self.ctx.close()
+        self.workspace.release()
         if self._reference_dir is not None:
             self._reference_dir.cleanup()
             self._reference_dir = None

@@ -20,6 +20,7 @@ from ..eval.verdict import Verdict
 from ..task import Task
 from .history import History, init_repo, lock_files, lock_holder
 from .paths import META_DIR, PROTECTED, RECORD, WorkspaceError, enclosing_git_root, new_run_dir, resolve_in, sha256_file
+from .run_lock import hold_run, release_run
 from .trailers import VersionInfo
 
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -53,6 +54,7 @@ class Workspace:
         self.root, self.repo, self.record = root, repo, record
         self.history = History(repo)
         self.removed_locks: list[Path] = []  # stale git locks `open` removed (a killed run's), to say so
+        self._run_lock: Path | None = None  # run_lock.py: held from create/open until release()
 
     @classmethod
     def create(cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"),
@@ -102,7 +104,9 @@ class Workspace:
         repo = init_repo(root)
         origin = f"From {task.path}, class {task.class_name}, hash {task.source_hash}."
         History(repo).commit(f"task: {task.name}\n\n{origin}")
-        return cls(root, repo, record)
+        ws = cls(root, repo, record)
+        ws._run_lock = hold_run(ws.history.git_dir)
+        return ws
 
     @classmethod
     def open(cls, path: Path) -> Workspace:
@@ -122,9 +126,15 @@ class Workspace:
         except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
             raise WorkspaceError(not_one) from None
         ws = cls(folder.resolve(), repo, record)
+        ws._run_lock = hold_run(ws.history.git_dir)  # before anything is cleared or committed: not a live run's
         ws._clear_stale_locks()
         ws.snapshot("snapshot: uncommitted work found on re-open")
         return ws
+
+    def release(self) -> None:
+        """Let another process run this run (the run ended here)."""
+        release_run(self._run_lock)
+        self._run_lock = None
 
     def _clear_stale_locks(self) -> None:
         for lock in lock_files(self.history.git_dir):

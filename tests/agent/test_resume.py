@@ -214,7 +214,14 @@ def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
             found = [p for p in out.glob("*/workspace/shell.pid") if p.read_text().strip()]
             sleeper = int(found[0].read_text()) if found else time.sleep(0.2)
         assert sleeper is not None, "the scripted run never reached its shell call"
-        os.killpg(proc.pid, signal.SIGKILL)  # mid-turn: the shell call is running
+        # while it runs, another resume is one line and touches nothing (it would commit the run's
+        # half-made edits, clear git locks it holds, write the same trajectory)
+        live = next(out.iterdir())
+        before = (live / TRAJECTORY).read_bytes(), _git_log(live)
+        code, message = optimize("--resume", str(live), "--script", str(script))
+        assert code == 2 and f"this run is being run by another process (pid {proc.pid}" in message, message
+        assert ((live / TRAJECTORY).read_bytes(), _git_log(live)) == before
+        os.killpg(proc.pid, signal.SIGKILL)  # mid-turn: the shell call is running; the kernel drops its run lock
         proc.wait(timeout=30)
     finally:
         if proc.poll() is None:
@@ -236,6 +243,11 @@ def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
     assert (records[3].status, records[3].observation) == ("interrupted", INTERRUPTED)
     log = subprocess.run(["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True)
     assert "snapshot: uncommitted work found on re-open" in log.stdout  # shell.pid, kept
+
+
+def _git_log(run_dir: Path) -> str:
+    return subprocess.run(["git", "log", "--format=%H %s"], cwd=run_dir / "workspace", capture_output=True,
+                          text=True).stdout
 
 
 def test_resume_refuses_a_workspace_whose_task_was_swapped(tmp_path):
