@@ -14,8 +14,6 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
-import tempfile
 import time
 import uuid
 from collections.abc import Sequence
@@ -168,22 +166,26 @@ def _link(
     command = shlex.join(argv)
     if lib.is_file():
         return lib, command, ""
-    lib.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=lib.parent, prefix=".tmp-", suffix=".so")
-    os.close(fd)
-    argv[3] = tmp
+    from cuda_agent.kernels.nvcc_run import output_dir, run_nvcc
+
+    out = output_dir(lib.parent)
+    argv[3] = str(out / lib.name)
     try:
-        proc = subprocess.run(argv, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S)
-        output, ok = proc.stdout + proc.stderr, proc.returncode == 0
-    except subprocess.TimeoutExpired:
-        output, ok = f"nvcc error : linking took over {COMPILE_TIMEOUT_S} s", False
-    if not ok:
-        Path(tmp).unlink(missing_ok=True)
-        errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
-        return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, lib)
+        output, ok = run_nvcc(argv, cwd=out, readable=[cache / "obj", *_link_dirs(link_flags)], out_dir=out,
+                              timeout=COMPILE_TIMEOUT_S, what="linking")
+        if not ok:
+            errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
+            return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"
+        os.chmod(out / lib.name, 0o755)
+        os.replace(out / lib.name, lib)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     return lib, command, ""
+
+
+def _link_dirs(link_flags: list[str]) -> list[Path]:
+    """The -L folders a link names (the jailed linker sees only those and the toolkit's)."""
+    return [Path(f[2:]) for f in link_flags if f.startswith("-L") and Path(f[2:]).is_dir()]
 
 
 def _place(lib: Path, out: Path) -> Path:

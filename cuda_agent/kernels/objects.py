@@ -12,7 +12,7 @@ import json
 import os
 import re
 import shlex
-import subprocess
+import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,21 +104,18 @@ def load_cached(job: CompileJob, cache: Path) -> bool:
 
 
 def compile_job(job: CompileJob, cache: Path) -> None:
-    """Run nvcc; on success the object and its metadata land in the cache."""
-    (cache / "obj").mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=cache / "obj", prefix=".tmp-", suffix=".o")
-    os.close(fd)
+    """Run nvcc (in the jail: nvcc_run.py); on success the object and its metadata land in the cache."""
+    from cuda_agent.kernels.nvcc_run import output_dir, run_nvcc
+
+    out = output_dir(cache / "obj")
     try:
-        proc = subprocess.run(
-            [*job.argv, "-o", tmp], cwd=job.cwd, capture_output=True, text=True, timeout=COMPILE_TIMEOUT_S
-        )
-        job.output, job.ok = proc.stdout + proc.stderr, proc.returncode == 0
-    except subprocess.TimeoutExpired:
-        job.output, job.ok = f"nvcc error : compiling {job.shown} took over {COMPILE_TIMEOUT_S} s", False
-    if not job.ok:
-        Path(tmp).unlink(missing_ok=True)
-        return
-    os.replace(tmp, job.obj(cache))
+        job.output, job.ok = run_nvcc([*job.argv, "-o", str(out / "out.o")], cwd=job.cwd, readable=[], out_dir=out,
+                                      timeout=COMPILE_TIMEOUT_S, what=f"compiling {job.shown}")
+        if not job.ok:
+            return
+        os.replace(out / "out.o", job.obj(cache))
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
     # The metadata is written last: its presence is what marks the entry complete.
     meta = {"source": job.shown, "output": job.output, "ptxas_verbose": job.ptxas}
     write_atomic(job.meta(cache), json.dumps(meta))

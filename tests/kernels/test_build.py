@@ -35,6 +35,7 @@ def _no_nvcc(monkeypatch):
         raise AssertionError(f"nvcc ran on what should be a cache hit: {args[0]}")
 
     monkeypatch.setattr(subprocess, "run", refuse)
+    monkeypatch.setattr(subprocess, "Popen", refuse)  # nvcc_run starts nvcc in the jail with Popen
 
 
 def test_first_build_makes_library_and_spec(saxpy_source, candidate, build):

@@ -1,0 +1,37 @@
+"""nvcc runs in the jail. It reads what the candidate's sources name: a `#include` whose path a
+macro computes (no static guard sees it) or an assembler `.incbin` can name any file, and the
+lines of what it read come back in the compile errors the model reads (a key file in the home
+folder), or its bytes land in the library. Jailed, nvcc sees the candidate's kernels/ (read-only),
+the toolkit, the system folders and one empty folder for its output, with the jail's environment
+(no API keys). Without bubblewrap (or with CUDA_AGENT_NO_SANDBOX=1) it runs unjailed but
+still with that environment; the evaluator refuses to judge there unless told --no-sandbox.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import tempfile
+from pathlib import Path
+
+from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
+
+
+def run_nvcc(argv: list[str], *, cwd: Path, readable: list[Path], out_dir: Path, timeout: float,
+             what: str) -> tuple[str, bool]:
+    """(stdout and stderr, succeeded) of `argv`, whose output goes into `out_dir` (made here, empty)."""
+    jail = Jail(readable=[*readable, cwd, Path(argv[0]).resolve().parent.parent], writable=[out_dir], cwd=cwd,
+                enabled=sandbox_enabled() and jail_problem() is None)
+    proc = jail.popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill_group(proc.pid)
+        proc.wait()
+        return f"nvcc error : {what} took over {timeout:.0f} s", False
+    return out, proc.returncode == 0
+
+
+def output_dir(parent: Path) -> Path:
+    """A new empty folder in `parent` (the cache: the result is moved out of it with os.replace)."""
+    parent.mkdir(parents=True, exist_ok=True)
+    return Path(tempfile.mkdtemp(dir=parent, prefix=".nvcc-"))
