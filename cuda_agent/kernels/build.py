@@ -171,7 +171,7 @@ def _link(
     out = output_dir(lib.parent)
     argv[3] = str(out / lib.name)
     try:
-        output, ok = run_nvcc(argv, cwd=out, readable=[cache / "obj", *_link_dirs(link_flags)], out_dir=out,
+        output, ok = run_nvcc(argv, cwd=out, readable=[cache / "obj"], out_dir=out,
                               timeout=COMPILE_TIMEOUT_S, what="linking")
         if not ok:
             errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
@@ -181,11 +181,6 @@ def _link(
     finally:
         shutil.rmtree(out, ignore_errors=True)
     return lib, command, ""
-
-
-def _link_dirs(link_flags: list[str]) -> list[Path]:
-    """The -L folders a link names (the jailed linker sees only those and the toolkit's)."""
-    return [Path(f[2:]) for f in link_flags if f.startswith("-L") and Path(f[2:]).is_dir()]
 
 
 def _place(lib: Path, out: Path) -> Path:

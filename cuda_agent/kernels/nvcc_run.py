@@ -19,8 +19,8 @@ from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
 def run_nvcc(argv: list[str], *, cwd: Path, readable: list[Path], out_dir: Path, timeout: float,
              what: str) -> tuple[str, bool]:
     """(stdout and stderr, succeeded) of `argv`, whose output goes into `out_dir` (made here, empty)."""
-    jail = Jail(readable=[*readable, cwd, Path(argv[0]).resolve().parent.parent], writable=[out_dir], cwd=cwd,
-                enabled=sandbox_enabled() and jail_problem() is None)
+    jail = Jail(readable=[*readable, *_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
+                writable=[out_dir], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
     proc = jail.popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         out, _ = proc.communicate(timeout=timeout)
@@ -29,6 +29,14 @@ def run_nvcc(argv: list[str], *, cwd: Path, readable: list[Path], out_dir: Path,
         proc.wait()
         return f"nvcc error : {what} took over {timeout:.0f} s", False
     return out, proc.returncode == 0
+
+
+def _flag_dirs(argv: list[str]) -> list[Path]:
+    """The folders the harness's own flags name (-I, -isystem, -L: build_kernels' extra_flags, never
+    the candidate's): the jailed nvcc sees those too."""
+    dirs = [a[2:] for a in argv if a.startswith(("-I", "-L")) and len(a) > 2]
+    dirs += [b for a, b in zip(argv, argv[1:]) if a in ("-I", "-L", "-isystem")]
+    return [Path(d) for d in dirs if Path(d).is_absolute() and Path(d).is_dir()]
 
 
 def output_dir(parent: Path) -> Path:
