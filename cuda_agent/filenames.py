@@ -12,6 +12,7 @@ No imports beyond the standard library: the build (which runs in evaluation work
 
 from __future__ import annotations
 
+import os
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -101,3 +102,20 @@ def bad_sources(sources: Iterable[Path], root: Path) -> list[str]:
             lines.append(f"{shown(rel)}: file name not allowed ({why}): delete it with delete_file or rename it "
                          f"with rename_file (letters, digits, _ - . only), then compile again")
     return lines
+
+
+def candidate_symlinks(candidate_dir: Path) -> list[str]:
+    """The candidate's files that are symlinks (model_new.py, kernels/ itself or anything in it),
+    as shown names. The harness reads those files unjailed (the static guards, the source it hands
+    the recorder, nvcc's working folder): through a symlink the shell can make, a key file's first
+    word came back in a NameError the model read. A candidate holds its files themselves."""
+    root = Path(candidate_dir)
+    found = [name for name in ("model_new.py", "kernels") if (root / name).is_symlink()]
+    kernels = root / "kernels"
+    if "kernels" not in found and kernels.is_dir():
+        for folder, dirs, files in os.walk(kernels):  # followlinks=False: a linked folder is listed, not entered
+            for name in sorted(dirs + files):
+                path = Path(folder) / name
+                if path.is_symlink():
+                    found.append(shown(path.relative_to(root).as_posix()))
+    return found

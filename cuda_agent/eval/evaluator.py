@@ -43,6 +43,7 @@ from cuda_agent.eval.spares import Ahead, Spares
 from cuda_agent.eval.task_code import TaskCodeError, is_out_of_memory
 from cuda_agent.eval.timing_phase import calibrate, fill_baselines, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
+from cuda_agent.filenames import candidate_symlinks
 from cuda_agent.jail import JailUnavailable, jail_problem
 from cuda_agent.task import Task, TaskError
 
@@ -107,6 +108,8 @@ class Evaluator:
             return Verdict(status="error", error=f"{candidate_dir} has no model_new.py (see docs/kernels.md for the layout)")
         findings = check_candidate_static(candidate_dir, task_fp32=self.ref.fp32, allow_precision=self.cfg.allow_precision)
         seconds["static"] = time.perf_counter() - t_start
+        if candidate_symlinks(candidate_dir):  # not built, not read: see filenames.candidate_symlinks
+            return self._scored(Verdict(status="correct", findings=findings), seconds, t_start)
 
         build, err = checks.build(candidate_dir, self.cache_dir / "build", self.cfg.arch)
         seconds["build"] = build.seconds if build else 0.0

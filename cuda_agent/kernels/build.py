@@ -22,7 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cuda_agent.filenames import bad_sources
+from cuda_agent.filenames import bad_sources, candidate_symlinks
 from cuda_agent.kernels.errors import format_diagnostics, parse_diagnostics
 from cuda_agent.kernels.launchers import SPEC_NAME, LauncherSpec, parse_sources, write_spec
 from cuda_agent.kernels.objects import COMPILE_TIMEOUT_S, CompileJob, compile_job, load_cached, make_job
@@ -68,11 +68,15 @@ def build_kernels(
     Messages cite files relative to the candidate dir (kernel_dir's parent): `kernels/relu.cu:12`.
     """
     start = time.perf_counter()
-    kernel_dir, cache_dir = Path(kernel_dir).resolve(), Path(cache_dir).resolve()
-    root = kernel_dir.parent
 
     def failed(errors: str, **extra) -> BuildResult:
         return BuildResult(ok=False, errors=errors, seconds=time.perf_counter() - start, **extra)
+
+    links = [name for name in candidate_symlinks(Path(kernel_dir).parent) if name != "model_new.py"]
+    if links:  # the jailed nvcc would see a linked folder's target, and the parent reads the sources
+        return failed("\n".join(f"{name} is a symlink: kernels/ must hold the sources themselves" for name in links))
+    kernel_dir, cache_dir = Path(kernel_dir).resolve(), Path(cache_dir).resolve()
+    root = kernel_dir.parent
 
     sources = sorted(kernel_dir.glob("*.cu")) if kernel_dir.is_dir() else []
     if not sources:

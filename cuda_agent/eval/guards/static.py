@@ -13,6 +13,7 @@ from cuda_agent.eval.guards.static_cu import check_cuda_source
 from cuda_agent.eval.guards.static_py import check_model_new, dedupe
 from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 from cuda_agent.eval.verdict import Finding
+from cuda_agent.filenames import candidate_symlinks
 
 SOURCE_EXTS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl"})
 # Prebuilt code would run unseen: the harness builds kernels only from source.
@@ -26,15 +27,16 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
     model_new = candidate_dir / "model_new.py"
     if not model_new.is_file():
         raise FileNotFoundError(f"{model_new} not found: a candidate is model_new.py plus kernels/*.cu")
+    links = candidate_symlinks(candidate_dir)
+    if links:  # nothing is read through them
+        return [Finding(guard="forbidden_call", where=name, message=(
+            f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves")) for name in links]
     findings = check_model_new(model_new.read_text(errors="replace"), task_fp32=task_fp32,
                                allow_precision=allow_precision, allowed_imports=allowed_imports)
     kernels = candidate_dir / "kernels"
     for path in sorted(kernels.rglob("*")) if kernels.is_dir() else []:
         rel = path.relative_to(candidate_dir).as_posix()
-        if path.is_symlink():
-            findings.append(Finding(guard="forbidden_call", where=rel, message=(
-                f"{rel} is a symlink; kernels/ must hold the sources themselves")))
-        elif path.suffix in BINARY_EXTS:
+        if path.suffix in BINARY_EXTS:
             findings.append(Finding(guard="forbidden_call", where=rel, message=(
                 f"{rel} is prebuilt code; ship sources, the harness compiles them")))
         elif path.suffix in SOURCE_EXTS and path.is_file():
