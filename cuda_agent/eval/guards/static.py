@@ -27,15 +27,17 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
     model_new = candidate_dir / "model_new.py"
     if not model_new.is_file():
         raise FileNotFoundError(f"{model_new} not found: a candidate is model_new.py plus kernels/*.cu")
-    links = candidate_symlinks(candidate_dir)
-    if links:  # nothing is read through them
-        return [Finding(guard="forbidden_call", where=name, message=(
-            f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves")) for name in links]
-    findings = check_model_new(model_new.read_text(errors="replace"), task_fp32=task_fp32,
-                               allow_precision=allow_precision, allowed_imports=allowed_imports)
+    links = candidate_symlinks(candidate_dir)  # nothing is read through them
+    findings = [Finding(guard="forbidden_call", where=name, message=(
+        f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves")) for name in links]
+    if "model_new.py" not in links:
+        findings += check_model_new(model_new.read_text(errors="replace"), task_fp32=task_fp32,
+                                    allow_precision=allow_precision, allowed_imports=allowed_imports)
     kernels = candidate_dir / "kernels"
-    for path in sorted(kernels.rglob("*")) if kernels.is_dir() else []:
+    for path in sorted(kernels.rglob("*")) if kernels.is_dir() and "kernels" not in links else []:
         rel = path.relative_to(candidate_dir).as_posix()
+        if any(rel == name or rel.startswith(name + "/") for name in links):
+            continue
         if path.suffix in BINARY_EXTS:
             findings.append(Finding(guard="forbidden_call", where=rel, message=(
                 f"{rel} is prebuilt code; ship sources, the harness compiles them")))
