@@ -67,8 +67,15 @@ class Steering:
             self.notify("no tool call is waiting for a decision")
 
     def action_resume_run(self) -> None:
+        from cuda_agent.workspace.run_lock import run_holder
+
         if self.view.live():
             self.notify("the run is already going")
+            return
+        holder = run_holder(self.view.run_dir / "workspace" / ".git")  # an MCP client's run, say
+        if holder:
+            self.notify(f"this run is being run by another process ({holder}): it can be followed here, "
+                        "and resumed once it ends", severity="warning")
             return
         request = self.resume_request()
         if request is None:

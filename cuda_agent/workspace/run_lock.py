@@ -51,3 +51,21 @@ def release_run(key: Path | None) -> None:
     if held[1] == 0:
         del _held[key]
         os.close(held[0])
+
+
+def run_holder(git_dir: Path) -> str | None:
+    """Who runs the run now ("pid N, command, since T"), or None: asked without taking the lock."""
+    path = (Path(git_dir) / LOCK_NAME).resolve()
+    if path in _held:
+        return None  # this process: it is the one running it
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None  # never run by a release that locks, or not a run
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.read(fd, 400).decode(errors="replace").strip() or "a process that did not say which"
+    finally:
+        os.close(fd)
+    return None

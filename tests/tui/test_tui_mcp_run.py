@@ -1,7 +1,7 @@
 """`cuda-agent tui RUN_DIR` follows a run an MCP client drives (`cuda-agent mcp`, stdio, the SDK's own
 client on the CPU task): each call appears as the client makes it, a verified version shows in the
 versions table, the status line names the client and says the app does not steer the run (no
-control channel: "not running"), and then how the run ended."""
+control channel: "not running"; `r` is refused while the client runs it), and then how the run ended."""
 
 import asyncio
 import os
@@ -69,6 +69,12 @@ def test_the_app_follows_a_run_an_mcp_client_drives(tmp_path):
                 table = app.query_one("#table", DataTable)
                 await until(pilot, lambda: table.row_count == 1, "the verified version")
                 assert "kernels/scale_add.cu" in shown(app, "#kernel-text")
+                notes = []  # r while the client drives: refused, the run is another process's
+                real_notify = app.notify
+                app.notify = lambda message, **kw: (notes.append(message), real_notify(message, **kw))[1]
+                await pilot.press("r")
+                await until(pilot, lambda: notes, "the answer to r")
+                assert "this run is being run by another process (pid" in notes[0], notes
                 await c.call_tool("finish", {"summary": "fused"})
                 await until(pilot, lambda: "stopped: finished" in shown(app, "#status"), "how the run ended")
                 await pilot.press("q")
