@@ -90,8 +90,12 @@ def minimal_env(extra: dict[str, str] | None = None, home: str = "/tmp") -> dict
     cuda_home = _cuda_home()
     if cuda_home:
         bins.insert(1, str(cuda_home / "bin"))
+    # the children import the package we run from (its folder is bound: _interpreter_paths), not one an
+    # editable install elsewhere names: a second checkout's judge failed with "No module named cuda_agent"
+    package_root = str(Path(__file__).resolve().parent.parent)
+    python_path = [package_root, *(p for p in env.get("PYTHONPATH", "").split(":") if p)]
     env.update(PATH=":".join(dict.fromkeys(bins)), HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1",
-               PYTHONNOUSERSITE="1")
+               PYTHONNOUSERSITE="1", PYTHONPATH=":".join(dict.fromkeys(python_path)))
     env.setdefault("LANG", "C.UTF-8")
     env.update(extra or {})
     return env

@@ -236,3 +236,22 @@ def _state(pid: int) -> str:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
         return "Z"
+
+
+def test_a_checkout_run_in_place_gives_its_jailed_workers_its_own_package(tmp_path):
+    """`python -m cuda_agent.cli` in a checkout that is not the installed one: its judge and recorder
+    (jailed, where only the package's own folder is bound) import that checkout's package too. They
+    looked for the editable install's and died: "No module named cuda_agent"."""
+    import json
+    import shutil
+
+    root = Path(__file__).resolve().parents[2]
+    checkout = tmp_path / "checkout"
+    shutil.copytree(root / "cuda_agent", checkout / "cuda_agent", ignore=shutil.ignore_patterns("__pycache__"))
+    task = root / "tests" / "harness" / "cpu_task"
+    env = {**os.environ, "CUDA_AGENT_EVAL__SERVER_IDLE_S": "0", "CUDA_AGENT_CACHE": str(tmp_path / "cache")}
+    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task / "model.py"), "--candidate",
+                           str(task / "honest"), "--device", "cpu", "--no-compile-baseline", "--json"],
+                          cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    verdict = json.loads(proc.stdout)["verdict"]
+    assert verdict["status"] == "correct", verdict["error"]
