@@ -18,10 +18,9 @@ from cuda_agent.batch.rows import TaskRow
 
 
 def main(argv: list[str]) -> int:
-    job_file = wait_for_job() if argv[1:] == ["--wait"] else argv[1]
-    if not job_file:
+    job = wait_for_job() if argv[1:] == ["--wait"] else TaskJob.model_validate_json(Path(argv[1]).read_text())
+    if job is None:
         return 0  # the batch ended before it had a job for this process
-    job = TaskJob.model_validate_json(Path(job_file).read_text())
     try:
         row = run_eval(job) if job.mode == "eval" else run_agent_task(job)
     except KeyboardInterrupt:
@@ -33,7 +32,7 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def wait_for_job() -> str:
+def wait_for_job() -> TaskJob | None:
     """Started ahead (proc.Ahead): import what every task needs, then wait for the job's path on
     stdin; from then on this process's output goes to the task's log, as a plain start's does."""
     t0 = time.time()
@@ -45,14 +44,15 @@ def wait_for_job() -> str:
 
     ready = time.time()
     job_file = sys.stdin.readline().strip()
-    if job_file:
-        job = TaskJob.model_validate_json(Path(job_file).read_text())
-        with open(job.log_path, "a") as log:
-            os.dup2(log.fileno(), 1)
-            os.dup2(log.fileno(), 2)
-        print(f"[cuda-agent batch] this task's process started {t0:.3f}, imports done {ready:.3f} (ahead of its job), "
-              f"job received {time.time():.3f}", flush=True)
-    return job_file
+    if not job_file:
+        return None
+    job = TaskJob.model_validate_json(Path(job_file).read_text())
+    with open(job.log_path, "a") as log:
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+    print(f"[cuda-agent batch] this task's process started {t0:.3f}, imports done {ready:.3f} (ahead of its job), "
+          f"job received {time.time():.3f}", flush=True)
+    return job
 
 
 def _settings(job: TaskJob):

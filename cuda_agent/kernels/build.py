@@ -166,24 +166,17 @@ def _link(
     lib = cache / "lib" / key / f"libkernels-{key}.so"
     objs = [str(j.obj(cache)) for j in jobs]
     # --no-undefined: a missing symbol fails here, not at dlopen in the model's process.
-    argv = [str(nvcc), "-shared", "-o", str(lib), *objs, *link_flags, "-Xlinker", "--no-undefined"]
-    command = shlex.join(argv)
+    argv = [str(nvcc), "-shared", *objs, *link_flags, "-Xlinker", "--no-undefined"]
+    command = shlex.join([*argv[:2], "-o", str(lib), *argv[2:]])
     if lib.is_file():
         return lib, command, ""
-    from cuda_agent.kernels.nvcc_run import output_dir, run_nvcc
+    from cuda_agent.kernels.nvcc_run import run_nvcc
 
-    out = output_dir(lib.parent)
-    argv[3] = str(out / lib.name)
-    try:
-        output, ok = run_nvcc(argv, cwd=out, readable=[cache / "obj"], out_dir=out,
-                              timeout=COMPILE_TIMEOUT_S, what="linking")
-        if not ok:
-            errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
-            return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"
-        os.chmod(out / lib.name, 0o755)
-        os.replace(out / lib.name, lib)
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    output, ok = run_nvcc(argv, target=lib, cwd=cache / "obj", readable=[], timeout=COMPILE_TIMEOUT_S,
+                          what="linking", mode=0o755)
+    if not ok:
+        errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
+        return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"
     return lib, command, ""
 
 

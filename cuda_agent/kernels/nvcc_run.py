@@ -9,6 +9,8 @@ still with that environment; the evaluator refuses to judge there unless told --
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import tempfile
 from pathlib import Path
@@ -16,19 +18,33 @@ from pathlib import Path
 from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
 
 
-def run_nvcc(argv: list[str], *, cwd: Path, readable: list[Path], out_dir: Path, timeout: float,
-             what: str) -> tuple[str, bool]:
-    """(stdout and stderr, succeeded) of `argv`, whose output goes into `out_dir` (made here, empty)."""
-    jail = Jail(readable=[*readable, *_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
-                writable=[out_dir], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
-    proc = jail.popen(argv, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+def run_nvcc(argv: list[str], *, target: Path, cwd: Path, readable: list[Path], timeout: float, what: str,
+             mode: int | None = None) -> tuple[str, bool]:
+    """(stdout and stderr, succeeded) of `argv` (without -o): nvcc writes into an empty folder of its
+    own beside `target` (the one folder it may write), and what it made replaces `target` on
+    success (chmod `mode` first, when given)."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(dir=target.parent, prefix=".nvcc-"))
+    made = out / target.name
     try:
-        out, _ = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_group(proc.pid)
-        proc.wait()
-        return f"nvcc error : {what} took over {timeout:.0f} s", False
-    return out, proc.returncode == 0
+        jail = Jail(readable=[*readable, *_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
+                    writable=[out], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
+        proc = jail.popen([*argv, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+        try:
+            output, _ = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            kill_group(proc.pid)
+            proc.wait()
+            return f"nvcc error : {what} took over {timeout:.0f} s", False
+        if proc.returncode != 0:
+            return output, False
+        if mode is not None:
+            os.chmod(made, mode)
+        os.replace(made, target)
+        return output, True
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
 
 
 def _flag_dirs(argv: list[str]) -> list[Path]:
@@ -37,9 +53,3 @@ def _flag_dirs(argv: list[str]) -> list[Path]:
     dirs = [a[2:] for a in argv if a.startswith(("-I", "-L")) and len(a) > 2]
     dirs += [b for a, b in zip(argv, argv[1:]) if a in ("-I", "-L", "-isystem")]
     return [Path(d) for d in dirs if Path(d).is_absolute() and Path(d).is_dir()]
-
-
-def output_dir(parent: Path) -> Path:
-    """A new empty folder in `parent` (the cache: the result is moved out of it with os.replace)."""
-    parent.mkdir(parents=True, exist_ok=True)
-    return Path(tempfile.mkdtemp(dir=parent, prefix=".nvcc-"))

@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -105,17 +104,12 @@ def load_cached(job: CompileJob, cache: Path) -> bool:
 
 def compile_job(job: CompileJob, cache: Path) -> None:
     """Run nvcc (in the jail: nvcc_run.py); on success the object and its metadata land in the cache."""
-    from cuda_agent.kernels.nvcc_run import output_dir, run_nvcc
+    from cuda_agent.kernels.nvcc_run import run_nvcc
 
-    out = output_dir(cache / "obj")
-    try:
-        job.output, job.ok = run_nvcc([*job.argv, "-o", str(out / "out.o")], cwd=job.cwd, readable=[], out_dir=out,
-                                      timeout=COMPILE_TIMEOUT_S, what=f"compiling {job.shown}")
-        if not job.ok:
-            return
-        os.replace(out / "out.o", job.obj(cache))
-    finally:
-        shutil.rmtree(out, ignore_errors=True)
+    job.output, job.ok = run_nvcc(job.argv, target=job.obj(cache), cwd=job.cwd, readable=[],
+                                  timeout=COMPILE_TIMEOUT_S, what=f"compiling {job.shown}")
+    if not job.ok:
+        return
     # The metadata is written last: its presence is what marks the entry complete.
     meta = {"source": job.shown, "output": job.output, "ptxas_verbose": job.ptxas}
     write_atomic(job.meta(cache), json.dumps(meta))
