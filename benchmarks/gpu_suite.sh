@@ -13,6 +13,10 @@
 #   bash benchmarks/gpu_suite.sh memory KB [FLAGS]  # peak GPU memory of one eval, all processes, for
 #                                         # KernelBench's four largest level-1 tasks (KB: its checkout)
 #                                         # and the examples; FLAGS go to cuda-agent eval
+#   bash benchmarks/gpu_suite.sh mcp [FLAGS]  # one whole `cuda-agent mcp` session through the SDK's stdio
+#                                         # client on examples/layernorm (FLAGS go to mcp_session.py)
+#   bash benchmarks/gpu_suite.sh beside [FLAGS]  # baselines timed beside the candidate (the final
+#                                         # re-verification) and profile of a cuBLAS candidate
 #   bash benchmarks/gpu_suite.sh capture [ncu|sanitizer]  # real ncu CSV and compute-sanitizer
 #                                         # reports, as test fixtures (default: both)
 # Logs go to $OUT (or ./gpu-out); the short table is printed last.
@@ -54,6 +58,11 @@ case "$phase" in
     kb=${1:?usage: gpu_suite.sh memory KERNELBENCH_CHECKOUT [EVAL FLAGS]}; shift || true
     python3 benchmarks/memory_peak.py --kernelbench "$kb" --examples --extra "$*" --json-out "$OUT/memory.json" \
         2>&1 | tee "$OUT/memory.log" ;;
+  mcp)
+    python3 benchmarks/mcp_session.py --json-out "$OUT/mcp_session.json" "$@" 2>&1 | tee "$OUT/mcp_session.log" ;;
+  beside)
+    python3 benchmarks/baselines_beside.py --json-out "$OUT/baselines_beside.json" "$@" 2>&1 \
+        | tee "$OUT/baselines_beside.log" ;;
   evals)
     for ex in examples/*/; do
       n=$(basename "$ex")
