@@ -5,6 +5,7 @@ parent -> guards -> timing -> eager baseline -> reward. Candidates here are host
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
 
 import pytest
@@ -41,6 +42,26 @@ def test_honest_candidate_is_correct_timed_and_rewarded(evaluator):
     assert v.eager is not None and v.speedup_vs_eager is not None
     assert v.reward in (1, 2)  # no compile baseline here: 3 is out of reach
     assert max(o.max_abs_err for s in v.sets for o in s.outputs) < 1e-5
+
+
+def test_the_parent_holds_one_input_sets_references_at_a_time(evaluator, monkeypatch):
+    """Each set's fp32 and float64 references are gone before the next set's are made: on the
+    H200 a name left bound to the first set's (the zero trap's loop) kept a third of the parent's
+    peak alive through every later set."""
+    made, alive_at_call = [], []
+    real = evaluator.ref.outputs
+
+    def outputs(inputs):
+        alive_at_call.append(sum(r() is not None for r in made))
+        ref32, ref64 = real(inputs)
+        made.extend(weakref.ref(t) for t in [*ref32, *(ref64 or [])])
+        return ref32, ref64
+
+    monkeypatch.setattr(evaluator.ref, "outputs", outputs)
+    v = evaluator.evaluate(HERE / "honest")
+    assert v.status == "correct", (v.error, v.findings)
+    assert len(alive_at_call) == 3 + 2  # the correctness sets, then the timing sets after the timed loop
+    assert alive_at_call == [0] * 5, alive_at_call
 
 
 def test_seeds_are_fresh_each_evaluation(evaluator):
