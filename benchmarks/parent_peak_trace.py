@@ -57,7 +57,7 @@ def main() -> None:
     from cuda_agent.eval.settings import EvalConfig
     from cuda_agent.task import load_task
 
-    torch.cuda.memory._record_memory_history(max_entries=500_000)
+    torch.cuda.memory._record_memory_history(max_entries=2_000_000)
     with tempfile.TemporaryDirectory() as tmp:
         cfg = EvalConfig(cache_dir=Path(tmp), baselines=[], memory_budget_gib=args.budget_gib)
         with Evaluator(load_task(str(args.task)), cfg, ahead="none") as ev:

@@ -195,10 +195,12 @@ class Reference:
         for s in (seed + 1, seed + 2):
             seed_everything(s)
             with torch.no_grad(), self._code("forward"):
-                outs.append([o.detach().clone() for o in flatten(self.model(*inputs))])
-            if cuda and len(outs) == 1:
+                out = [o.detach() for o in flatten(self.model(*inputs))]
+            if cuda and not outs:  # before the clone below, which is this check's, not the forward's
                 params = sum(v.untyped_storage().nbytes() for v in self.state_dict.values())
                 self.eager_bytes = params + torch.cuda.max_memory_allocated(self.device) - held
+            outs.append([o.clone() for o in out])  # a forward that returns its own buffer twice is caught
+            del out
         del inputs
         for i, (a, b) in enumerate(zip(*outs)):
             if isinstance(a, torch.Tensor) and not _same(a, b):
