@@ -69,8 +69,8 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
 
 def _tolerances(ref32: list, ref64: list | None, tol: Any, verdict: Verdict) -> dict[int, Any]:
     """Each output's tolerances from the first set's references (the zero trap). A function of its
-    own so that its loop names die with it: held in check_sets, they kept the first set's
-    references (a third of the parent's peak on the H200, KernelBench's 6 GB tasks and the layernorm example alike) through every later set."""
+    own so that its loop names die with it: bound in check_sets, they kept the first set's
+    references alive through every later set (a third of the parent's peak on the H200)."""
     out_tols = {}
     for j, (r, r64) in enumerate(zip(ref32, ref64 or ref32)):
         out_tols[j], note = checks.zero_trap(r, r64, tol)
