@@ -1,7 +1,7 @@
 """`cuda-agent baselines TASK_DIR`: time eager and torch.compile for every task once per GPU type,
 into the harness's baseline cache (eval/baselines.py), so a batch's evaluations find them there.
-The cache is keyed by (task hash, GPU name, torch version, dtypes, mode): one GPU per type is
-enough. Evaluator.time_baselines times each task, the code path an evaluation takes."""
+The cache is keyed by (task hash, GPU name, torch version, dtypes, mode, timing method): one GPU
+per type is enough. Evaluator.time_baselines times each task, the code path an evaluation takes."""
 
 from __future__ import annotations
 

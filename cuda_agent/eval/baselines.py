@@ -1,7 +1,9 @@
 """Eager and torch.compile baselines: timed like candidates, in their own worker, cached.
 
-The cache key is (task hash, device name, torch version, dtypes, mode): the same task on the
-same GPU type is timed once, not once per candidate. Only the parent writes the cache file
+The cache key is (task hash, device name, torch version, dtypes, mode, timing method): the same
+task on the same GPU type is timed once, not once per candidate. The timing method (eval.timing:
+L2 flush, stream hold, warm-up, reps) is in it because it moves the figure: a baseline is only
+ever compared with a candidate timed the same way. Only the parent writes the cache file
 (workers run under a write sandbox), atomically (a temp file, then os.replace), under a lock
 file, so concurrent evaluators never read half a file nor lose each other's entries.
 
@@ -24,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.eval.verdict import Timing
 from cuda_agent.kernels.objects import write_atomic
 
@@ -31,7 +34,7 @@ KEY_DIR = ".keys"
 KEY_FILE = "baselines.key"
 KEY_BYTES = 32
 REJECTED_NOTE = "baseline cache entry failed its check; timed again"
-FIELDS = ("task_hash", "device_name", "torch_version", "dtypes", "mode")
+FIELDS = ("task_hash", "device_name", "torch_version", "dtypes", "mode", "timing")
 _RESERVED = ("fields", "tag")  # what the cache adds to an entry on disk
 
 
@@ -52,15 +55,17 @@ class BaselineCache:
 
     # -- keys ------------------------------------------------------------------------------
     @staticmethod
-    def key(task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str) -> str:
-        return "|".join([task_hash, device_name, torch_version, ",".join(dtypes), mode])
+    def key(task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str,
+            timing: TimingConfig) -> str:
+        method = ",".join(f"{k}={v}" for k, v in sorted(timing.model_dump().items()))
+        return "|".join([task_hash, device_name, torch_version, ",".join(dtypes), mode, method])
 
     @staticmethod
     def fields(key: str) -> dict[str, str]:
         """The lookup's fields back from a key (a GPU name may hold '|', the others do not)."""
         task_hash, _, rest = key.partition("|")
-        parts = rest.rsplit("|", 3)
-        if len(parts) != 4:
+        parts = rest.rsplit("|", 4)
+        if len(parts) != 5:
             raise ValueError(f"not a baseline cache key: {key!r}")
         return dict(zip(FIELDS, [task_hash, *parts]))
 

@@ -186,7 +186,8 @@ def fill_baselines(ev: Evaluator, seeds: list[int], verdict: Verdict, *, fresh: 
     try:
         for mode in ev.cfg.baselines:
             key = BaselineCache.key(ev.task.source_hash, device_name, torch.__version__, ev.ref.dtypes,
-                                    mode if mode == "eager" else f"compile:{ev.cfg.compile_mode}")
+                                    mode if mode == "eager" else f"compile:{ev.cfg.compile_mode}",
+                                    ev.cfg.timing)
             entry = None if fresh else ev.baseline_cache.get(key, verdict.notes)
             cached += entry is not None
             if entry is None:

@@ -15,9 +15,10 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.eval.baselines import REJECTED_NOTE, BaselineCache, timing_from
+from cuda_agent.eval.timing import TimingConfig
 
-KEY = BaselineCache.key("0123456789abcdef", "NVIDIA H200", "2.13.0", ["float32"], "eager")
-OTHER = BaselineCache.key("0123456789abcdef", "NVIDIA A100", "2.13.0", ["float32"], "eager")
+KEY = BaselineCache.key("0123456789abcdef", "NVIDIA H200", "2.13.0", ["float32"], "eager", TimingConfig())
+OTHER = BaselineCache.key("0123456789abcdef", "NVIDIA A100", "2.13.0", ["float32"], "eager", TimingConfig())
 
 
 def entry(ms: float = 1.25) -> dict:
@@ -73,7 +74,7 @@ def test_an_added_field_is_rejected(cache):
 
 @pytest.mark.parametrize("field, value", [("task_hash", "fedcba9876543210"), ("device_name", "NVIDIA A100"),
                                           ("torch_version", "2.0.0"), ("dtypes", "float16"),
-                                          ("mode", "compile:default")])
+                                          ("mode", "compile:default"), ("timing", "flush_l2=False")])
 def test_tampered_key_fields_are_rejected(cache, field, value):
     edit(cache, lambda d: d[KEY]["fields"].update({field: value}))
     assert rejected(cache)
@@ -159,10 +160,11 @@ def test_put_refuses_reserved_names(cache):
 WRITER = textwrap.dedent("""
     import sys
     from cuda_agent.eval.baselines import BaselineCache
+    from cuda_agent.eval.timing import TimingConfig
     path, who, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     c = BaselineCache(__import__("pathlib").Path(path))
     for i in range(n):
-        k = BaselineCache.key(f"task{who:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager")
+        k = BaselineCache.key(f"task{who:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager", TimingConfig())
         c.put(k, {"timing": {"median_ms": who + i / 1000}, "measured_at": str(i)})
 """)
 
@@ -178,7 +180,8 @@ def test_concurrent_writers_keep_every_entry(tmp_path):
     assert len(data) == procs * n
     for w in range(procs):
         for i in range(n):
-            k = BaselineCache.key(f"task{w:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager")
+            k = BaselineCache.key(f"task{w:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager",
+                                  TimingConfig())
             assert cache.get(k) == {"timing": {"median_ms": w + i / 1000}, "measured_at": str(i)}
     assert cache.rejected == []
     assert [p.name for p in (path.parent / ".keys").iterdir()] == ["baselines.key"]
@@ -189,14 +192,14 @@ def test_concurrent_writers_keep_every_entry(tmp_path):
 TASK = Path(__file__).parent / "cpu_task" / "model.py"
 
 
-def _evaluator(tmp_path):
+def _evaluator(tmp_path, **timing):
     from cuda_agent.eval.evaluator import Evaluator
     from cuda_agent.eval.settings import EvalConfig
     from cuda_agent.eval.timing import TimingConfig
     from cuda_agent.task import load_task
 
     cfg = EvalConfig(device="cpu", timing_sets=1, baselines=["eager"], timeout_s=60, baseline_timeout_s=120,
-                     timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+                     timing=TimingConfig(**{"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30, **timing}),
                      cache_dir=tmp_path / "cache")
     return Evaluator(load_task(str(TASK)), cfg, ahead="none")
 
@@ -222,3 +225,20 @@ def test_the_verdict_says_the_entry_was_timed_again(tmp_path):
         edit(ev.baseline_cache, lambda d: d[key]["timing"].update(median_ms=383.3))
         verdict, _ = ev.time_baselines()
         assert REJECTED_NOTE in verdict.notes
+
+
+@pytest.mark.parametrize("change", [{"flush_l2": False}, {"hold_ms": 0.0}, {"warmup_ms": 1.0}, {"max_reps": 15}])
+def test_a_baseline_timed_another_way_is_not_reused(tmp_path, change):
+    """Without the L2 flush (a warm cache) or with less warm-up (clocks still ramping) the same
+    reference times differently: a cached figure is only compared with a candidate timed the same way."""
+    with _evaluator(tmp_path) as ev:
+        _, cached = ev.time_baselines()
+        assert cached == 0
+    with _evaluator(tmp_path, **change) as ev:
+        _, cached = ev.time_baselines()
+        assert cached == 0  # timed again, under its own key
+        _, cached = ev.time_baselines()
+        assert cached == 1
+    assert len(json.loads((tmp_path / "cache" / "baselines.json").read_text())) == 2
+    with _evaluator(tmp_path) as ev:
+        assert ev.time_baselines()[1] == 1  # the first way's entry is still there
