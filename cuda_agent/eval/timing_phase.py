@@ -20,6 +20,8 @@ from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.verdict import Finding, Timing, Verdict
 from cuda_agent.task import TaskError
 
+ROTATION_BYTES = 2 << 30  # timing sets that together stay under this are all kept (the budget allowing)
+
 if TYPE_CHECKING:
     from cuda_agent.eval.evaluator import Evaluator
 
@@ -45,9 +47,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
     budget = int(ev.budget_bytes * ev.cfg.memory_fraction)
     per_set = ev.ref.eager_bytes or 2 * ev.ref.input_bytes  # one set in the judge: inputs, outputs
     kept: list[dict] = []
-    for _ in range(ev.cfg.timing_sets):
-        if kept and per_set * (len(kept) + 1) > budget:
-            break
+    for _ in range(timing_set_count(per_set, budget, ev.cfg.timing_sets)):
         seed = secrets.randbits(31)
         inputs = ev.ref.inputs(seed)
         described = [describe(x) for x in inputs]
@@ -97,6 +97,15 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
 
         torch.cuda.empty_cache()
     return seeds
+
+
+def timing_set_count(per_set: int, budget: int, wanted: int) -> int:
+    """How many input sets the judge rotates through while timing: `wanted` as far as the budget
+    holds them, and two once together they pass ROTATION_BYTES. The judge keeps them all through
+    the loop, and at the final re-verification a baselines' judge keeps as many beside it: on
+    KernelBench's 6 GB tasks a third set is 12 GiB more in each, and two sets rotate as well."""
+    room = min(budget, max(2 * per_set, ROTATION_BYTES))
+    return max(1, min(wanted, room // max(per_set, 1)))
 
 
 def _timed_loop(ev: Evaluator, judge: JailedChild, reps: int, verdict: Verdict) -> Timing | None:

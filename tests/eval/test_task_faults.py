@@ -141,6 +141,21 @@ def test_a_task_that_cannot_fit_the_memory_budget_is_unscorable_before_any_candi
     assert "--memory-budget" in said
 
 
+def test_timing_sets_are_sized_by_memory():
+    """The judge keeps its timing sets through the loop (and at the final re-verification a
+    baselines' judge as many beside it): small tasks rotate through all of them, KernelBench's
+    6 GB tasks through two (H200, 80 GiB budget: a third set was 12 GiB more in each judge)."""
+    from cuda_agent.eval.timing_phase import timing_set_count
+
+    gib, budget = 2**30, 40 * 2**30  # --memory-budget 80 at the default memory_fraction 0.5
+    assert timing_set_count(gib // 4, budget, 3) == 3  # examples/layernorm: 0.25 GiB a set
+    assert timing_set_count(12 * gib, budget, 3) == 2  # 19_ReLU: input and output, 6 GiB each
+    assert timing_set_count(15 * gib, budget, 3) == 2  # 36_RMSNorm_
+    assert timing_set_count(12 * gib, 20 * gib, 3) == 1  # a tight budget: one set
+    assert timing_set_count(50 * gib, budget, 3) == 1  # never none: the eval's own check refuses such tasks
+    assert timing_set_count(gib // 4, budget, 1) == 1  # eval.timing_sets = 1 stays 1
+
+
 def test_memory_budget_is_a_flag_of_eval_and_batch_and_a_setting(tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
