@@ -64,3 +64,17 @@ def test_a_source_or_kernels_itself_as_a_symlink_is_not_built(evaluate, tmp_path
         assert "build" not in v.seconds or v.seconds["build"] == 0  # nothing was compiled
         built = build_kernels(cand / "kernels", tmp_path / "cache" / "build")  # the compile tool's path
         assert not built.ok and f"{name} is a symlink" in built.errors
+
+
+def test_a_symlink_whose_name_needs_escaping_is_not_read_either(tmp_path):
+    """The guards skip what they report as a link by the path itself, not by its shown (escaped)
+    name: a tab in the link's name made the two differ, and the source behind it was read."""
+    from cuda_agent.eval.guards.static import check_candidate_static
+
+    outside = tmp_path / "elsewhere.bin"
+    outside.write_bytes(b"\xff\xfe not text: reading it says so")
+    cand = candidate(tmp_path, "odd")
+    (cand / "kernels" / "a\tb.cu").symlink_to(outside)
+    findings = check_candidate_static(cand, task_fp32=True)
+    assert [f.where for f in findings if "symlink" in f.message] == ["kernels/a\\tb.cu"]
+    assert not [f for f in findings if "UTF-8" in f.message], [f.message for f in findings]
