@@ -172,7 +172,7 @@ def _link(
         return lib, command, ""
     from cuda_agent.kernels.nvcc_run import run_nvcc
 
-    output, ok = run_nvcc(argv, target=lib, cwd=cache / "obj", readable=[], timeout=COMPILE_TIMEOUT_S,
+    output, ok = run_nvcc(argv, target=lib, cwd=cache / "obj", timeout=COMPILE_TIMEOUT_S,
                           what="linking", mode=0o755)
     if not ok:
         errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)

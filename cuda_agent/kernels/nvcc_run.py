@@ -18,7 +18,7 @@ from pathlib import Path
 from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
 
 
-def run_nvcc(argv: list[str], *, target: Path, cwd: Path, readable: list[Path], timeout: float, what: str,
+def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: str,
              mode: int | None = None) -> tuple[str, bool]:
     """(stdout and stderr, succeeded) of `argv` (without -o): nvcc writes into an empty folder of its
     own beside `target` (the one folder it may write), and what it made replaces `target` on
@@ -27,7 +27,7 @@ def run_nvcc(argv: list[str], *, target: Path, cwd: Path, readable: list[Path], 
     out = Path(tempfile.mkdtemp(dir=target.parent, prefix=".nvcc-"))
     made = out / target.name
     try:
-        jail = Jail(readable=[*readable, *_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
+        jail = Jail(readable=[*_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
                     writable=[out], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
         proc = jail.popen([*argv, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True)

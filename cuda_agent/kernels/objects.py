@@ -106,7 +106,7 @@ def compile_job(job: CompileJob, cache: Path) -> None:
     """Run nvcc (in the jail: nvcc_run.py); on success the object and its metadata land in the cache."""
     from cuda_agent.kernels.nvcc_run import run_nvcc
 
-    job.output, job.ok = run_nvcc(job.argv, target=job.obj(cache), cwd=job.cwd, readable=[],
+    job.output, job.ok = run_nvcc(job.argv, target=job.obj(cache), cwd=job.cwd,
                                   timeout=COMPILE_TIMEOUT_S, what=f"compiling {job.shown}")
     if not job.ok:
         return
