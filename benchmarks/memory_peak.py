@@ -89,12 +89,17 @@ class Sampler(threading.Thread):
             time.sleep(self.period)
 
 
+def task_name(task: Path) -> str:
+    """KernelBench files by their stem; an example's model.py by its folder ("examples/layernorm")."""
+    return f"{task.parent.parent.name}/{task.parent.name}" if task.stem == "model" else task.stem
+
+
 def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
     eager = subprocess.run([sys.executable, "-c", EAGER_PEAK, str(task)], capture_output=True, text=True,
                            timeout=600)
     if eager.returncode:
-        return {"task": task.stem, "error": "eager peak: " + eager.stderr.strip().splitlines()[-1]}
-    row = {"task": task.stem, **json.loads(eager.stdout.strip().splitlines()[-1])}
+        return {"task": task_name(task), "error": "eager peak: " + eager.stderr.strip().splitlines()[-1]}
+    row = {"task": task_name(task), **json.loads(eager.stdout.strip().splitlines()[-1])}
     sampler = Sampler()
     sampler.start()
     t0 = time.monotonic()
