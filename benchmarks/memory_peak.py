@@ -5,7 +5,8 @@ forward, torch's max_memory_allocated plus its CUDA context as NVML sees it), th
 `cuda-agent eval --json` while a sampler reads every process's GPU memory from NVML every 20 ms.
 It prints, per task: the input size, the eager peak, the harness's peak (the largest sum over its
 processes at one sample), the peak of each process (named by its command line), the ratio to the
-eager peak (the goal is <= 4x), the verdict and the wall time. One evaluation at a time.
+eager peak (the goal is <= 4x), which processes held what at the harness's peak, the verdict and
+the wall time; the JSON adds each process's use over time (a point whenever one moved by 0.5 GB). One evaluation at a time.
 
     python benchmarks/memory_peak.py --kernelbench KB_CHECKOUT [--tasks 19_ReLU,23_Softmax,...]
         [--examples] [--extra "--memory-budget 80"] [--json-out FILE]
@@ -70,22 +71,32 @@ class Sampler(threading.Thread):
         self.nvml, self.h, self.period = pynvml, pynvml.nvmlDeviceGetHandleByIndex(0), period
         self.base = {p.pid for p in self._procs()}
         self.stop, self.total_peak, self.per_pid, self.names = threading.Event(), 0, {}, {}
+        # which processes made the peak, and each process's use over time (a point whenever one
+        # moved by 0.5 GB): what the harness holds in which phase
+        self.at_peak: dict[int, int] = {}
+        self.timeline: list[tuple[float, dict[int, int]]] = []
+        self.t0 = time.monotonic()
 
     def _procs(self):
         return self.nvml.nvmlDeviceGetComputeRunningProcesses(self.h)
 
     def run(self) -> None:
         while not self.stop.is_set():
-            total = 0
+            total, now = 0, {}
             for p in self._procs():
                 if p.pid in self.base or not p.usedGpuMemory:
                     continue
                 total += p.usedGpuMemory
+                now[p.pid] = p.usedGpuMemory
                 if p.usedGpuMemory > self.per_pid.get(p.pid, 0):
                     self.per_pid[p.pid] = p.usedGpuMemory
                 if p.pid not in self.names:
                     self.names[p.pid] = label(p.pid)
-            self.total_peak = max(self.total_peak, total)
+            if total > self.total_peak:
+                self.total_peak, self.at_peak = total, now
+            last = self.timeline[-1][1] if self.timeline else {}
+            if now.keys() != last.keys() or any(abs(v - last[k]) > 5e8 for k, v in now.items()):
+                self.timeline.append((round(time.monotonic() - self.t0, 2), now))
             time.sleep(self.period)
 
 
@@ -119,6 +130,9 @@ def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
         row["verdict"] = "no JSON verdict: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
     row["harness_peak_gb"] = sampler.total_peak / 1e9
     row["per_process_gb"] = {f"{sampler.names.get(pid, pid)} {pid}": b / 1e9 for pid, b in sampler.per_pid.items()}
+    row["at_peak_gb"] = {f"{sampler.names.get(pid, pid)} {pid}": round(b / 1e9, 2) for pid, b in sampler.at_peak.items()}
+    row["timeline_gb"] = [[t, {f"{sampler.names.get(pid, pid)} {pid}": round(b / 1e9, 1) for pid, b in now.items()}]
+                          for t, now in sampler.timeline]
     eager_gb = max(row["torch_peak_gb"], 1e-9)
     row["ratio_to_eager"] = row["harness_peak_gb"] / max(row["process_gb"], eager_gb)
     return row
@@ -148,15 +162,17 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
-    print("\n| task | input GB | eager peak GB | harness peak GB | ratio | per process GB | verdict | wall s |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("\n| task | input GB | eager peak GB | harness peak GB | ratio | per process GB | at the peak GB | verdict | wall s |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['task']} | {r['error']} |")
             continue
         procs = ", ".join(f"{k.split()[0]} {v:.1f}" for k, v in sorted(r["per_process_gb"].items(), key=lambda kv: -kv[1]))
+        at = " + ".join(f"{k.split()[0]} {v:.1f}" for k, v in r["at_peak_gb"].items())
         print(f"| {r['task']} | {r['input_gb']:.2f} | {max(r['torch_peak_gb'], r['process_gb']):.2f} | "
-              f"{r['harness_peak_gb']:.1f} | {r['ratio_to_eager']:.1f}x | {procs} | {r['verdict'][:70]} | {r['wall_s']} |")
+              f"{r['harness_peak_gb']:.1f} | {r['ratio_to_eager']:.1f}x | {procs} | {at} | {r['verdict'][:70]} | "
+              f"{r['wall_s']} |")
 
 
 if __name__ == "__main__":
