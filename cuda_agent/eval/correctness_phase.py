@@ -60,10 +60,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
         if not result.ok:
             verdict.status = "incorrect"
         del bufs, ref32, ref64
-        if ev.cuda:  # the next set's references fit where these were, beside the judge's
-            import torch
-
-            torch.cuda.empty_cache()
+        ev.ref.release_cached()  # the next set's references fit where these were, beside the judge's
     return out_tols
 
 

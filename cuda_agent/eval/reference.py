@@ -165,6 +165,7 @@ class Reference:
                 doubles = []
                 while inputs:
                     doubles.append(_to_double(inputs.pop(0)))
+                self.release_cached()  # the fp32 inputs' blocks: the float64 outputs cannot reuse them
                 try:
                     with self._code("forward in float64"):
                         ref64 = [o.detach() for o in flatten(self.model64(*doubles))]
@@ -173,9 +174,18 @@ class Reference:
                     self.notes.append(f"no float64 reference ({e}); judged against fp32")
                 del doubles
         inputs.clear()
-        if self.device.startswith("cuda"):  # what the float64 forward left cached goes back to the GPU
-            torch.cuda.empty_cache()
+        self.release_cached()  # what the float64 forward left cached
         return ref, ref64
+
+    def release_cached(self) -> None:
+        """Give the blocks torch's allocator caches back to the GPU. The parent's large tensors come
+        and go by phase while the judge's processes allocate beside it; a freed block kept cached
+        here is memory they cannot have (on KernelBench's 6 GB tasks the determinism check's 26 GB
+        stayed held through the first set, and a set's fp32 inputs through its float64 forward)."""
+        if self.device.startswith("cuda"):
+            import torch
+
+            torch.cuda.empty_cache()
 
     def determinism_problem(self, seed: int) -> str | None:
         """Run the reference twice on one input set with different RNG states: a task whose
@@ -202,11 +212,14 @@ class Reference:
             outs.append([o.clone() for o in out])  # a forward that returns its own buffer twice is caught
             del out
         del inputs
-        for i, (a, b) in enumerate(zip(*outs)):
-            if isinstance(a, torch.Tensor) and not _same(a, b):
-                return (f"output {i} changes between two runs on the same inputs: the reference is not "
-                        "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)")
-        return None
+        differs = next((i for i, (a, b) in enumerate(zip(*outs)) if isinstance(a, torch.Tensor) and not _same(a, b)),
+                       None)
+        del outs  # no name left holding an output (a generator's own scope): all of it goes back now
+        self.release_cached()
+        if differs is None:
+            return None
+        return (f"output {differs} changes between two runs on the same inputs: the reference is not "
+                "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)")
 
 
 def _same(a: Any, b: Any) -> bool:

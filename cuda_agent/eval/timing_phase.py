@@ -57,6 +57,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
             verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
             return []
         kept.append({"seed": seed, "plan": plan})
+    ev.ref.release_cached()  # the sets just drawn to describe them: the judge's timing sets need the room
     cfg = ev.cfg.timing
     resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
                           "config": cfg.model_dump()}, ev.cfg.timeout_s + cfg.warmup_ms / 1e3 * 4)
@@ -92,10 +93,7 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
             for f in (f for rest in files[k + 1:] for f in rest):
                 f.unlink(missing_ok=True)
             break
-    if ev.cuda:  # the baselines' judge starts next: what the comparisons cached goes back to the device
-        import torch
-
-        torch.cuda.empty_cache()
+    ev.ref.release_cached()  # the baselines' judge starts next: what the comparisons cached
     return seeds
 
 

@@ -91,3 +91,36 @@ def test_single_run_builds_and_runs_one_forward(tmp_path):
                           timeout=300)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "output shapes [(32768,)]" in proc.stdout
+
+
+
+def test_the_reference_gives_its_tensors_up_before_it_releases_the_allocators_cache(tmp_path, monkeypatch):
+    """release_cached() hands freed blocks back to the GPU, beside which the judge allocates. A name
+    still bound to an output (a loop's `a, b`) or to an fp32 input at that moment keeps its block
+    held: on the H200 that was 26 GB of the determinism check's through the first input set.
+    Counted as the task's tensors alive at each release (a size nothing else here has), by dtype."""
+    import gc
+
+    n = 4099
+    p = tmp_path / "model.py"
+    p.write_text(DROPOUT.replace("nn.Dropout(0.5)", "nn.Identity()").replace("self.drop(x)", "self.drop(x) * 2")
+                 .replace("torch.randn(256)", f"torch.randn({n})"))
+    ref = Reference(load_task(str(p)), "cpu")
+    alive: list[dict] = []
+
+    def release_cached():
+        storages: dict[str, set] = {}
+        for o in gc.get_objects():
+            if isinstance(o, torch.Tensor) and o.numel() == n:
+                storages.setdefault(str(o.dtype).removeprefix("torch."), set()).add(o.untyped_storage().data_ptr())
+        alive.append({k: len(v) for k, v in storages.items()})
+
+    monkeypatch.setattr(ref, "release_cached", release_cached)
+    assert ref.determinism_problem(1) is None
+    assert alive == [{}], alive  # both runs' inputs and outputs, and the clones compared: all gone
+    inputs = ref.inputs(2)
+    ref32, ref64 = ref.outputs(inputs)
+    # before the float64 forward: the fp32 output and the float64 input, the fp32 input gone;
+    # at the end the two references handed back, the float64 input gone
+    assert alive[1:] == [{"float32": 1, "float64": 1}, {"float32": 1, "float64": 1}], alive
+    assert [t.dtype for t in (*ref32, *ref64)] == [torch.float32, torch.float64]
