@@ -99,6 +99,10 @@ _TOKEN_SHAPES = re.compile(
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@'\"<>\ue000]*:)([^\s@/'\"<>\ue000]+)(@)")
 _AUTH_HEADER = re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:bearer|basic|token|bot)?\s*)([^\s'\",;]{6,})")
 _BEARER = re.compile(r"\b(Bearer\s+)([A-Za-z0-9._~+/\-]{12,}=*)")
+# a URL's query parameter named like a credential (?key=..., &access_token=..., X-Amz-Signature=...);
+# not `a&&key==b` in kernel code (a doubled & or =)
+_URL_QUERY = re.compile(r"(?i)(?<!&)([?&][a-z0-9_.\-]*(?:key|token|secret|signature|sig|password)=)"
+                        r"([^=&\s#'\"<>][^&\s#'\"<>]{5,})")
 # an env-style assignment (`export GH_PAT=...`, `DATABASE_URL="..."`, `api_key: "..."`) whose name
 # looks like a credential's; the name stays. Lowercase names only with a quoted value or a colon
 # after a strong word, so kernel code such as `int key=threadIdx.x;` is left alone.
@@ -261,6 +265,7 @@ def redact_shapes(s: str) -> str:
     s = _URL_PASSWORD.sub(lambda m: m.group(1) + REDACTED + m.group(3), s)
     s = _AUTH_HEADER.sub(lambda m: m.group(1) + REDACTED, s)
     s = _BEARER.sub(lambda m: m.group(1) + REDACTED, s)
+    s = _URL_QUERY.sub(lambda m: m.group(1) + REDACTED, s)
     s = _ASSIGNMENT.sub(_assignment, s)
     return _QUOTED_SETTING.sub(_quoted_setting, s)
 

@@ -169,6 +169,21 @@ def test_env_style_assignments_and_auth_headers():
     assert redact(code) == code
 
 
+def test_credentials_in_a_url_query_and_kernel_code_that_looks_like_one():
+    """A provider's error often quotes the request's URL: ?key=... (Google), &access_token=...,
+    a presigned URL's signature. Kernel code with `&&key==` or a ternary is not a URL."""
+    redact = Redactor(env={})
+    url = ("GET https://gen.example/v1/models?key=plainvalue123&alt=json failed; "
+           "https://s3.example/o?X-Amz-Signature=abcdef0123456789&X-Amz-Expires=60 "
+           "wss://h/stream?access_token=opaque.tok.en42")
+    out = redact(url)
+    for secret in ("plainvalue123", "abcdef0123456789", "opaque.tok.en42"):
+        assert secret not in out
+    assert "?key=[redacted]&alt=json" in out and "X-Amz-Expires=60" in out
+    code = "if (i < n && idx&&key==target) out[i] = flag?key=1:0; bool ok = a&key_mask==0;"
+    assert redact(code) == code
+
+
 def test_nested_records():
     redact = Redactor(env=ENV, extra=[("api_key", "configured-key-1")])
     record = {"type": "tool_result", "step": 3, "seconds": 0.5, "ok": True, "none": None,

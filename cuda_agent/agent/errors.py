@@ -9,6 +9,10 @@ if TYPE_CHECKING:
     from cuda_agent.agent.protocol import ModelResponse
 
 ModelErrorKind = Literal["auth", "context_window", "bad_request", "unavailable"]
+# litellm maps every provider's failures onto these exception types (and HTTP statuses)
+_RETRYABLE = frozenset({"RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
+                        "ServiceUnavailableError", "BadGatewayError", "EmptyReply"})
+_AUTH = frozenset({"AuthenticationError", "PermissionDeniedError"})
 
 
 class FormatError(Exception):
@@ -49,3 +53,16 @@ class StopRequested(RunEnded):
 
 class LimitsExceeded(RunEnded):
     """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""
+
+
+def error_kind(e: Exception) -> ModelErrorKind:
+    """What a model client's exception means for the run; only "unavailable" is worth another attempt."""
+    kinds = {cls.__name__ for cls in type(e).__mro__}
+    status = getattr(e, "status_code", None)
+    if "ContextWindowExceededError" in kinds:
+        return "context_window"
+    if kinds & _AUTH or status in (401, 403):
+        return "auth"
+    if kinds & _RETRYABLE or status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
+        return "unavailable"
+    return "bad_request"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import warnings
 from typing import Any
@@ -16,15 +15,12 @@ from typing import Any
 import tenacity
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, ModelErrorKind
+from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, error_kind
 from cuda_agent.agent.model_options import official_endpoint, server_window
 from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
+from cuda_agent.secrets import Redactor
 
-_RETRYABLE = ("RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
-              "ServiceUnavailableError", "BadGatewayError", "EmptyReply")
-_AUTH = ("AuthenticationError", "PermissionDeniedError")
-_SECRET_PATTERNS = re.compile(r"(Bearer\s+\S+|sk-[A-Za-z0-9_\-]{6,}|key=[^&\s]+)")
 _LOCAL_PLACEHOLDER_KEY = "no-key"  # local servers ignore it; the OpenAI client insists on one
 
 
@@ -241,11 +237,11 @@ class LitellmModel:
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(c.retries + 1),
             wait=lambda state: min(backoff(state), self._time_left() if self.deadline is not None else float("inf")),
-            retry=tenacity.retry_if_exception(lambda e: _kind(e) == "unavailable"),
+            retry=tenacity.retry_if_exception(lambda e: error_kind(e) == "unavailable"),
             reraise=True)  # the provider's own exception, not tenacity's RetryError, reaches _error
 
     def _error(self, e: Exception, attempts: int) -> ModelError:
-        kind = _kind(e)
+        kind = error_kind(e)
         detail = self._scrub(getattr(e, "message", None) or str(e))
         model = self.config.model
         if kind == "context_window":
@@ -273,12 +269,11 @@ class LitellmModel:
                 "observations are trimmed to fit, or use a model with a larger window")
 
     def _scrub(self, text: str) -> str:
-        """One line, bounded, with any key value removed (providers sometimes echo the key)."""
-        names = [k for k in os.environ if re.search(r"(KEY|TOKEN|SECRET)$", k)] + [self.config.api_key_env or ""]
-        secrets = [os.environ[k] for k in names if len(os.environ.get(k, "")) >= 8]
-        for secret in secrets:
-            text = text.replace(secret, "***")
-        text = _SECRET_PATTERNS.sub("***", " ".join(text.split()))
+        """One line, bounded, with credentials removed (providers sometimes echo the key): the
+        redaction records get (the environment's credentials, the configured key, key shapes)."""
+        name = self.config.api_key_env
+        key = os.environ.get(name) if name else None
+        text = Redactor(extra=[(name, key)] if key else []).text(" ".join(text.split()))
         return text if len(text) <= 300 else text[:297] + "..."
 
     def _to_response(self, litellm, response, latency_s: float, retries: int, native: bool) -> ModelResponse:
@@ -299,15 +294,3 @@ class LitellmModel:
             raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
                  "protocol": "native" if native else "text"})
 
-
-def _kind(e: Exception) -> ModelErrorKind:
-    """What a litellm exception means for the run; only "unavailable" is worth another attempt."""
-    kinds = {cls.__name__ for cls in type(e).__mro__}
-    status = getattr(e, "status_code", None)
-    if "ContextWindowExceededError" in kinds:
-        return "context_window"
-    if kinds & set(_AUTH) or status in (401, 403):
-        return "auth"
-    if kinds & set(_RETRYABLE) or status in (408, 409, 429) or (isinstance(status, int) and status >= 500):
-        return "unavailable"
-    return "bad_request"
