@@ -1,5 +1,5 @@
-"""Runs -> training data (DESIGN decision 7): SFT chat JSONL, RFT (the best run per task), and
-verl's parquet of tasks, read from trajectories only (records.py, trajectory.py; no agent loop):
+"""Runs -> training data: SFT chat JSONL, RFT (the best run per task), and verl's parquet of
+tasks (verl_data.py), read from trajectories only (records.py, trajectory.py; no agent loop):
 - A run's messages are the history as the model was shown it, in order, rebuilt from the records
   by the same function `--resume` continues from (agent/history.py): system, task, assistant turns
   with their tool calls, tool results, the format-error feedback sent after a turn the loop could
@@ -42,9 +42,6 @@ from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
 
 Format = Literal["sft", "rft", "verl"]
-DATA_SOURCE = "cuda-agent"
-ABILITY = "cuda-kernel-optimization"
-AGENT_NAME = "cuda_agent"  # the agent loop name the verl glue registers (docs/training.md)
 UNKNOWN = "unknown"  # a run recorded before its header said (protocol, prompt version)
 NO_MODEL_TURN = "no model turn (the run ended before the model answered)"
 EXTERNAL = ("driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text "
@@ -238,7 +235,9 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
     out.parent.mkdir(parents=True, exist_ok=True)
     redact = Redactor()
     if fmt == "verl":
-        report.written = _write_verl(episodes, out, redact)
+        from cuda_agent.train.verl_data import write_verl
+
+        report.written = write_verl(episodes, out, redact)
     else:
         with open(out, "w", encoding="utf-8") as f:
             for ep in episodes:
@@ -263,43 +262,3 @@ def _best_per_task(episodes: list[Episode], report: ExportReport) -> list[Episod
         report.skipped["not the best run of its task"] += len(episodes) - len(best)
     return list(best.values())
 
-
-def _write_verl(episodes: list[Episode], out: Path, redact: Redactor) -> int:
-    """verl's dataset of *tasks*: one row per distinct task, the prompt the run started from; the
-    reward comes from verl's own rollouts through our environment (extra_info says which task)."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    rows, seen = [], set()
-    for ep in episodes:
-        t = ep.header.task
-        if t.hash in seen:
-            continue
-        seen.add(t.hash)
-        create = {"task_hash": t.hash}  # the episode's environment is made from extra_info's task
-        rows.append({
-            "data_source": DATA_SOURCE,
-            "prompt": [{"role": m["role"], "content": m["content"]} for m in ep.header.messages],
-            "ability": ABILITY,
-            "reward_model": {"style": "rule", "ground_truth": t.hash},
-            "extra_info": {"index": len(rows), "task_name": t.name, "task_hash": t.hash,
-                           "class_name": t.class_name, "task_source": _task_source(ep), "need_tools_kwargs": True,
-                           "tools_kwargs": {s["function"]["name"]: {"create_kwargs": create}
-                                            for s in ep.header.tools}},
-            "agent_name": AGENT_NAME,
-        })
-    pq.write_table(pa.Table.from_pylist([redact(r) for r in rows]), out)
-    return len(rows)
-
-
-def _task_source(ep: Episode) -> str:
-    """The task file as the run was given it: model.py in the workspace's first commit."""
-    from cuda_agent.workspace.history import History
-
-    import git
-
-    try:
-        h = History(git.Repo(ep.path / "workspace"))
-        return h.show(h.root_commit(), "model.py").decode("utf-8", "replace")
-    except Exception as e:  # a run folder without its workspace: the row says so rather than guessing
-        return f"# task source unavailable: {type(e).__name__}"

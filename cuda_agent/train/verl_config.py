@@ -28,7 +28,7 @@ from typing import Any
 
 from cuda_agent.tools.base import MAX_OBSERVATION
 from cuda_agent.train.episodes import EpisodeSettings
-from cuda_agent.train.export import AGENT_NAME
+from cuda_agent.train.verl_data import AGENT_NAME
 from cuda_agent.train.ppo_config import PPOConfig, PPOConfigError, first_line
 
 CONFIG_NAME = "verl_ppo"

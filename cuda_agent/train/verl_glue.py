@@ -30,7 +30,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from cuda_agent.tools.base import bound
 from cuda_agent.train.episodes import EpisodeSettings, open_episode
-from cuda_agent.train.export import AGENT_NAME
+from cuda_agent.train.verl_data import AGENT_NAME
 from cuda_agent.train.verl_config import tool_schema_for_verl
 
 EPISODE_KEY = "episode_id"  # the create_kwargs key that names the episode a tool call belongs to
