@@ -1,12 +1,16 @@
-"""When a run stops: the limits the loop checks before every turn and every tool call (a settings
-section of its own, so the settings module need not import the loop). How steps count: loop.py."""
+"""When a run stops: the limits the loop checks before every turn and every tool call, and the
+target it checks after each evaluation (a settings section of its own, so the settings module need
+not import the loop). How steps count: loop.py."""
 
 from __future__ import annotations
 
 import time
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    from cuda_agent.workspace import VersionInfo
 
 
 class AgentConfig(BaseModel):
@@ -34,6 +38,13 @@ class AgentConfig(BaseModel):
         if self.max_tokens is not None and tokens >= self.max_tokens:
             return "max_tokens"
         return "max_wall_time" if self.past_deadline(started) else None
+
+    def target_met(self, best: VersionInfo | None) -> bool:
+        """The workspace's best correct version is target_speedup times faster than target_baseline."""
+        if self.target_speedup is None or best is None:
+            return False
+        speedup = best.speedup_compile if self.target_baseline == "compile" else best.speedup_eager
+        return speedup is not None and speedup >= self.target_speedup
 
     def held_back(self, index: int, n: int, allowed: int, started: float) -> tuple[str, str] | None:
         """Why call `index` of a reply's `n` must not run (its limit, and what the model reads), or None;

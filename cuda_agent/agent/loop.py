@@ -178,7 +178,7 @@ class Agent:
             self._format_error()
         elif tried:
             self.format_errors = 0
-        if evaluated and self._target_reached():
+        if evaluated and self.config.target_met(self.env.workspace.best()):
             raise RunEnded("target_reached")
 
     def _skip(self, call: ToolCall, reason: str, observation: str) -> None:
@@ -276,13 +276,6 @@ class Agent:
         self.format_errors += 1
         if self.format_errors >= self.config.max_format_errors:
             raise RunEnded("format_errors")
-
-    def _target_reached(self) -> bool:
-        best = self.env.workspace.best()
-        if self.config.target_speedup is None or best is None:
-            return False
-        speedup = best.speedup_compile if self.config.target_baseline == "compile" else best.speedup_eager
-        return speedup is not None and speedup >= self.config.target_speedup
 
     def _config(self) -> dict:
         return run_config(self.model, self.env, self.config, self.settings_record)
