@@ -10,10 +10,10 @@ the model) before it joins the history, and every record before it is written to
   model's api_key, the variable its api_key_env names, litellm's module-level keys), also found
   URL-encoded and JSON-escaped, longest first; each becomes `[redacted:NAME]` or `[redacted]`.
 - By shape, anywhere, even when the value is in no variable: provider tokens, the password of a
-  `scheme://user:password@host` URL, `Authorization:`/`Bearer` values, the value of an env-style
-  `SECRET_NAME=value` assignment and of a quoted `"api_key": "..."` setting (a strong name only:
-  `cache_key = "conv"` stays). Ordinary output (kernel names, hex addresses, shapes, paths,
-  numbers, tables) has none of these shapes.
+  `scheme://user:password@host` URL, a URL's credential-named query parameter (`?key=...`),
+  `Authorization:`/`Bearer` values, the value of an env-style `SECRET_NAME=value` assignment and
+  of a quoted `"api_key": "..."` setting (a strong name only: `cache_key = "conv"` stays).
+  Ordinary output (kernel names, hex addresses, shapes, paths, numbers, tables) has none of these.
 """
 
 from __future__ import annotations
