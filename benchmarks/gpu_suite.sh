@@ -11,8 +11,9 @@
 #   bash benchmarks/gpu_suite.sh cold [FLAGS]  # `cuda-agent eval` in a new process after an edit, baselines
 #                                         # cached, and a statically rejected candidate
 #   bash benchmarks/gpu_suite.sh memory KB [FLAGS]  # peak GPU memory of one eval, all processes, for
-#                                         # KernelBench's four largest level-1 tasks (KB: its checkout)
-#                                         # and the examples; FLAGS go to cuda-agent eval
+#                                         # KernelBench's four largest level-1 tasks (KB: its checkout;
+#                                         # $MEMORY_TASKS picks others) and the examples; FLAGS go to
+#                                         # cuda-agent eval
 #   bash benchmarks/gpu_suite.sh mcp [FLAGS]  # one whole `cuda-agent mcp` session through the SDK's stdio
 #                                         # client on examples/layernorm (FLAGS go to mcp_session.py)
 #   bash benchmarks/gpu_suite.sh beside [FLAGS]  # baselines timed beside the candidate (the final
@@ -56,8 +57,9 @@ case "$phase" in
     python3 benchmarks/cold_eval.py --json-out "$OUT/cold_eval.json" "$@" 2>&1 | tee "$OUT/cold_eval.log" ;;
   memory)
     kb=${1:?usage: gpu_suite.sh memory KERNELBENCH_CHECKOUT [EVAL FLAGS]}; shift || true
-    python3 benchmarks/memory_peak.py --kernelbench "$kb" --examples --extra "$*" --json-out "$OUT/memory.json" \
-        2>&1 | tee "$OUT/memory.log" ;;
+    # MEMORY_TASKS=36_RMSNorm_,40_LayerNorm: those level-1 tasks only (default: the four largest)
+    python3 benchmarks/memory_peak.py --kernelbench "$kb" ${MEMORY_TASKS:+--tasks "$MEMORY_TASKS"} --examples \
+        --extra "$*" --json-out "$OUT/memory.json" 2>&1 | tee "$OUT/memory.log" ;;
   mcp)
     python3 benchmarks/mcp_session.py --json-out "$OUT/mcp_session.json" "$@" 2>&1 | tee "$OUT/mcp_session.log" ;;
   beside)
