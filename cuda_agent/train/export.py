@@ -261,4 +261,3 @@ def _best_per_task(episodes: list[Episode], report: ExportReport) -> list[Episod
     if len(best) < len(episodes):
         report.skipped["not the best run of its task"] += len(episodes) - len(best)
     return list(best.values())
-
