@@ -182,7 +182,7 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
     started = handlers.pop("_started", {})
     # what the start-up's warm-ups drew (an input set, twice) goes back before the wait: a spare
     # judge waits beside the parent's references (13 GB held there on KernelBench's 6 GB tasks)
-    _release_cached()
+    release_cached()
     send({"ok": True, "ready": True, "pid": os.getpid(), "started": started,
           "since_exec": time.time() - _EXEC_TIME})
     for line in sys.stdin.buffer:
@@ -195,7 +195,7 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
             tb = traceback.format_exception(type(e), e, e.__traceback__)
             resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
         if req["op"] in RELEASE_AFTER:
-            _release_cached()
+            release_cached()
         try:
             send({**resp, "peak_bytes": _gpu_peak()})
         finally:
@@ -209,7 +209,9 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
 RELEASE_AFTER = frozenset({"run", "time_collect", "time_reference"})
 
 
-def _release_cached() -> None:
+def release_cached() -> None:
+    """Give the blocks torch's CUDA allocator caches back to the device, in whichever process this
+    runs (a jailed child, or the parent between its phases); nothing where CUDA never started."""
     torch = sys.modules.get("torch")
     try:
         if torch is not None and torch.cuda.is_initialized():

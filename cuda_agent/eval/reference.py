@@ -183,9 +183,9 @@ class Reference:
         here is memory they cannot have (on KernelBench's 6 GB tasks the determinism check's 26 GB
         stayed held through the first set, and a set's fp32 inputs through its float64 forward)."""
         if self.device.startswith("cuda"):
-            import torch
+            from cuda_agent.eval.channel import release_cached
 
-            torch.cuda.empty_cache()
+            release_cached()
 
     def determinism_problem(self, seed: int) -> str | None:
         """Run the reference twice on one input set with different RNG states: a task whose
