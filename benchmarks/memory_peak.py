@@ -6,7 +6,8 @@ forward, torch's max_memory_allocated plus its CUDA context as NVML sees it), th
 It prints, per task: the input size, the eager peak, the harness's peak (the largest sum over its
 processes at one sample), the peak of each process (named by its command line), the ratio to the
 eager peak (the goal is <= 4x), which processes held what at the harness's peak, the verdict and
-the wall time; the JSON adds each process's use over time (a point whenever one moved by 0.5 GB). One evaluation at a time.
+the wall time; the JSON adds each process's use over time (a point whenever one moved by 0.5 GB).
+One evaluation at a time.
 
     python benchmarks/memory_peak.py --kernelbench KB_CHECKOUT [--tasks 19_ReLU,23_Softmax,...]
         [--examples] [--extra "--memory-budget 80"] [--json-out FILE]
@@ -80,6 +81,11 @@ class Sampler(threading.Thread):
     def _procs(self):
         return self.nvml.nvmlDeviceGetComputeRunningProcesses(self.h)
 
+    def gb(self, by_pid: dict[int, int], digits: int | None = None) -> dict[str, float]:
+        """{"judge 1234": GB} for bytes by pid (named by their command line)."""
+        return {f"{self.names.get(pid, pid)} {pid}": b / 1e9 if digits is None else round(b / 1e9, digits)
+                for pid, b in by_pid.items()}
+
     def run(self) -> None:
         while not self.stop.is_set():
             total, now = 0, {}
@@ -129,10 +135,9 @@ def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
     except (ValueError, KeyError, TypeError):
         row["verdict"] = "no JSON verdict: " + (proc.stderr.strip().splitlines() or ["?"])[-1][:200]
     row["harness_peak_gb"] = sampler.total_peak / 1e9
-    row["per_process_gb"] = {f"{sampler.names.get(pid, pid)} {pid}": b / 1e9 for pid, b in sampler.per_pid.items()}
-    row["at_peak_gb"] = {f"{sampler.names.get(pid, pid)} {pid}": round(b / 1e9, 2) for pid, b in sampler.at_peak.items()}
-    row["timeline_gb"] = [[t, {f"{sampler.names.get(pid, pid)} {pid}": round(b / 1e9, 1) for pid, b in now.items()}]
-                          for t, now in sampler.timeline]
+    row["per_process_gb"] = sampler.gb(sampler.per_pid)
+    row["at_peak_gb"] = sampler.gb(sampler.at_peak, 2)
+    row["timeline_gb"] = [[t, sampler.gb(now, 1)] for t, now in sampler.timeline]
     eager_gb = max(row["torch_peak_gb"], 1e-9)
     row["ratio_to_eager"] = row["harness_peak_gb"] / max(row["process_gb"], eager_gb)
     return row
