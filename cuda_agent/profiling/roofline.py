@@ -80,9 +80,7 @@ def gpu_peaks(gpu_name: str | None, settings: Mapping[str, float | None] | None 
         return base
     if base is None and len(given) < len(OVERRIDES):
         return None
-    values = {**(base.__dict__ if base else {}), **given, "source": "settings"}
-    values.setdefault("gpu", gpu_name or "GPU")
-    return Peaks(**values)
+    return Peaks(**{"gpu": gpu_name or "GPU", **(base.__dict__ if base else {}), **given, "source": "settings"})
 
 
 @dataclass(frozen=True)
@@ -135,13 +133,11 @@ def count_task(task) -> TaskCost:
 def _tensors(out) -> list:
     import torch
 
-    if isinstance(out, torch.Tensor):
-        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensors(o)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _tensors(o)]
-    return []
+    return [out] if isinstance(out, torch.Tensor) else []
 
 
 def roofline(cost: TaskCost, peaks: Peaks, measured_us: float | None = None) -> Roofline:

@@ -34,11 +34,8 @@ def find_profiler(name: str, override: str | None = None) -> Path | None:
     found = find_cuda_tool(name)  # where the build finds nvcc
     if found is not None:
         return found[0]
-    for pattern in EXTRA_PLACES.get(name, []):
-        for hit in sorted(glob.glob(pattern), reverse=True):
-            if os.access(hit, os.X_OK):
-                return Path(hit)
-    return None
+    hits = (hit for pattern in EXTRA_PLACES.get(name, []) for hit in sorted(glob.glob(pattern), reverse=True))
+    return next((Path(hit) for hit in hits if os.access(hit, os.X_OK)), None)
 
 
 def tool_installs(tool: str) -> list[Path]:

@@ -46,10 +46,9 @@ def sanitizer_command(sanitizer: Path | str, tool: str, task_ref: str, candidate
 def sanitize_candidate(sanitizer: Path, tool: str, task_ref: str, candidate: Path, kernels_dir: Path,
                        timeout: float = DEFAULT_TIMEOUT, sandbox: bool | None = None) -> SanitizeResult:
     """Run `tool` on one forward of `candidate` whose kernels are already built in `kernels_dir`."""
-    env = {**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}
     try:
-        run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate,
-                          timeout=timeout, env=env, sandbox=sandbox)
+        run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate, timeout=timeout,
+                          env={**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}, sandbox=sandbox)
     except OSError as e:
         return SanitizeResult(ok=False, error=f"compute-sanitizer at {sanitizer} could not be started "
                               f"({e.strerror or e}): reinstall the CUDA toolkit or set the tools.sanitizer_path setting")

@@ -44,17 +44,15 @@ def start_agent(request: RunRequest, log: Path) -> tuple[AgentProcess, Path]:
     fd, name = tempfile.mkstemp(prefix="cuda-agent-request-", suffix=".json")
     with os.fdopen(fd, "w") as f:
         f.write(request.model_copy(update={"control": True, "announce": announce}).model_dump_json())
-    argv = [sys.executable, "-m", "cuda_agent.run", name]
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.run", name], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     handle = AgentProcess(proc, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while time.monotonic() < deadline:
-            text = announce.read_text().strip()
-            if text:
+            if text := announce.read_text().strip():
                 return handle, Path(text)
             if not handle.running():
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]

@@ -107,14 +107,12 @@ class RunApp(Steering, App):
         self.w["status"].update(status_line(v, state, self.gpu.text(), bool(self._deferred)))
 
     def _update_versions(self) -> None:
-        versions = self.view.versions()
-        table = self.w["table"]
-        best = self.view.best()
+        versions, best = self.view.versions(), self.view.best()
         best_sha = best.sha if best else None
         if len(versions) != self._rows or best_sha != self._best_sha:
-            table.clear()
+            self.w["table"].clear()
             for v in versions:
-                table.add_row(*version_row(v, best_sha), key=str(v.version))
+                self.w["table"].add_row(*version_row(v, best_sha), key=str(v.version))
             self._rows, self._best_sha = len(versions), best_sha
             if self.selected is not None:
                 self._cursor_to(self.selected)  # refilling put the cursor on the first row
@@ -131,7 +129,7 @@ class RunApp(Steering, App):
         self.selected = number
         self._cursor_to(number)
         v = versions[number]
-        theme = self._syntax_theme()
+        theme = "ansi_dark" if self.current_theme.dark else "ansi_light"  # readable on the app's dark or light theme
         self.w["kernel-text"].update(kernel_view(self.view.kernel_files(v.sha), number, v.sha, theme))
         base = self.diff_base if self.diff_base is not None and self.diff_base != number else number - 1
         old = versions.get(base)
@@ -150,10 +148,6 @@ class RunApp(Steering, App):
             return
         if table.cursor_row != row:
             table.move_cursor(row=row, animate=False)
-
-    def _syntax_theme(self) -> str:
-        """Terminal-palette colours that stay readable on the app's dark or light theme."""
-        return "ansi_dark" if self.current_theme.dark else "ansi_light"
 
     def watch_theme(self, theme: str) -> None:
         if self.selected is not None and hasattr(self, "w"):
@@ -183,10 +177,7 @@ class RunApp(Steering, App):
 
     @on(Tree.NodeSelected, "#steps")
     def _node(self, event: Tree.NodeSelected) -> None:
-        data = event.node.data
-        if not data or data[0] != "call":
-            return
-        call = next((c for s in self.view.steps for c in s.calls if c.id == data[1]), None)
+        call = next((c for s in self.view.steps for c in s.calls if event.node.data == ("call", c.id)), None)
         if call is not None:
             self.w["call-text"].update(
                 Text(f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n{call.observation}"))

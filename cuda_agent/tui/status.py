@@ -47,8 +47,7 @@ class GpuStatus:
         if not self.enabled:
             return "GPU: -"
         if time.monotonic() - self._at > GPU_REFRESH_S:
-            self._at = time.monotonic()
-            self._text = _read_gpu()
+            self._at, self._text = time.monotonic(), _read_gpu()
         return self._text
 
 

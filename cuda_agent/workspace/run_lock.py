@@ -44,13 +44,11 @@ def hold_run(git_dir: Path) -> Path:
 
 
 def release_run(key: Path | None) -> None:
-    held = _held.get(key) if key is not None else None
-    if held is None:
-        return
-    held[1] -= 1
-    if held[1] == 0:
-        del _held[key]
-        os.close(held[0])
+    held = _held.get(key)
+    if held is not None:
+        held[1] -= 1
+        if held[1] == 0:
+            os.close(_held.pop(key)[0])
 
 
 def run_holder(git_dir: Path) -> str | None:
