@@ -180,8 +180,7 @@ _ADVICE = re.compile(r"\b(try|consider|to reduce|to improve|to further|reduce|in
 
 
 def _shorten(text: str) -> str:
-    """Keep the sentences that carry numbers or advice (ncu's definitions of terms are dropped),
-    in order, within _RULE_KEEP characters."""
+    """The sentences with numbers or advice (not ncu's definitions of terms), in order, within _RULE_KEEP characters."""
     if len(text) <= _RULE_KEEP:
         return text
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)

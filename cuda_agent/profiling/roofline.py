@@ -94,9 +94,8 @@ class GpuFacts:
 
 def gpu_facts(device: str, *, gpu_name: str | None = None, arch: str | None = None,
               settings: Mapping[str, float | None] | None = None) -> GpuFacts | None:
-    """The GPU as the profiler's roofline and the build see it (GPU 0's name through NVML unless
-    `gpu_name` is set, the arch the build uses, the datasheet or settings peaks); None for a
-    device that is not a GPU (cpu: the tests' host-only mode)."""
+    """The GPU as the roofline and the build see it: its name (NVML's GPU 0 unless `gpu_name` is set), arch and
+    datasheet or settings peaks; None for a device that is not a GPU (cpu: the tests' host-only mode)."""
     if not device.startswith("cuda"):
         return None
     from cuda_agent.kernels.toolkit import detect_arch

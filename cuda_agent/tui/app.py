@@ -59,7 +59,6 @@ class RunApp(Steering, App):
         self._deferred: set[str] = set()  # pending calls a person chose to decide later (o opens them)
         self._rows, self._best_sha = 0, None
 
-    # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal():
@@ -89,7 +88,6 @@ class RunApp(Steering, App):
         self.poll()
         self.set_interval(self.poll_s, self.poll)
 
-    # -- following the run folder -------------------------------------------------------
     def poll(self) -> None:
         if not self.is_running or not hasattr(self, "w"):
             return  # a last tick while the app shuts down
@@ -121,7 +119,6 @@ class RunApp(Steering, App):
         self.w["spark"].data = [s for _, s in self.view.speedups()]
         self.w["plot-text"].update(plot_text(self.view))
 
-    # -- what a version shows -----------------------------------------------------------
     def show_version(self, number: int) -> None:
         versions = {v.version: v for v in self.view.versions()}
         if number not in versions:
@@ -153,7 +150,6 @@ class RunApp(Steering, App):
         if self.selected is not None and hasattr(self, "w"):
             self.show_version(self.selected)  # re-highlight the source for the new background
 
-    # -- browsing -----------------------------------------------------------------------
     def action_profile(self) -> None:
         self.w["tabs"].active = "profile"
 

@@ -60,7 +60,6 @@ class RunView:
         self._versions: list[VersionInfo] = []
         self._versions_key: str | None = None
 
-    # -- reading ------------------------------------------------------------------------
     def refresh(self) -> bool:
         """Read the records appended since the last call; True when something new came in."""
         lines, self._offset = read_new_lines(self.trajectory, self._offset)
@@ -109,7 +108,6 @@ class RunView:
             bisect.insort(self.steps, self._by_step[n], key=lambda v: v.step)  # a note can open the next step early
         return self._by_step[n]
 
-    # -- the workspace ------------------------------------------------------------------
     def _history(self):
         from cuda_agent.workspace.history import History
 
@@ -172,7 +170,6 @@ class RunView:
                  for c in s.calls if c.name == "profile" and c.status == "ok"]
         return found[-1] if found else None
 
-    # -- status -------------------------------------------------------------------------
     def control_state(self) -> AgentState | None:
         return read_state(self.run_dir)
 

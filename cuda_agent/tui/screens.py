@@ -44,9 +44,9 @@ class ApprovalScreen(ModalScreen[dict | None]):
         if event.button.id == "reject":
             decision["reason"] = self.query_one("#reason", Input).value.strip() or "rejected by a person"
         elif event.button.id == "edit":
-            decision["edited_arguments"] = text = self.query_one("#arguments", TextArea).text
+            decision["edited_arguments"] = self.query_one("#arguments", TextArea).text
             try:
-                json.loads(text)
+                json.loads(decision["edited_arguments"])
             except json.JSONDecodeError as e:
                 self.notify(f"the arguments are not JSON: {e}", severity="error")
                 return

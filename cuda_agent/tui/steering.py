@@ -9,9 +9,8 @@ from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen
 
 
 class Steering:
-    """Actions of RunApp (a Textual App) that steer the agent. They use the app's `view` (RunView),
-    `agent` (the AgentProcess it started, if any), `resume_with`, and its sets `_asking` (pending
-    calls with an approval open or decided) and `_deferred` (put off with Escape)."""
+    """Actions of RunApp (a Textual App) that steer the agent, with the app's `view`, `agent`, `resume_with`,
+    `_asking` and `_deferred` (RunApp.__init__ says what they are)."""
 
     def _live(self) -> bool:
         if not self.view.live():

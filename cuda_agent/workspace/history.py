@@ -77,19 +77,16 @@ def lock_files(git_dir: Path) -> list[Path]:
 
 
 def lock_holder(lock: Path, work_tree: Path) -> str | None:
-    """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or
-    a git process working in `work_tree` (git closes the lock file before it runs an editor or a
-    hook, and keeps it). Compared by device and inode, so a process in the jail (where the work tree
-    has another path) is seen too; processes of other users, whose /proc entries are closed, cannot
-    write this workspace."""
+    """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or a git process
+    working in `work_tree` (git closes the lock file before it runs an editor or a hook, and keeps it). Compared by
+    device and inode, so a process in the jail (where the work tree has another path) is seen too; processes of
+    other users, whose /proc entries are closed, cannot write this workspace."""
     try:
         lock_id = _file_id(lock)
         tree_ids = {_file_id(work_tree), _file_id(Path(work_tree) / ".git")}
     except OSError:
         return None
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
+    for entry in (e for e in os.scandir("/proc") if e.name.isdigit()):
         with suppress(OSError):  # gone meanwhile, or not ours to read
             name = Path(entry.path, "comm").read_text().strip()
             if name.startswith("git") and _file_id(Path(entry.path, "cwd")) in tree_ids:
@@ -134,8 +131,7 @@ class History:
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
 
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
-        """A read-only git command on this repository (`ls-tree`, `log`...): its output, paths that
-        are not UTF-8 kept as surrogate escapes (so they round-trip to the file system)."""
+        """A read-only git command's output (`ls-tree`, `log`...), non-UTF-8 paths as surrogate escapes (round-trip)."""
         return self._run(list(args), stdin=stdin, ok=ok).stdout.decode("utf-8", "surrogateescape")
 
     def _run(self, args: list[str], *, stdin: bytes | None = None, ok: tuple[int, ...] = (0,),
@@ -186,8 +182,7 @@ class History:
         return new
 
     def same_files(self, rev: str) -> bool:
-        """Whether the work tree's version files (model_new.py, kernels/, as a commit would stage
-        them) are exactly those of `rev`. Stages the work tree; commits nothing."""
+        """Whether model_new.py and kernels/, staged as a commit would stage them, are `rev`'s; commits nothing."""
         env = self._tree_env()
         self.stage(env)
         diff = ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", rev, "--", *VERSION_PATHS]

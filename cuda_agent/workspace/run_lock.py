@@ -22,8 +22,7 @@ _held: dict[Path, list[int]] = {}  # this process's locks: [fd, holders]; a seco
 
 
 def hold_run(git_dir: Path) -> Path:
-    """Hold the run's lock (a key for release_run); WorkspaceError if another process holds it,
-    naming that process. Not inherited by the processes we start (O_CLOEXEC)."""
+    """Hold the run's lock (a key for release_run; children don't inherit it); WorkspaceError names another holder."""
     path = (Path(git_dir) / LOCK_NAME).resolve()
     if path in _held:
         _held[path][1] += 1

@@ -80,12 +80,9 @@ def parse_log(text: str) -> list[VersionInfo]:
     out = []
     for record in text.split("\x1e"):
         fields = record.strip("\n").split("\x1f")
-        if len(fields) != 4:
+        if len(fields) != 4 or "Version" not in (tr := parse_trailers(fields[3])):
             continue
-        sha, stamp, subject, block = fields
-        tr = parse_trailers(block)
-        if "Version" not in tr:
-            continue
+        sha, stamp, subject, _ = fields
         out.append(VersionInfo(
             sha=sha, version=int(tr["Version"]), status=tr.get("Status", "error"), reward=int(tr.get("Reward", "-1")),
             correct=tr.get("Correct", "no").lower() in ("yes", "true"),
