@@ -60,7 +60,6 @@ def _read_gpu() -> str:
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
         name = pynvml.nvmlDeviceGetName(h)
         name = name.decode() if isinstance(name, bytes) else name
-        util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
-        return f"{name.replace('NVIDIA ', '')} {util}%"
+        return f"{name.replace('NVIDIA ', '')} {pynvml.nvmlDeviceGetUtilizationRates(h).gpu}%"
     except Exception:
         return "no GPU"

@@ -131,7 +131,7 @@ class History:
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
 
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
-        """A read-only git command's output (`ls-tree`, `log`...), non-UTF-8 paths as surrogate escapes (round-trip)."""
+        """A read-only git command's output (`log`...), non-UTF-8 paths as surrogate escapes (to round-trip to disk)."""
         return self._run(list(args), stdin=stdin, ok=ok).stdout.decode("utf-8", "surrogateescape")
 
     def _run(self, args: list[str], *, stdin: bytes | None = None, ok: tuple[int, ...] = (0,),

@@ -52,9 +52,7 @@ def resolve_in(root: Path, rel: str, *, for_write: bool = False) -> Path:
 
 def sha256_file(path: Path) -> str | None:
     """The file's sha256, or None when it is missing or not a regular file (a symlink counts as changed)."""
-    if path.is_symlink() or not path.is_file():
-        return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None if path.is_symlink() or not path.is_file() else hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def enclosing_git_root(start: Path) -> Path | None:

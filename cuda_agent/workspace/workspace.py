@@ -188,12 +188,14 @@ class Workspace:
         return self.history.snapshot(message)
 
     def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
+        """Commit everything as the next version with the verdict's metrics; `best` moves if it is better."""
         return self.history.commit_version(verdict, note)
 
     def versions(self) -> list[VersionInfo]:
         return self.history.versions()
 
     def same_files(self, rev: str) -> bool:
+        """Whether model_new.py and kernels/ are now what commit `rev` holds."""
         return self.history.same_files(rev)
 
     def best(self) -> VersionInfo | None:
