@@ -45,8 +45,7 @@ class KernelGroup:
 
 
 def own_kernels(build_dir: Path) -> list[str] | None:
-    """The __global__ kernels the build's launchers.json lists (its sources define them); None
-    when the file cannot be read."""
+    """The __global__ kernels the build's launchers.json lists; None when it cannot be read."""
     from cuda_agent.kernels.launchers import SPEC_NAME
 
     try:
@@ -60,12 +59,9 @@ def own_kernels(build_dir: Path) -> list[str] | None:
 def origin(name: str, own: list[str] | None) -> str:
     """OWN when the kernel's identifier is one of `own`; else the library its name looks like; else
     OTHER. With `own` unknown (None), a kernel no library claims is counted as the candidate's."""
-    if own is not None and kernel_base(name) in set(own):
+    if own is not None and kernel_base(name) in own:
         return OWN
-    lib = library_of(name)
-    if lib is not None:
-        return lib
-    return OWN if own is None else OTHER
+    return library_of(name) or (OWN if own is None else OTHER)
 
 
 def group_launches(kernels: list[KernelProfile], own: list[str] | None) -> list[KernelGroup]:
@@ -73,9 +69,7 @@ def group_launches(kernels: list[KernelProfile], own: list[str] | None) -> list[
     groups: dict[str, KernelGroup] = {}
     for k in kernels:
         name = short_name(k.name)
-        if name not in groups:
-            groups[name] = KernelGroup(name, origin(k.name, own), [])
-        groups[name].launches.append(k)
+        groups.setdefault(name, KernelGroup(name, origin(k.name, own), [])).launches.append(k)
     return sorted(groups.values(), key=lambda g: -g.total_us)
 
 

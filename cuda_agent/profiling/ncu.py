@@ -43,12 +43,9 @@ def find_ncu(override: str | None = None) -> Path | None:
 
 
 def ncu_command(ncu: Path | str, task_ref: str, candidate: Path, warmup: int = 1) -> list[str]:
-    argv = [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include", NVTX_FILTER,
-            "--csv", "--page", "details"]
-    for section in SECTIONS:
-        argv += ["--section", section]
-    argv += ["--print-details", "all", "--print-rule-details"]
-    return argv + single_run_argv(task_ref, candidate, warmup)
+    sections = [arg for section in SECTIONS for arg in ("--section", section)]
+    return [str(ncu), "--clock-control", "none", "--nvtx", "--nvtx-include", NVTX_FILTER, "--csv", "--page", "details",
+            *sections, "--print-details", "all", "--print-rule-details", *single_run_argv(task_ref, candidate, warmup)]
 
 
 def profile_candidate(ncu: Path, task_ref: str, candidate: Path, kernels_dir: Path,
@@ -65,8 +62,7 @@ def profile_candidate(ncu: Path, task_ref: str, candidate: Path, kernels_dir: Pa
 
 def interpret(run: Wrapped, timeout: float) -> NcuResult:
     """Kernels when ncu produced any; otherwise the one reason the model needs."""
-    text = run.text
-    done = dict(seconds=run.seconds)
+    text, done = run.text, dict(seconds=run.seconds)
     if run.timed_out:
         return NcuResult(ok=False, error=f"ncu timed out after {timeout:.0f} s and was killed: a kernel that "
                          "never ends, or very many launches in one forward; run verify first", **done)
@@ -76,7 +72,8 @@ def interpret(run: Wrapped, timeout: float) -> NcuResult:
     if kernels:
         return NcuResult(ok=True, kernels=kernels, **done)
     if run.returncode != 0:
-        why = tail(_without_progress(text), 6) or "no output"
+        progress_free = "\n".join(line for line in text.splitlines() if not line.startswith("==PROF=="))
+        why = tail(progress_free, 6) or "no output"
         return NcuResult(ok=False, error=f"the forward failed under ncu (exit {run.returncode}); run verify "
                          f"for the full error. Last lines:\n{why}", **done)
     if re.search(r"no kernels were profiled", text, re.I):
@@ -84,7 +81,3 @@ def interpret(run: Wrapped, timeout: float) -> NcuResult:
                          "your kernels (kernels.<launcher>(...)) on the GPU", **done)
     return NcuResult(ok=False, error="ncu printed no kernel metrics; last lines:\n" + (tail(text, 6) or "(none)"),
                      **done)
-
-
-def _without_progress(text: str) -> str:
-    return "\n".join(line for line in text.splitlines() if not line.startswith("==PROF=="))

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import re
-from collections import OrderedDict
 
 from pydantic import BaseModel
 
@@ -47,20 +46,15 @@ class KernelProfile(BaseModel):
 
 def number(text: str | None) -> float | None:
     """'1,215,000,000.50' -> 1215000000.5; '', 'n/a' -> None."""
-    if text is None:
-        return None
-    t = text.strip().replace(",", "")
     try:
-        return float(t)
+        return float(text.strip().replace(",", "")) if text is not None else None
     except ValueError:
         return None
 
 
 def _scaled(value: float | None, unit: str, table: dict[str, float]) -> float | None:
-    if value is None:
-        return None
     u = unit.strip().lower().split("/")[0]  # byte/block -> byte; Gbyte/s is handled by the caller
-    return value * table[u] if u in table else None
+    return value * table[u] if value is not None and u in table else None
 
 
 def csv_rows(text: str) -> list[dict[str, str]]:
@@ -74,7 +68,7 @@ def csv_rows(text: str) -> list[dict[str, str]]:
 
 
 def parse_ncu_csv(text: str) -> list[KernelProfile]:
-    launches: OrderedDict[str, list[dict[str, str]]] = OrderedDict()
+    launches: dict[str, list[dict[str, str]]] = {}
     for row in csv_rows(text):
         rid = (row.get("ID") or "").strip()
         if rid.isdigit():  # the raw page's units row has no ID
@@ -122,8 +116,7 @@ def _profile(rid: int, rows: list[dict[str, str]]) -> KernelProfile:
     k.block = _dims(first.get("Block Size")) or _whole(get(LAUNCH, "Block Size")[1])
     k.dram_bytes = _dram_bytes(get, duration)
     k.stalls = _stalls(metrics)
-    k.rules = [text for _, _, text in sorted(rules, key=lambda r: (r[0], -r[1]))]
-    k.rules = list(OrderedDict.fromkeys(k.rules))
+    k.rules = list(dict.fromkeys(text for _, _, text in sorted(rules, key=lambda r: (r[0], -r[1]))))
     return k
 
 
@@ -187,8 +180,7 @@ _ADVICE = re.compile(r"\b(try|consider|to reduce|to improve|to further|reduce|in
 
 
 def _shorten(text: str) -> str:
-    """Keep the sentences that carry numbers or advice (ncu's definitions of terms are dropped),
-    in order, within _RULE_KEEP characters."""
+    """The sentences with numbers or advice (not ncu's definitions of terms), in order, within _RULE_KEEP characters."""
     if len(text) <= _RULE_KEEP:
         return text
     sentences = re.split(r"(?<=[.!?])\s+(?=[A-Z])", text)

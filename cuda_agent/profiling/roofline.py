@@ -80,9 +80,7 @@ def gpu_peaks(gpu_name: str | None, settings: Mapping[str, float | None] | None 
         return base
     if base is None and len(given) < len(OVERRIDES):
         return None
-    values = {**(base.__dict__ if base else {}), **given, "source": "settings"}
-    values.setdefault("gpu", gpu_name or "GPU")
-    return Peaks(**values)
+    return Peaks(**{"gpu": gpu_name or "GPU", **(base.__dict__ if base else {}), **given, "source": "settings"})
 
 
 @dataclass(frozen=True)
@@ -96,9 +94,8 @@ class GpuFacts:
 
 def gpu_facts(device: str, *, gpu_name: str | None = None, arch: str | None = None,
               settings: Mapping[str, float | None] | None = None) -> GpuFacts | None:
-    """The GPU as the profiler's roofline and the build see it (GPU 0's name through NVML unless
-    `gpu_name` is set, the arch the build uses, the datasheet or settings peaks); None for a
-    device that is not a GPU (cpu: the tests' host-only mode)."""
+    """The GPU as the roofline and the build see it: its name (NVML's GPU 0 unless `gpu_name` is set), arch and
+    datasheet or settings peaks; None for a device that is not a GPU (cpu: the tests' host-only mode)."""
     if not device.startswith("cuda"):
         return None
     from cuda_agent.kernels.toolkit import detect_arch
@@ -135,13 +132,11 @@ def count_task(task) -> TaskCost:
 def _tensors(out) -> list:
     import torch
 
-    if isinstance(out, torch.Tensor):
-        return [out]
+    if isinstance(out, dict):
+        out = list(out.values())
     if isinstance(out, (list, tuple)):
         return [t for o in out for t in _tensors(o)]
-    if isinstance(out, dict):
-        return [t for o in out.values() for t in _tensors(o)]
-    return []
+    return [out] if isinstance(out, torch.Tensor) else []
 
 
 def roofline(cost: TaskCost, peaks: Peaks, measured_us: float | None = None) -> Roofline:

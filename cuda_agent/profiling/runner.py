@@ -26,19 +26,14 @@ EXTRA_PLACES = {
 
 
 def find_profiler(name: str, override: str | None = None) -> Path | None:
-    """`override` (a setting) if given, else CUDA_HOME/bin, PATH, /usr/local/cuda/bin, then the
-    tool's own install folders (newest version first)."""
+    """`override` (a setting), else CUDA_HOME/bin, PATH, /usr/local/cuda/bin, then install folders (newest first)."""
     if override:
         p = Path(override)
         return p if p.is_file() and os.access(p, os.X_OK) else None
-    found = find_cuda_tool(name)  # where the build finds nvcc
-    if found is not None:
+    if (found := find_cuda_tool(name)) is not None:  # where the build finds nvcc
         return found[0]
-    for pattern in EXTRA_PLACES.get(name, []):
-        for hit in sorted(glob.glob(pattern), reverse=True):
-            if os.access(hit, os.X_OK):
-                return Path(hit)
-    return None
+    hits = (hit for pattern in EXTRA_PLACES.get(name, []) for hit in sorted(glob.glob(pattern), reverse=True))
+    return next((Path(hit) for hit in hits if os.access(hit, os.X_OK)), None)
 
 
 def tool_installs(tool: str) -> list[Path]:
@@ -47,9 +42,8 @@ def tool_installs(tool: str) -> list[Path]:
     <cuda>/nsight-compute-<version>); the jail must show them or ncu says it is not installed."""
     p = Path(tool)
     found = [p.resolve().parent] if p.is_absolute() and p.exists() else []
-    for pattern in EXTRA_PLACES.get(p.name, []):
-        found += [Path(d).resolve() for d in glob.glob(os.path.dirname(pattern)) if os.path.isdir(d)]
-    return found
+    return found + [Path(d).resolve() for pattern in EXTRA_PLACES.get(p.name, [])
+                    for d in glob.glob(os.path.dirname(pattern)) if os.path.isdir(d)]
 
 
 def single_run_argv(task_ref: str, candidate: Path, warmup: int = 1) -> list[str]:

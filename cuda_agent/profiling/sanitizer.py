@@ -2,8 +2,7 @@
 warm-up. PyTorch's caching allocator is switched off for the run (PYTORCH_NO_CUDA_MEMORY_CACHING):
 with it, an off-by-one write lands inside a larger cached block and memcheck sees nothing
 (DESIGN.md). initcheck sees global memory only (compute-sanitizer 2025.3 has no option for
-shared memory); racecheck covers shared memory's hazards.
-The report is parsed by sanitizer_parse."""
+shared memory); racecheck covers shared memory's hazards. The report is parsed by sanitizer_parse."""
 
 from __future__ import annotations
 
@@ -46,10 +45,9 @@ def sanitizer_command(sanitizer: Path | str, tool: str, task_ref: str, candidate
 def sanitize_candidate(sanitizer: Path, tool: str, task_ref: str, candidate: Path, kernels_dir: Path,
                        timeout: float = DEFAULT_TIMEOUT, sandbox: bool | None = None) -> SanitizeResult:
     """Run `tool` on one forward of `candidate` whose kernels are already built in `kernels_dir`."""
-    env = {**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}
     try:
-        run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate,
-                          timeout=timeout, env=env, sandbox=sandbox)
+        run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate, timeout=timeout,
+                          env={**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}, sandbox=sandbox)
     except OSError as e:
         return SanitizeResult(ok=False, error=f"compute-sanitizer at {sanitizer} could not be started "
                               f"({e.strerror or e}): reinstall the CUDA toolkit or set the tools.sanitizer_path setting")

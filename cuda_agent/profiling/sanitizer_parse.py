@@ -76,21 +76,17 @@ def parse_sanitizer(text: str, tool: str = "memcheck") -> SanitizerReport:
         if not raw.startswith("========="):
             continue  # the program's own output
         body = raw[9:].rstrip()
-        if not body.strip():
-            current = None
-            continue
         stripped = body.strip()
-        indented = body.startswith("  ")
-        if current is not None and (indented or stripped.startswith(_CONTINUATION)):
+        if not stripped:
+            current = None
+        elif current is not None and (body.startswith("  ") or stripped.startswith(_CONTINUATION)):
             current.append(stripped)
         elif not _summary(stripped, report):
             current = [stripped]
             blocks.append(current)
     found: dict[tuple, Finding] = {}
     for block in blocks:
-        finding = _finding(block, report)
-        if finding is None:
-            continue
+        finding = _finding(block)
         key = (finding.kind, finding.kernel, finding.location)
         if key in found:
             found[key].count += 1
@@ -121,11 +117,10 @@ def _summary(line: str, report: SanitizerReport) -> bool:
     return True
 
 
-def _finding(block: list[str], report: SanitizerReport) -> Finding | None:
+def _finding(block: list[str]) -> Finding:
     head, rest = block[0], block[1:]
-    joined = " ".join(block)
     if m := re.search(r"Race reported between (\w+) access at (.+?) and (\w+) access at (.+?)"
-                      r"(?:\s*\[([\d,.]+) hazards?\])?$", joined):
+                      r"(?:\s*\[([\d,.]+) hazards?\])?$", " ".join(block)):
         (k1, l1), (_, l2) = _where(m.group(2)), _where(m.group(4))
         return Finding(kind=f"shared-memory race: {m.group(1)} at {l1 or '?'} vs {m.group(3)} at {l2 or '?'}",
                        kernel=k1, location=l1, hazards=_int(m.group(5)) if m.group(5) else None)

@@ -4,7 +4,6 @@ agent gets its own session (setsid), so closing the app can leave it running (de
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import tempfile
@@ -35,26 +34,21 @@ class AgentProcess:
 
 
 def start_agent(request: RunRequest, log: Path) -> tuple[AgentProcess, Path]:
-    """Run `python -m cuda_agent.run REQUEST.json` (cuda_agent/run.py) in the background, steered
-    through the run folder; return it and its run folder once the folder exists. Raises
-    RuntimeError with the agent's own last words when it fails to start."""
-    fd, name = tempfile.mkstemp(prefix="cuda-agent-run-", suffix=".txt")  # empty until the agent writes it
-    os.close(fd)
-    announce = Path(name)
-    fd, name = tempfile.mkstemp(prefix="cuda-agent-request-", suffix=".json")
-    with os.fdopen(fd, "w") as f:
-        f.write(request.model_copy(update={"control": True, "announce": announce}).model_dump_json())
-    argv = [sys.executable, "-m", "cuda_agent.run", name]
+    """Run `python -m cuda_agent.run REQUEST.json` in the background, steered through the run folder; return it and
+    its run folder once that exists. RuntimeError with the agent's own last words when it fails to start."""
+    with tempfile.NamedTemporaryFile(prefix="cuda-agent-run-", suffix=".txt", delete=False) as f:
+        announce = Path(f.name)  # empty until the agent writes it
+    with tempfile.NamedTemporaryFile("w", prefix="cuda-agent-request-", suffix=".json", delete=False) as req:
+        req.write(request.model_copy(update={"control": True, "announce": announce}).model_dump_json())
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.run", req.name], stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     handle = AgentProcess(proc, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:
         while time.monotonic() < deadline:
-            text = announce.read_text().strip()
-            if text:
+            if text := announce.read_text().strip():
                 return handle, Path(text)
             if not handle.running():
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:]
@@ -64,4 +58,4 @@ def start_agent(request: RunRequest, log: Path) -> tuple[AgentProcess, Path]:
         raise RuntimeError(f"the agent did not make its run folder within {START_TIMEOUT_S:.0f} s; see {log}")
     finally:
         announce.unlink(missing_ok=True)
-        Path(name).unlink(missing_ok=True)  # read by then, or the agent is gone
+        Path(req.name).unlink(missing_ok=True)  # read by then, or the agent is gone

@@ -59,7 +59,6 @@ class RunApp(Steering, App):
         self._deferred: set[str] = set()  # pending calls a person chose to decide later (o opens them)
         self._rows, self._best_sha = 0, None
 
-    # -- layout -------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False)
         with Horizontal():
@@ -89,7 +88,6 @@ class RunApp(Steering, App):
         self.poll()
         self.set_interval(self.poll_s, self.poll)
 
-    # -- following the run folder -------------------------------------------------------
     def poll(self) -> None:
         if not self.is_running or not hasattr(self, "w"):
             return  # a last tick while the app shuts down
@@ -107,14 +105,12 @@ class RunApp(Steering, App):
         self.w["status"].update(status_line(v, state, self.gpu.text(), bool(self._deferred)))
 
     def _update_versions(self) -> None:
-        versions = self.view.versions()
-        table = self.w["table"]
-        best = self.view.best()
+        versions, best = self.view.versions(), self.view.best()
         best_sha = best.sha if best else None
         if len(versions) != self._rows or best_sha != self._best_sha:
-            table.clear()
+            self.w["table"].clear()
             for v in versions:
-                table.add_row(*version_row(v, best_sha), key=str(v.version))
+                self.w["table"].add_row(*version_row(v, best_sha), key=str(v.version))
             self._rows, self._best_sha = len(versions), best_sha
             if self.selected is not None:
                 self._cursor_to(self.selected)  # refilling put the cursor on the first row
@@ -123,7 +119,6 @@ class RunApp(Steering, App):
         self.w["spark"].data = [s for _, s in self.view.speedups()]
         self.w["plot-text"].update(plot_text(self.view))
 
-    # -- what a version shows -----------------------------------------------------------
     def show_version(self, number: int) -> None:
         versions = {v.version: v for v in self.view.versions()}
         if number not in versions:
@@ -131,7 +126,7 @@ class RunApp(Steering, App):
         self.selected = number
         self._cursor_to(number)
         v = versions[number]
-        theme = self._syntax_theme()
+        theme = "ansi_dark" if self.current_theme.dark else "ansi_light"  # readable on the app's dark or light theme
         self.w["kernel-text"].update(kernel_view(self.view.kernel_files(v.sha), number, v.sha, theme))
         base = self.diff_base if self.diff_base is not None and self.diff_base != number else number - 1
         old = versions.get(base)
@@ -151,15 +146,10 @@ class RunApp(Steering, App):
         if table.cursor_row != row:
             table.move_cursor(row=row, animate=False)
 
-    def _syntax_theme(self) -> str:
-        """Terminal-palette colours that stay readable on the app's dark or light theme."""
-        return "ansi_dark" if self.current_theme.dark else "ansi_light"
-
     def watch_theme(self, theme: str) -> None:
         if self.selected is not None and hasattr(self, "w"):
             self.show_version(self.selected)  # re-highlight the source for the new background
 
-    # -- browsing -----------------------------------------------------------------------
     def action_profile(self) -> None:
         self.w["tabs"].active = "profile"
 
@@ -183,10 +173,7 @@ class RunApp(Steering, App):
 
     @on(Tree.NodeSelected, "#steps")
     def _node(self, event: Tree.NodeSelected) -> None:
-        data = event.node.data
-        if not data or data[0] != "call":
-            return
-        call = next((c for s in self.view.steps for c in s.calls if c.id == data[1]), None)
+        call = next((c for s in self.view.steps for c in s.calls if event.node.data == ("call", c.id)), None)
         if call is not None:
             self.w["call-text"].update(
                 Text(f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n{call.observation}"))

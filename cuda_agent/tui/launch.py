@@ -30,9 +30,6 @@ def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:
     if log.exists():  # the agent keeps writing to it: a rename follows the open file
         log.rename(run_dir / "agent.log")
     RunApp(run_dir, agent=agent).run()
-    if agent.running():
-        console.print(f"the agent goes on in the background; attach again with: cuda-agent tui {run_dir}",
-                      highlight=False)
-    else:
-        console.print(f"run folder: {run_dir}", highlight=False)
+    console.print(f"the agent goes on in the background; attach again with: cuda-agent tui {run_dir}"
+                  if agent.running() else f"run folder: {run_dir}", highlight=False)
     return 0

@@ -7,6 +7,7 @@ from __future__ import annotations
 import bisect
 import difflib
 import time
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -59,15 +60,12 @@ class RunView:
         self._versions: list[VersionInfo] = []
         self._versions_key: str | None = None
 
-    # -- reading ------------------------------------------------------------------------
     def refresh(self) -> bool:
         """Read the records appended since the last call; True when something new came in."""
         lines, self._offset = read_new_lines(self.trajectory, self._offset)
         for line in lines:
-            try:
+            with suppress(ValueError):  # a damaged line: the rest of the run is still worth showing
                 self._take(parse_record(line))
-            except ValueError:
-                continue  # a damaged line: the rest of the run is still worth showing
         return bool(lines)
 
     def _take(self, r) -> None:
@@ -105,13 +103,11 @@ class RunView:
             self.closing = r
 
     def _step(self, n: int) -> StepView:
-        s = self._by_step.get(n)
-        if s is None:
-            s = self._by_step[n] = StepView(step=n)
-            bisect.insort(self.steps, s, key=lambda v: v.step)  # a note can open the next step early
-        return s
+        if n not in self._by_step:
+            self._by_step[n] = StepView(step=n)
+            bisect.insort(self.steps, self._by_step[n], key=lambda v: v.step)  # a note can open the next step early
+        return self._by_step[n]
 
-    # -- the workspace ------------------------------------------------------------------
     def _history(self):
         from cuda_agent.workspace.history import History
 
@@ -139,8 +135,7 @@ class RunView:
     def best(self) -> VersionInfo | None:
         best = None
         for v in self.versions():
-            if v.better_than(best):
-                best = v
+            best = v if v.better_than(best) else best
         return best
 
     def kernel_files(self, sha: str) -> dict[str, str]:
@@ -170,16 +165,11 @@ class RunView:
 
     def profile_for(self, version: int) -> str | None:
         """The last profile summary taken before that version's evaluation (what the model saw)."""
-        steps = {e.version: e.step for e in self.evaluations if e.version is not None}
-        until = steps.get(version)
-        found = None
-        for s in self.steps:
-            for c in s.calls:
-                if c.name == "profile" and c.status == "ok" and (until is None or s.step <= until):
-                    found = c.observation
-        return found
+        until = {e.version: e.step for e in self.evaluations if e.version is not None}.get(version)
+        found = [c.observation for s in self.steps if until is None or s.step <= until
+                 for c in s.calls if c.name == "profile" and c.status == "ok"]
+        return found[-1] if found else None
 
-    # -- status -------------------------------------------------------------------------
     def control_state(self) -> AgentState | None:
         return read_state(self.run_dir)
 
@@ -201,8 +191,7 @@ class RunView:
         return time.time() - self.header.time if self.header else 0.0
 
     def speedups(self) -> list[tuple[int | None, float]]:
-        """(version, speedup vs torch.compile, or vs eager without a compile baseline) of each timed
-        correct version, in the order they were evaluated."""
+        """(version, speedup vs torch.compile, else vs eager) of each timed correct version, as evaluated."""
         pairs = [(e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)
                  for e in self.evaluations if e.status == "correct"]
         return [(v, s) for v, s in pairs if s is not None]

@@ -18,7 +18,8 @@ class ApprovalScreen(ModalScreen[dict | None]):
     """One pending call: approve it, reject it with a reason, or run edited arguments.
     Dismisses with the fields of a `decide` command (None: decide later)."""
 
-    BINDINGS = [Binding("escape", "later", "Decide later (o reopens)")]
+    BINDINGS = [Binding("escape", "dismiss", "Decide later (o reopens)")]
+    AUTO_FOCUS = "#approve"
 
     def __init__(self, call: PendingCall):
         super().__init__()
@@ -38,52 +39,39 @@ class ApprovalScreen(ModalScreen[dict | None]):
                 yield Button("Run edited", id="edit", variant="primary")
                 yield Button("Reject", id="reject", variant="error")
 
-    def on_mount(self) -> None:
-        self.query_one("#approve", Button).focus()
-
     def on_button_pressed(self, event: Button.Pressed) -> None:
-        if event.button.id == "approve":
-            self.dismiss({"call_id": self.call.id, "approve": True})
-        elif event.button.id == "reject":
-            reason = self.query_one("#reason", Input).value.strip() or "rejected by a person"
-            self.dismiss({"call_id": self.call.id, "approve": False, "reason": reason})
+        decision = {"call_id": self.call.id, "approve": event.button.id != "reject"}
+        if event.button.id == "reject":
+            decision["reason"] = self.query_one("#reason", Input).value.strip() or "rejected by a person"
         elif event.button.id == "edit":
-            text = self.query_one("#arguments", TextArea).text
+            decision["edited_arguments"] = self.query_one("#arguments", TextArea).text
             try:
-                json.loads(text)
+                json.loads(decision["edited_arguments"])
             except json.JSONDecodeError as e:
                 self.notify(f"the arguments are not JSON: {e}", severity="error")
                 return
-            self.dismiss({"call_id": self.call.id, "approve": True, "edited_arguments": text})
-
-    def action_later(self) -> None:
-        self.dismiss(None)
+        self.dismiss(decision)
 
 
 class MessageScreen(ModalScreen[str | None]):
     """A message for the model, sent as the next user turn."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    BINDINGS = [Binding("escape", "dismiss", "Cancel")]
+    AUTO_FOCUS = "#message"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
             yield Label("Message for the model (its next turn reads it); Enter sends", id="title")
             yield Input(placeholder="e.g. try float4 loads in the inner loop", id="message")
 
-    def on_mount(self) -> None:
-        self.query_one("#message", Input).focus()
-
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
 
 class QuitScreen(ModalScreen[str]):
     """Closing while the agent runs: stop it (resumable), leave it running (detach), or stay."""
 
-    BINDINGS = [Binding("escape", "stay", "Stay")]
+    BINDINGS = [Binding("escape", "dismiss('stay')", "Stay")]
+    AUTO_FOCUS = "#detach"
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
@@ -94,11 +82,5 @@ class QuitScreen(ModalScreen[str]):
                 yield Button("Stop run", id="stop", variant="error")
                 yield Button("Stay", id="stay")
 
-    def on_mount(self) -> None:
-        self.query_one("#detach", Button).focus()
-
     def on_button_pressed(self, event: Button.Pressed) -> None:
         self.dismiss(event.button.id or "stay")
-
-    def action_stay(self) -> None:
-        self.dismiss("stay")

@@ -47,8 +47,7 @@ class GpuStatus:
         if not self.enabled:
             return "GPU: -"
         if time.monotonic() - self._at > GPU_REFRESH_S:
-            self._at = time.monotonic()
-            self._text = _read_gpu()
+            self._at, self._text = time.monotonic(), _read_gpu()
         return self._text
 
 
@@ -61,7 +60,6 @@ def _read_gpu() -> str:
         h = pynvml.nvmlDeviceGetHandleByIndex(0)
         name = pynvml.nvmlDeviceGetName(h)
         name = name.decode() if isinstance(name, bytes) else name
-        util = pynvml.nvmlDeviceGetUtilizationRates(h).gpu
-        return f"{name.replace('NVIDIA ', '')} {util}%"
+        return f"{name.replace('NVIDIA ', '')} {pynvml.nvmlDeviceGetUtilizationRates(h).gpu}%"
     except Exception:
         return "no GPU"

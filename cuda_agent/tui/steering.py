@@ -9,9 +9,8 @@ from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen
 
 
 class Steering:
-    """Actions of RunApp (a Textual App) that steer the agent. They use the app's `view` (RunView),
-    `agent` (the AgentProcess it started, if any), `resume_with`, and its sets `_asking` (pending
-    calls with an approval open or decided) and `_deferred` (put off with Escape)."""
+    """Actions of RunApp (a Textual App) that steer the agent, with the app's `view`, `agent`, `resume_with`,
+    `_asking` and `_deferred` (RunApp.__init__ says what they are)."""
 
     def _live(self) -> bool:
         if not self.view.live():
@@ -71,23 +70,18 @@ class Steering:
 
         if self.view.live():
             self.notify("the run is already going")
-            return
-        holder = run_holder(self.view.run_dir / "workspace" / ".git")  # an MCP client's run, say
-        if holder:
+        elif holder := run_holder(self.view.run_dir / "workspace" / ".git"):  # an MCP client's run, say
             self.notify(f"this run is being run by another process ({holder}): it can be followed here, "
                         "and resumed once it ends", severity="warning")
-            return
-        request = self.resume_request()
-        if request is None:
+        elif (request := self.resume_request()) is None:
             self.notify("no model known for this run: start the app with `cuda-agent tui RUN_DIR --model M` "
                         "(or --script FILE)", severity="error")
-            return
-        try:
-            self.agent, _ = agent_process.start_agent(request, self.view.run_dir / "agent.log")
-        except RuntimeError as e:
-            self.notify(str(e), severity="error")
-            return
-        self.notify("resumed")
+        else:
+            try:
+                self.agent, _ = agent_process.start_agent(request, self.view.run_dir / "agent.log")
+                self.notify("resumed")
+            except RuntimeError as e:
+                self.notify(str(e), severity="error")
 
     def resume_request(self):
         """The run continued with what `cuda-agent tui` was given, else what it was launched with."""
@@ -113,6 +107,5 @@ class Steering:
     def _quit_choice(self, choice: str) -> None:
         if choice == "stop":
             send(self.view.run_dir, "stop")
-            self.exit()
-        elif choice == "detach":
+        if choice in ("stop", "detach"):
             self.exit()

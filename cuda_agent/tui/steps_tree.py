@@ -24,25 +24,19 @@ class StepsTree(Tree):
 
     def update_steps(self, steps: list[StepView]) -> None:
         for s in steps:
-            node = self._step_nodes.get(s.step)
-            if node is None:
-                node = self.root.add(_step_label(s), expand=True, data=("step", s.step))
-                self._step_nodes[s.step] = node
-            else:
-                node.set_label(_step_label(s))
+            if s.step not in self._step_nodes:
+                self._step_nodes[s.step] = self.root.add(_step_label(s), expand=True, data=("step", s.step))
+            node = self._step_nodes[s.step]
+            node.set_label(_step_label(s))
             # its own line under the step: at the end of the step's label it would be cut off
             for note in s.notes[self._notes_shown.get(s.step, 0):]:
                 node.add_leaf(Text(note[:200], style="italic"))
             self._notes_shown[s.step] = len(s.notes)
             for c in s.calls:
-                known = self._call_nodes.get(c.id)
-                if known is None:
-                    child = node.add(_call_label(c), data=("call", c.id))
-                    self._call_nodes[c.id] = (child, c.status)
-                    if c.status != "running":
-                        _fill_call(child, c)
-                elif known[1] != c.status:
-                    child = known[0]
+                if c.id not in self._call_nodes:  # a new call shows as running until its result is filled in
+                    self._call_nodes[c.id] = (node.add(_call_label(c), data=("call", c.id)), "running")
+                child, shown = self._call_nodes[c.id]
+                if shown != c.status:
                     child.set_label(_call_label(c))
                     _fill_call(child, c)
                     self._call_nodes[c.id] = (child, c.status)

@@ -15,8 +15,8 @@ COLUMNS = ("", "v", "commit", "status", "ms", "vs eager", "vs compile", "reward"
 def version_row(v, best_sha: str | None) -> tuple[str, ...]:
     """`v`, one of RunView.versions(), as the COLUMNS of its table row."""
     mark = "*best" if v.sha == best_sha else ""
-    return (mark, str(v.version), v.sha[:8], v.status, _ms(v.time_ms), _x(v.speedup_eager),
-            _x(v.speedup_compile), str(v.reward), ", ".join(v.guards) or "-")
+    return (mark, str(v.version), v.sha[:8], v.status, _shown(v.time_ms, "{:.4f}"), _shown(v.speedup_eager, "{:.2f}x"),
+            _shown(v.speedup_compile, "{:.2f}x"), str(v.reward), ", ".join(v.guards) or "-")
 
 
 def kernel_view(files: dict[str, str], number: int, sha: str, theme: str):
@@ -45,9 +45,5 @@ def plot_text(view: RunView) -> Text:
     return out
 
 
-def _ms(v: float | None) -> str:
-    return f"{v:.4f}" if v is not None else "-"
-
-
-def _x(v: float | None) -> str:
-    return f"{v:.2f}x" if v is not None else "-"
+def _shown(v: float | None, fmt: str) -> str:
+    return fmt.format(v) if v is not None else "-"

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from contextlib import suppress
 from pathlib import Path
 
 import git
@@ -46,9 +47,8 @@ def git_env(config: dict[str, str] | None = None, **extra: str) -> dict[str, str
     env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "LANG": "C",
            "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
            "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
-    for name in ("TZ", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE"):  # the time a commit is stamped with
-        if name in os.environ:
-            env[name] = os.environ[name]
+    # the time a commit is stamped with
+    env.update({n: os.environ[n] for n in ("TZ", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE") if n in os.environ})
     items = list({**HARNESS_CONFIG, **(config or {})}.items())
     env["GIT_CONFIG_COUNT"] = str(len(items))
     for i, (key, value) in enumerate(items):
@@ -71,38 +71,30 @@ def run_git(args: list[str], env: dict[str, str], cwd: Path | None = None, *, st
 
 
 def lock_files(git_dir: Path) -> list[Path]:
-    """The lock files git leaves in `git_dir` when a git process dies holding them (index.lock,
-    HEAD.lock, refs/**/<name>.lock, config.lock, packed-refs.lock): every later write then fails."""
+    """Lock files a git process that died left in `git_dir` (index.lock, refs/**/*.lock...): they fail later writes."""
     git_dir = Path(git_dir)
     return sorted(p for p in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")] if p.is_file())
 
 
 def lock_holder(lock: Path, work_tree: Path) -> str | None:
-    """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or
-    a git process working in `work_tree` (git closes the lock file before it runs an editor or a
-    hook, and keeps it). Compared by device and inode, so a process in the jail (where the work tree
-    has another path) is seen too; processes of other users, whose /proc entries are closed, cannot
-    write this workspace."""
+    """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or a git process
+    working in `work_tree` (git closes the lock file before it runs an editor or a hook, and keeps it). Compared by
+    device and inode, so a process in the jail (where the work tree has another path) is seen too; processes of
+    other users, whose /proc entries are closed, cannot write this workspace."""
     try:
         lock_id = _file_id(lock)
         tree_ids = {_file_id(work_tree), _file_id(Path(work_tree) / ".git")}
     except OSError:
         return None
-    for entry in os.scandir("/proc"):
-        if not entry.name.isdigit():
-            continue
-        try:
+    for entry in (e for e in os.scandir("/proc") if e.name.isdigit()):
+        with suppress(OSError):  # gone meanwhile, or not ours to read
             name = Path(entry.path, "comm").read_text().strip()
             if name.startswith("git") and _file_id(Path(entry.path, "cwd")) in tree_ids:
                 return f"pid {entry.name} ({name})"
             for fd in os.scandir(Path(entry.path, "fd")):
-                try:
+                with suppress(OSError):
                     if _file_id(Path(fd.path)) == lock_id:
                         return f"pid {entry.name} ({name})"
-                except OSError:
-                    continue
-        except OSError:  # gone meanwhile, or not ours to read
-            continue
     return None
 
 
@@ -112,8 +104,7 @@ def _file_id(path: Path) -> tuple[int, int]:
 
 
 def init_repo(root: Path) -> git.Repo:
-    """`git init` (no template: no sample hooks) with settings that make commits work anywhere: a
-    local identity, no signing, no hooks (the harness passes these on every call anyway)."""
+    """`git init` (no template: no sample hooks) with a local identity, no signing and no hooks, as every call has."""
     root = Path(root)
     run_git(["init", "-q", f"--initial-branch={MAIN}", "--template=", str(root)], git_env())
     env = git_env(GIT_DIR=str((root / ".git").resolve()), GIT_WORK_TREE=str(root.resolve()))
@@ -140,8 +131,7 @@ class History:
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
 
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
-        """A read-only git command on this repository (`ls-tree`, `log`...): its output, paths that
-        are not UTF-8 kept as surrogate escapes (so they round-trip to the file system)."""
+        """A read-only git command's output (`log`...), non-UTF-8 paths as surrogate escapes (to round-trip to disk)."""
         return self._run(list(args), stdin=stdin, ok=ok).stdout.decode("utf-8", "surrogateescape")
 
     def _run(self, args: list[str], *, stdin: bytes | None = None, ok: tuple[int, ...] = (0,),
@@ -149,13 +139,11 @@ class History:
         return run_git(args, env or self._env, self.work_tree, stdin=stdin, ok=ok)
 
     def _tree_env(self) -> dict[str, str]:
-        """The environment for commands that read or write the work tree (add, commit, checkout):
-        the repository's filter drivers do nothing there."""
+        """The environment of commands on the work tree (add, commit, checkout): filter drivers do nothing there."""
         return git_env(self._driver_overrides(), GIT_DIR=self._env["GIT_DIR"], GIT_WORK_TREE=self._env["GIT_WORK_TREE"])
 
     def _driver_overrides(self) -> dict[str, str]:
-        """Empty clean/smudge/process commands for every filter driver the config (includes too)
-        defines, so a .gitattributes `filter=` runs nothing."""
+        """Empty commands for every filter driver the config (includes too) defines: a `filter=` runs nothing."""
         out = self.git("config", "-z", "--name-only", "--get-regexp", r"^filter\.", ok=(0, 1))
         drivers = {name.split(".", 1)[1].rsplit(".", 1)[0] for name in out.split("\0") if name.count(".") >= 2}
         return {f"filter.{d}.{k}": v for d in sorted(drivers)
@@ -167,8 +155,7 @@ class History:
         A file git cannot read is skipped (--ignore-errors), not a failed commit."""
         env = env or self._tree_env()
         self._run(["add", "-A", "--ignore-errors"], ok=(0, 1), env=env)
-        present = [p for p in VERSION_PATHS if os.path.lexists(self.work_tree / p)]
-        if present:
+        if present := [p for p in VERSION_PATHS if os.path.lexists(self.work_tree / p)]:
             self._run(["add", "-A", "--force", "--ignore-errors", "--", *present, *_EXCLUDES], ok=(0, 1), env=env)
 
     def commit(self, message: str, *, allow_empty: bool = False) -> str | None:
@@ -195,8 +182,7 @@ class History:
         return new
 
     def same_files(self, rev: str) -> bool:
-        """Whether the work tree's version files (model_new.py, kernels/, as a commit would stage
-        them) are exactly those of `rev`. Stages the work tree; commits nothing."""
+        """Whether model_new.py and kernels/, staged as a commit would stage them, are `rev`'s; commits nothing."""
         env = self._tree_env()
         self.stage(env)
         diff = ["diff", "--cached", "--quiet", "--no-ext-diff", "--no-textconv", rev, "--", *VERSION_PATHS]
@@ -211,8 +197,7 @@ class History:
 
     def info(self, rev: str) -> VersionInfo | None:
         """The version recorded by one commit, or None when it is not a version (task, snapshot)."""
-        found = parse_log(self._log("-1", rev))
-        return found[0] if found else None
+        return next(iter(parse_log(self._log("-1", rev))), None)
 
     def best(self) -> VersionInfo | None:
         sha = self.git("rev-parse", "--verify", "-q", BEST_REF, ok=(0, 1)).strip()
@@ -220,8 +205,7 @@ class History:
 
     def root_commit(self) -> str:
         """The first commit ("task: <name>"): the reference copy of every protected file."""
-        roots = self.git("rev-list", "--max-parents=0", "HEAD").split()
-        return roots[-1]
+        return self.git("rev-list", "--max-parents=0", "HEAD").split()[-1]
 
     def show(self, rev: str, path: str) -> bytes:
         """A file's bytes at a commit (not the work tree's copy, which the model may have changed)."""

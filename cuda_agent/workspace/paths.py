@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import os
 import time
+from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
 # files the model reads but never writes; their hashes at creation are kept in workspace.json.
@@ -36,14 +37,13 @@ def resolve_in(root: Path, rel: str, *, for_write: bool = False) -> Path:
     except ValueError:
         raise WorkspaceError(f"path {rel} resolves outside the workspace (a symlink points to {target}): "
                              "only files inside are allowed") from None
-    parts = inside.parts
-    if ".git" in parts:
+    if ".git" in inside.parts:
         raise WorkspaceError(f"path {rel} is inside .git: the history is kept by the harness, use the workspace files")
     if for_write:
         if inside.as_posix() in PROTECTED:
             raise WorkspaceError(f"{inside.as_posix()} is protected (read-only): write model_new.py and files under "
                                  "kernels/ instead")
-        if parts and parts[0] == META_DIR:
+        if inside.parts and inside.parts[0] == META_DIR:
             raise WorkspaceError(f"{META_DIR}/ is the workspace's record (read-only): write model_new.py or kernels/")
         if target == root:
             raise WorkspaceError("the workspace folder itself cannot be written: name a file such as kernels/foo.cu")
@@ -52,18 +52,13 @@ def resolve_in(root: Path, rel: str, *, for_write: bool = False) -> Path:
 
 def sha256_file(path: Path) -> str | None:
     """The file's sha256, or None when it is missing or not a regular file (a symlink counts as changed)."""
-    if path.is_symlink() or not path.is_file():
-        return None
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return None if path.is_symlink() or not path.is_file() else hashlib.sha256(path.read_bytes()).hexdigest()
 
 
 def enclosing_git_root(start: Path) -> Path | None:
     """The work tree holding `start` (which may not exist yet), or None; `.git` may be a file (worktrees)."""
     here = start.resolve()
-    for folder in (here, *here.parents):
-        if (folder / ".git").exists():
-            return folder
-    return None
+    return next((folder for folder in (here, *here.parents) if (folder / ".git").exists()), None)
 
 
 def new_run_dir(runs_dir: Path, name: str) -> Path:
@@ -71,9 +66,7 @@ def new_run_dir(runs_dir: Path, name: str) -> Path:
     base = runs_dir / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     for n in range(1, 1000):
         run = base if n == 1 else base.with_name(f"{base.name}-{n}")
-        try:
+        with suppress(FileExistsError):
             run.mkdir(parents=True)
             return run
-        except FileExistsError:
-            continue
     raise WorkspaceError(f"could not make a new run folder under {runs_dir}: clear old runs or pick another --out")

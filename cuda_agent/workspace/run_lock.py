@@ -22,8 +22,7 @@ _held: dict[Path, list[int]] = {}  # this process's locks: [fd, holders]; a seco
 
 
 def hold_run(git_dir: Path) -> Path:
-    """Hold the run's lock (a key for release_run); WorkspaceError if another process holds it,
-    naming that process. Not inherited by the processes we start (O_CLOEXEC)."""
+    """Hold the run's lock (a key for release_run; children don't inherit it); WorkspaceError names another holder."""
     path = (Path(git_dir) / LOCK_NAME).resolve()
     if path in _held:
         _held[path][1] += 1
@@ -44,13 +43,11 @@ def hold_run(git_dir: Path) -> Path:
 
 
 def release_run(key: Path | None) -> None:
-    held = _held.get(key) if key is not None else None
-    if held is None:
-        return
-    held[1] -= 1
-    if held[1] == 0:
-        del _held[key]
-        os.close(held[0])
+    held = _held.get(key)
+    if held is not None:
+        held[1] -= 1
+        if held[1] == 0:
+            os.close(_held.pop(key)[0])
 
 
 def run_holder(git_dir: Path) -> str | None:

@@ -38,9 +38,7 @@ class VersionInfo(VersionMetrics):
 
     def better_than(self, other: VersionInfo | None) -> bool:
         """A correct version beats none, or one it strictly outranks; ties keep the older best."""
-        if not (self.correct and self.status == "correct"):
-            return False
-        return other is None or self.rank() > other.rank()
+        return self.correct and self.status == "correct" and (other is None or self.rank() > other.rank())
 
 
 def subject_line(verdict: Verdict, version: int) -> str:
@@ -73,10 +71,8 @@ def version_message(verdict: Verdict, version: int, note: str = "") -> str:
                 **{key: _num(getattr(m, field)) for key, field in _TIMES.items()},
                 "Guards": ",".join(_failing_guards(verdict)) or "none", "Version": str(version)}
     # git reads trailers from the last paragraph only, so a note cannot pose as a metric
-    body = note.strip()
-    parts = [subject_line(verdict, version)] + ([body] if body else [])
-    parts.append("\n".join(f"{k}: {v}" for k, v in trailers.items()))
-    return "\n\n".join(parts) + "\n"
+    parts = [subject_line(verdict, version), note.strip(), "\n".join(f"{k}: {v}" for k, v in trailers.items())]
+    return "\n\n".join(p for p in parts if p) + "\n"
 
 
 def parse_log(text: str) -> list[VersionInfo]:
@@ -84,12 +80,9 @@ def parse_log(text: str) -> list[VersionInfo]:
     out = []
     for record in text.split("\x1e"):
         fields = record.strip("\n").split("\x1f")
-        if len(fields) != 4:
+        if len(fields) != 4 or "Version" not in (tr := parse_trailers(fields[3])):
             continue
-        sha, stamp, subject, block = fields
-        tr = parse_trailers(block)
-        if "Version" not in tr:
-            continue
+        sha, stamp, subject, _ = fields
         out.append(VersionInfo(
             sha=sha, version=int(tr["Version"]), status=tr.get("Status", "error"), reward=int(tr.get("Reward", "-1")),
             correct=tr.get("Correct", "no").lower() in ("yes", "true"),
@@ -101,12 +94,8 @@ def parse_log(text: str) -> list[VersionInfo]:
 
 def parse_trailers(block: str) -> dict[str, str]:
     """`Key: value` lines (as `git log --format=%(trailers:only,unfold)` prints them); the last one wins."""
-    out = {}
-    for line in block.splitlines():
-        key, sep, value = line.partition(":")
-        if sep and key.strip():
-            out[key.strip()] = value.strip()
-    return out
+    pairs = (line.partition(":") for line in block.splitlines())
+    return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip()}
 
 
 def _failing_guards(verdict: Verdict) -> list[str]:
@@ -118,9 +107,7 @@ def _num(x: float | None) -> str:
 
 
 def _float(s: str | None) -> float | None:
-    if s is None or s == NONE:
-        return None
     try:
-        return float(s)
+        return None if s in (None, NONE) else float(s)
     except ValueError:
         return None

@@ -54,7 +54,8 @@ class Workspace:
         self.root, self.repo, self.record = root, repo, record
         self.history = History(repo)
         self.removed_locks: list[Path] = []  # stale git locks `open` removed (a killed run's), to say so
-        self._run_lock: Path | None = None  # run_lock.py: held from create/open until release()
+        # run_lock.py: held until release(), taken before anything is cleared or committed (not a live run's)
+        self._run_lock: Path | None = hold_run(self.history.git_dir)
 
     @classmethod
     def create(cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"),
@@ -64,8 +65,7 @@ class Workspace:
         if not template.is_dir():
             raise WorkspaceError(f"workspace template not found at {template}: reinstall cuda-agent or pass a template")
         if path is None:
-            owner = enclosing_git_root(Path(runs_dir))
-            if owner is not None:
+            if (owner := enclosing_git_root(Path(runs_dir))) is not None:
                 raise WorkspaceError(f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
                                      "(or an explicit workspace path to put it there anyway)")
             made = new_run_dir(Path(runs_dir), task.name)
@@ -94,19 +94,17 @@ class Workspace:
         if task.inputs_path is not None:  # named so load_task finds it as model.py's sidecar
             shutil.copyfile(task.inputs_path, root / "model.inputs.py")
         shutil.copyfile(RUNTIME, root / "kernel_runtime.py")
-        protected = {name: sha256_file(root / name) for name in PROTECTED if (root / name).is_file()}
+        protected = {name: digest for name in PROTECTED if (digest := sha256_file(root / name))}
         task_record = TaskRecord(name=task.name, class_name=task.class_name, source_hash=task.source_hash,
                                  path=str(task.path), inputs_path=str(task.inputs_path) if task.inputs_path else None)
-        record = WorkspaceRecord(task=task_record, protected={k: v for k, v in protected.items() if v},
+        record = WorkspaceRecord(task=task_record, protected=protected,
                                  created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
         (root / META_DIR).mkdir(exist_ok=True)
         (root / RECORD).write_text(record.model_dump_json(indent=2) + "\n")
         repo = init_repo(root)
         origin = f"From {task.path}, class {task.class_name}, hash {task.source_hash}."
         History(repo).commit(f"task: {task.name}\n\n{origin}")
-        ws = cls(root, repo, record)
-        ws._run_lock = hold_run(ws.history.git_dir)
-        return ws
+        return cls(root, repo, record)
 
     @classmethod
     def open(cls, path: Path) -> Workspace:
@@ -126,7 +124,6 @@ class Workspace:
         except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
             raise WorkspaceError(not_one) from None
         ws = cls(folder.resolve(), repo, record)
-        ws._run_lock = hold_run(ws.history.git_dir)  # before anything is cleared or committed: not a live run's
         ws._clear_stale_locks()
         ws.snapshot("snapshot: uncommitted work found on re-open")
         return ws
@@ -174,8 +171,7 @@ class Workspace:
 
     def restore_protected(self) -> list[str]:
         """Put changed protected files back from the first commit (the tampering is committed first)."""
-        changed = self.changed_protected()
-        if not changed:
+        if not (changed := self.changed_protected()):
             return []
         self.snapshot(f"snapshot: before restoring {', '.join(changed)}")
         for name in changed:
