@@ -34,7 +34,7 @@ CONFIG_NAME = "verl_ppo"
 def verl_values(cfg: PPOConfig, out: Path) -> dict[str, Any]:
     """Our settings as verl keys (dotted), the user's overrides last."""
     mt, agent = "actor_rollout_ref.rollout.multi_turn", "actor_rollout_ref.rollout.agent"
-    values: dict[str, Any] = {
+    return {
         "algorithm.adv_estimator": "gae",  # PPO with a critic
         "data.train_files": cfg.train_files,
         "data.val_files": cfg.val_files or cfg.train_files,  # verl always builds a validation set
@@ -71,9 +71,8 @@ def verl_values(cfg: PPOConfig, out: Path) -> dict[str, Any]:
         "trainer.val_before_train": bool(cfg.val_files),
         "trainer.test_freq": 10 if cfg.val_files else -1,
         "trainer.default_local_dir": str(out / "checkpoints"),
+        **cfg.overrides,
     }
-    values.update(cfg.overrides)
-    return values
 
 
 def compose_verl(values: dict[str, Any]):
