@@ -47,9 +47,8 @@ def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
             out.cached = cached == len(cfg.baselines)
             out.eager_ms = verdict.eager.median_ms if verdict.eager else None
             out.compile_ms = verdict.compiled.median_ms if verdict.compiled else None
-            errors = [n for n in verdict.notes if n != REJECTED_NOTE]  # a rejected entry was timed again
-            if errors:
-                out.error = "; ".join(errors)
+            # a rejected entry was timed again: not an error
+            out.error = "; ".join(n for n in verdict.notes if n != REJECTED_NOTE) or None
     except Exception as e:  # one task's failure is reported; the others go on
         out.error = f"{type(e).__name__}: {e}".splitlines()[0]
     return out

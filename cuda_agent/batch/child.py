@@ -63,23 +63,21 @@ def _settings(job: TaskJob):
 def run_agent_task(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
     from cuda_agent.run import RunError, RunSpec, run_task
+    from cuda_agent.workspace.trailers import metrics_of
 
     pool = make_pool(job.pool)
-    settings = _settings(job)
     spec = (RunSpec(resume=job.run_dir, script=job.script) if job.resume
             else RunSpec(task=str(job.task_path), workspace=job.run_dir / "workspace", script=job.script))
     try:
         # every evaluation of the run goes through the pool, re-verification in a slot of its own
-        done = run_task(spec, settings, evaluator_factory=lambda env: lambda: pool.evaluator(env.reference_task(),
-                                                                                            env.eval_config),
+        done = run_task(spec, _settings(job),
+                        evaluator_factory=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
                         finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
                         closed_only_finalize=True)
     except RunError as e:
         return job.row("load_error", error=str(e))
     if done.stop_reason == "interrupted":  # re-verified when the batch runs again
         raise KeyboardInterrupt
-    from cuda_agent.workspace.trailers import metrics_of
-
     v = done.verified  # the re-verified result's times and reward; none: -1
     metrics = metrics_of(v).model_dump(exclude={"status"}) if v else {"reward": -1}
     return job.row("done", correct=v is not None, **metrics, steps=done.steps, tokens=done.tokens, cost=done.cost,
@@ -91,6 +89,7 @@ def run_agent_task(job: TaskJob) -> TaskRow:
 def run_eval(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
     from cuda_agent.task import TaskError, load_task
+    from cuda_agent.workspace.trailers import metrics_of
 
     try:
         task = load_task(str(job.task_path))
@@ -104,8 +103,6 @@ def run_eval(job: TaskJob) -> TaskRow:
     job.run_dir.mkdir(parents=True, exist_ok=True)
     write_json_atomic(job.run_dir / "verdict.json", {"candidate": str(job.candidate), "device": job.device,
                                                      "verdict": verdict.model_dump(mode="json")})
-    from cuda_agent.workspace.trailers import metrics_of
-
     return job.row("done", correct=verdict.correct, **metrics_of(verdict).model_dump(), stop_reason=verdict.status,
                    error=verdict.error.splitlines()[0][:500] if verdict.error else None,
                    wall_s=round(verdict.seconds.get("total", 0.0), 1))

@@ -13,8 +13,8 @@ from pathlib import Path
 from pydantic import BaseModel
 
 from cuda_agent import install_hint
+from cuda_agent.batch.tasks import TaskEntry, check_loads
 
-REQUIRED = ("code",)
 REJECTED = "_rejected"
 
 
@@ -39,11 +39,10 @@ def import_parquet(parquet: Path, out: Path, *, check=None) -> ImportReport:
     except ImportError:
         raise ImportError(f"reading parquet needs pyarrow: {install_hint('batch')}") from None
     table = pq.read_table(parquet)
-    missing = [c for c in REQUIRED if c not in table.column_names]
-    if missing:
-        raise ValueError(f"{parquet} has no column {', '.join(missing)} (it has {', '.join(table.column_names)}): "
+    if "code" not in table.column_names:
+        raise ValueError(f"{parquet} has no column code (it has {', '.join(table.column_names)}): "
                          "give CUDA-Agent-Ops-6K's parquet, whose rows hold the task source in `code`")
-    check = check or _load_check
+    check = check or (lambda path: check_loads(TaskEntry(id=path.stem, path=path)))
     out.mkdir(parents=True, exist_ok=True)
     report = ImportReport(source=str(parquet))
     width = len(str(max(table.num_rows - 1, 0)))
@@ -81,9 +80,3 @@ def _text(v) -> str | None:
 
 def _slug(ops: str | None, limit: int = 60) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "_", ops or "").strip("_")[:limit]
-
-
-def _load_check(path: Path) -> str | None:
-    from cuda_agent.batch.tasks import TaskEntry, check_loads
-
-    return check_loads(TaskEntry(id=path.stem, path=path))

@@ -112,8 +112,7 @@ class RayRunner(Runner):
 
     def _end(self, r: _Running, row: TaskRow | None = None) -> None:
         self.running.remove(r)
-        if row is None:
-            row = self._row(r)
+        row = row or self._row(r)
         self.ray.kill(r.actor)  # its run returned (or is given up on): free its GPU share
         if self.on_end:
             self.on_end(row)
@@ -125,8 +124,7 @@ class RayRunner(Runner):
             first = (str(e).strip().splitlines() or [type(e).__name__])[0][:300]
             return r.job.row("crashed", error=f"the task's Ray worker died ({type(e).__name__}): {first}")
         if done["outcome"] == "hung":
-            row = r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s and was killed; "
-                                          "see its log")
+            row = self._hung(r.job)
         elif done["outcome"] == "not_started":
             row = r.job.row("interrupted", error="the batch was stopped before it started")
         else:

@@ -82,15 +82,13 @@ def plot_speedups(path: Path, rows: list[TaskRow]) -> Path | None:
         return None
     series = {name: [math.log2(s) for r in rows if r.correct and (s := getattr(r, key)) and s > 0]
               for name, key in (("vs eager", "speedup_eager"), ("vs torch.compile", "speedup_compile"))}
-    failed = sum(1 for r in rows if not r.correct)
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, xs in series.items():
         if xs:
             ax.hist(xs, bins=20, alpha=0.6, label=f"{name} ({len(xs)} correct)")
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set_xlabel("log2 speedup (0 = as fast as the baseline)")
-    ax.set_ylabel("tasks")
-    ax.set_title(f"Speedup distribution ({failed} tasks without a correct result not shown)")
+    ax.set(xlabel="log2 speedup (0 = as fast as the baseline)", ylabel="tasks",
+           title=f"Speedup distribution ({sum(not r.correct for r in rows)} tasks without a correct result not shown)")
     if any(series.values()):
         ax.legend()
     fig.tight_layout()
@@ -101,15 +99,13 @@ def plot_speedups(path: Path, rows: list[TaskRow]) -> Path | None:
 
 def compare_tables(a: Summary, b: Summary, name_a: str, name_b: str) -> list:
     """Rich Tables, one per column both summaries have (all, then each shared level): metric | A | B."""
-    from rich.table import Table
+    from rich.table import Column, Table
 
     cols_a, cols_b = dict(columns(a)), dict(columns(b))
     tables = []
     for c in [c for c in cols_a if c in cols_b]:
-        t = Table(title=f"{c}: A = {name_a}, B = {name_b}", title_justify="left")
-        t.add_column("metric")
-        t.add_column("A", justify="right")
-        t.add_column("B", justify="right")
+        t = Table("metric", Column("A", justify="right"), Column("B", justify="right"),
+                  title=f"{c}: A = {name_a}, B = {name_b}", title_justify="left")
         for label, get in ROWS:
             t.add_row(label, get(cols_a[c]), get(cols_b[c]))
         tables.append(t)

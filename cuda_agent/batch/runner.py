@@ -11,6 +11,7 @@ import signal
 import subprocess
 import time
 from collections import deque
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Callable
 
@@ -54,7 +55,6 @@ class Runner:
             self.ahead.close()
 
     def _fill(self, jobs: deque) -> None:
-        """Start jobs while there is room and `admit` lets them."""
         while jobs and len(self.running) < self.concurrency:
             job = jobs.popleft()
             if self.admit is not None and not self.admit(job):
@@ -76,8 +76,7 @@ class Runner:
                 self._end(r)
             elif enforce_timeout and self.task_timeout and time.monotonic() - r.started > self.task_timeout:
                 self._signal(r, force=True)
-                self._end(r, r.job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s "
-                                                      "and was killed; see its log"))
+                self._end(r, self._hung(r.job))
         time.sleep(POLL_S)
 
     def _signal(self, r: _Running, force: bool) -> None:
@@ -90,21 +89,21 @@ class Runner:
         self.running.remove(r)
         r.log.close()
         self.pool.release(r.job.device)
-        if row is None:
-            row = read_result(r.job)
+        row = row or read_result(r.job)
         row.wall_s = row.wall_s or round(time.monotonic() - r.started, 1)
         if self.on_end:
             self.on_end(row)
+
+    def _hung(self, job: TaskJob) -> TaskRow:
+        return job.row("hung", error=f"ran past --task-timeout {self.task_timeout:g} s and was killed; see its log")
 
     def _stop_all(self) -> None:
         for r in self.running:
             self._signal(r, force=False)
         deadline = time.monotonic() + self.grace_s
-        try:
+        with suppress(KeyboardInterrupt):  # a second Ctrl-C: no more waiting
             while self.running and time.monotonic() < deadline:
                 self._reap()
-        except KeyboardInterrupt:  # a second Ctrl-C: no more waiting
-            pass
         for r in list(self.running):
             self._signal(r, force=True)
             self._end(r, r.job.row("interrupted", error="killed while stopping the batch; runs again with the batch"))

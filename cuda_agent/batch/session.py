@@ -67,11 +67,10 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
     check_manifest(s)
     layout = Layout(s.out)
     rows = read_rows(s.out)
-    planned = plan(entries, rows, layout, redo=s.redo, retry_failed=s.retry_failed, resumable=s.mode == "agent")
     pool = make_pool(PoolSpec(kind="ray" if s.ray else "local", devices=s.devices, slots_per_device=s.slots_per_device,
                               lock_dir=s.out / "logs" / "slots"))
     jobs: deque[TaskJob] = deque()
-    for p in planned:
+    for p in plan(entries, rows, layout, redo=s.redo, retry_failed=s.retry_failed, resumable=s.mode == "agent"):
         if p.action == "adopt":
             rows[p.entry.id] = p.row
         elif p.action in ("new", "resume"):

@@ -76,9 +76,8 @@ def metrics(rows: Iterable[TaskRow]) -> Metrics:
         tasks=n, correct=len(correct), correctness_rate=rate(len(correct)),
         faster_than_eager_rate=rate(_above(eager, 1.0)),
         faster_than_compile_rate=rate(_above(comp, 1.0)) if has_compile else None,
-        geomean_speedup_eager=_geomean_all(eager, n), geomean_speedup_compile=_geomean_all(comp, n) if has_compile else None,
-        geomean_speedup_eager_correct=_geomean([s for s in eager if s is not None]),
-        geomean_speedup_compile_correct=_geomean([s for s in comp if s is not None]),
+        geomean_speedup_eager=_geomean(eager, n), geomean_speedup_compile=_geomean(comp, n) if has_compile else None,
+        geomean_speedup_eager_correct=_geomean(eager), geomean_speedup_compile_correct=_geomean(comp),
         fast_p_eager={f"{p:g}": rate(_above(eager, p)) for p in FAST_P},
         fast_p_compile={f"{p:g}": rate(_above(comp, p)) if has_compile else None for p in FAST_P},
         mean_reward=sum(r.reward for r in rows) / n if n else None, failures=failures,
@@ -88,8 +87,7 @@ def metrics(rows: Iterable[TaskRow]) -> Metrics:
 def summarize(rows: dict[str, TaskRow], selected: list[str], levels: dict[str, str | None], *, run_dir: str,
               mode: str, model: str | None, task_dir: str) -> Summary:
     """`selected`: the batch's task ids; `levels`: task id -> level (None at the folder's top)."""
-    mine = [rows[t] for t in selected if t in rows]
-    finished = [r for r in mine if r.outcome in FINAL]
+    finished = [rows[t] for t in selected if t in rows and rows[t].outcome in FINAL]
     by_level: dict[str, list[TaskRow]] = {}
     if any(levels.get(t) for t in selected):  # a folder with level subfolders: metrics per level too
         for r in finished:
@@ -103,14 +101,8 @@ def _above(speedups: list[float | None], p: float) -> int:
     return sum(s is not None and s > p for s in speedups)
 
 
-def _geomean(xs: list[float]) -> float | None:
-    xs = [x for x in xs if x > 0]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
-
-
-def _geomean_all(correct_speedups: list[float | None], n: int) -> float | None:
-    """Over all n tasks: each correct, timed task's speedup, FAILED_SPEEDUP for every other task."""
-    if not n:
-        return None
+def _geomean(correct_speedups: list[float | None], n: int | None = None) -> float | None:
+    """Over n tasks (default: the timed ones): each correct, timed task's speedup, FAILED_SPEEDUP for the others."""
     timed = [s for s in correct_speedups if s is not None and s > 0]
-    return math.exp((sum(map(math.log, timed)) + (n - len(timed)) * math.log(FAILED_SPEEDUP)) / n)
+    n = len(timed) if n is None else n
+    return math.exp((sum(map(math.log, timed)) + (n - len(timed)) * math.log(FAILED_SPEEDUP)) / n) if n else None

@@ -42,16 +42,12 @@ def discover(task_dir: Path, pattern: str | None = None, limit: int | None = Non
         task_id = rel.with_suffix("").as_posix()
         if regex is None or regex.search(task_id):
             found.append(TaskEntry(id=task_id, path=path.resolve(), level=rel.parts[0] if len(rel.parts) > 1 else None))
-    found.sort(key=lambda t: _natural(t.id))
+    found.sort(key=lambda t: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", t.id)])  # 2_x before 10_x
     if not found:
         what = f" matching {pattern!r}" if pattern else ""
         raise TaskDirError(f"no task files{what} in {task_dir}: it needs *.py files with a Model class "
                            "(a KernelBench level folder, or `cuda-agent tasks import` output)")
     return found[:limit] if limit else found
-
-
-def _natural(s: str) -> list:
-    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", s)]
 
 
 def check_loads(entry: TaskEntry) -> str | None:

@@ -61,16 +61,13 @@ class SlotEvaluator:
         self.pool, self.task, self.cfg, self.ahead = pool, task, cfg, ahead
         self._inner = None
 
-    def _evaluator(self):
-        if self._inner is None:
-            from cuda_agent.eval.evaluator import Evaluator
-
-            self._inner = Evaluator(self.task, self.cfg, ahead=self.ahead)  # builds the reference on the device
-        return self._inner
-
     def evaluate(self, candidate_dir: Path, *, timing: bool = True):
         with self.pool.slot(self.cfg.device):
-            return self._evaluator().evaluate(candidate_dir, timing=timing)
+            if self._inner is None:
+                from cuda_agent.eval.evaluator import Evaluator
+
+                self._inner = Evaluator(self.task, self.cfg, ahead=self.ahead)  # builds the reference on the device
+            return self._inner.evaluate(candidate_dir, timing=timing)
 
     def close(self) -> None:
         if self._inner is not None:

@@ -16,17 +16,13 @@ from typing import Iterator
 POLL_S = 0.05
 
 
-def _name(device: str) -> str:
-    return device.replace(":", "")
-
-
 @contextmanager
 def hold_slot(lock_dir: Path, device: str, slots: int) -> Iterator[int]:
     """Wait for one of `slots` slots of `device`; yield its number."""
     lock_dir.mkdir(parents=True, exist_ok=True)
     while True:
         for i in range(slots):
-            fd = os.open(lock_dir / f"{_name(device)}.slot{i}.lock", os.O_CREAT | os.O_RDWR, 0o644)
+            fd = os.open(lock_dir / f"{device.replace(':', '')}.slot{i}.lock", os.O_CREAT | os.O_RDWR, 0o644)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:

@@ -133,13 +133,10 @@ def ranked_correct(ws: Workspace) -> list[VersionInfo]:
     ranked = sorted(correct, key=lambda v: v.rank(), reverse=True)  # stable: ties keep the older first
     if best is not None:
         ranked = [best] + [v for v in ranked if v.sha != best.sha]
-    seen, out = set(), []
+    by_content: dict[str, VersionInfo] = {}
     for v in ranked:
-        content = ws.history.git("ls-tree", "-r", v.sha, "--", *CANDIDATE_PATHS)
-        if content not in seen:
-            seen.add(content)
-            out.append(v)
-    return out
+        by_content.setdefault(ws.history.git("ls-tree", "-r", v.sha, "--", *CANDIDATE_PATHS), v)
+    return list(by_content.values())
 
 
 def export_version(ws: Workspace, sha: str, dest: Path) -> Path:

@@ -18,12 +18,6 @@ class FinalOutputs:
     dropin: Path | None
     reverification: Reverification  # every version tried, and why one failed
 
-    @property
-    def version(self) -> int | None:
-        """The verified result's version number (not always the run's best: see reverification)."""
-        v = self.reverification.verified
-        return v.version.version if v else None
-
 
 def finalize_run(env, run_dir: Path, result, trajectory_path: Path, *, n_sets: int = 10) -> FinalOutputs:
     """Re-verify with `n_sets` input sets (always more than the run used), then write

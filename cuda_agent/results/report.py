@@ -73,8 +73,7 @@ def _table(versions: list[VersionInfo], best: VersionInfo | None, final: Reverif
     for v in versions:
         marks = (["**best**"] if best and v.sha == best.sha else []) + (["re-verified"] if v.sha == verified else [])
         marks += ["failed re-verification"] if v.sha in failed else []
-        step = steps.get(v.sha)
-        out.append(f"| {', '.join(marks)} | {v.version} | {'' if step is None else step} | `{v.sha[:10]}` | "
+        out.append(f"| {', '.join(marks)} | {v.version} | {steps.get(v.sha, '')} | `{v.sha[:10]}` | "
                    f"{v.status} | {'yes' if v.correct else 'no'} | {_num(v.time_ms)} | {_x(v.speedup_eager)} | "
                    f"{_x(v.speedup_compile)} | {v.reward} | {', '.join(v.guards) or '-'} |")
     if not versions:
@@ -122,9 +121,7 @@ def _plot(versions: list[VersionInfo], path: Path) -> str:
         ax.plot(bad, [0] * len(bad), "x", color="tab:red", label="incorrect or failed")
     ax.axhline(1.0, color="grey", linewidth=0.8, linestyle=":")
     ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_xlabel("version")
-    ax.set_ylabel("speedup (x)")
-    ax.set_title("speedup of each timed, correct version")
+    ax.set(xlabel="version", ylabel="speedup (x)", title="speedup of each timed, correct version")
     ax.legend(loc="best")
     fig.tight_layout()
     fig.savefig(path)

@@ -63,7 +63,10 @@ def task_from_row(extra_info: dict[str, Any], tasks_dir: Path) -> Task:
         raise TaskError(f"the row's extra_info has no {', '.join(missing)}: make the parquet with "
                         "`cuda-agent export RUNS --format verl`")
     task_hash, class_name = str(extra_info["task_hash"]), str(extra_info["class_name"])
-    path = Path(tasks_dir) / _safe(task_hash) / _file_stem(extra_info) / "model.py"
+    name = str(extra_info.get("task_name") or "task")  # task.py names model.py by its folder: the row's task name
+    if class_name != DEFAULT_CLASS and name.endswith(f"-{class_name}"):
+        name = name[: -len(class_name) - 1]
+    path = Path(tasks_dir) / _safe(task_hash) / _safe(name) / "model.py"
     if not path.is_file():  # episodes of one task may start at once: write whole or not at all
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_name(f".model.{os.getpid()}.{id(path)}.tmp")
@@ -74,14 +77,6 @@ def task_from_row(extra_info: dict[str, Any], tasks_dir: Path) -> Task:
         raise TaskError(f"the row's task_source does not rebuild task {task_hash} (got {task.source_hash}): a task "
                         "whose inputs came from a sidecar file is not in the parquet; give it get_inputs() in its file")
     return task
-
-
-def _file_stem(extra_info: dict[str, Any]) -> str:
-    """A folder name that gives the rebuilt task the row's task name (task.py names model.py by its folder)."""
-    name, cls = str(extra_info.get("task_name") or "task"), str(extra_info["class_name"])
-    if cls != DEFAULT_CLASS and name.endswith(f"-{cls}"):
-        name = name[: -len(cls) - 1]
-    return _safe(name)
 
 
 def _safe(name: str) -> str:
@@ -146,11 +141,10 @@ class RayEpisode:
         global _remote_host
         if _remote_host is None:
             _remote_host = ray.remote(max_restarts=0)(EpisodeHost)
-        s = settings
-        share = 1 / s.evals_per_gpu
-        opts: dict[str, Any] = {"num_cpus": 1, "num_gpus": share if s.eval.device.startswith("cuda") else 0}
-        if s.ray_resource:
-            opts["resources"] = {s.ray_resource: share}
+        share = 1 / settings.evals_per_gpu
+        opts: dict[str, Any] = {"num_cpus": 1, "num_gpus": share if settings.eval.device.startswith("cuda") else 0}
+        if settings.ray_resource:
+            opts["resources"] = {settings.ray_resource: share}
         self.ray = ray
         self.actor = _remote_host.options(**opts).remote(settings)
 

@@ -1,28 +1,26 @@
-"""Runs -> training data: SFT chat JSONL, RFT (the best run per task), and verl's parquet of
-tasks (verl_data.py), read from trajectories only (records.py, trajectory.py; no agent loop):
-- A run's messages are the history as the model was shown it, in order, rebuilt from the records
-  by the same function `--resume` continues from (agent/history.py): system, task, assistant turns
-  with their tool calls, tool results, the format-error feedback sent after a turn the loop could
-  not act on, a person's messages, a resume's notes. Trainers re-tokenise with their own chat
-  template; a text-protocol run (metadata `protocol`) is rendered as its client rendered it by
-  `train sft` (sft_data.py).
-- Turns the model did not write as they ran are never presented as its own: a turn a person
-  edited, or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do not
-  train on this assistant message"); such turns and a person's messages are listed in the run's
-  metadata, and `--drop-marked` leaves those runs out instead.
+"""Runs -> training data, read from trajectories only (records.py, trajectory.py; no agent loop): SFT
+chat JSONL, RFT (the best run per task), and verl's parquet of tasks (verl_data.py).
+- A run's messages are the history as the model was shown it, in order, rebuilt by the function
+  `--resume` continues from (agent/history.py): system, task, assistant turns with their tool calls,
+  tool results, the format-error feedback sent after a turn the loop could not act on, a person's
+  messages, a resume's notes. Trainers re-tokenise with their own chat template (`train sft` renders
+  a text-protocol run, metadata `protocol`, as its client did: sft_data.py).
+- Turns the model did not write as they ran are never presented as its own: a turn a person edited,
+  or one a script wrote, gets `"weight": 0` (OpenAI's fine-tuning convention for "do not train on
+  this assistant message"); such turns and a person's messages are listed in the run's metadata, and
+  `--drop-marked` leaves those runs out instead.
 - Context trimming changed what the model saw: a run is written as one record per stretch between
-  trims (metadata `segment`, `segments`). A record holds the history as the model's last request
-  in its stretch held it (earlier trims replayed: the shortened observations, sources and replies
-  as the model was sent them) and trains only the turns written in that stretch; earlier turns are
+  trims (metadata `segment`, `segments`). A record holds the history as the model's last request in
+  its stretch held it (earlier trims replayed: the shortened observations, sources and replies as
+  the model was sent them) and trains only the turns written in that stretch; earlier turns are
   context with `"weight": 0` (they may read shortened: never trained so). So every trained turn has
   exactly the context it was written from. The trimmed steps are listed in the metadata
   (`--drop-trimmed` leaves those runs out).
-- A run the model never answered in (zero model turns) has nothing to learn from: left out of sft/rft.
-  So, by default, is a run with turns an MCP client made (`cuda-agent mcp`: the header's or a
-  resume's model is `mcp:<client>/<version>`): such a turn is the client's tool calls without the
-  client's model text. `include_external` keeps those runs as demonstrations: each such turn is
-  marked `"external": true` and holds only its tool calls (`content` null), and is trained as that
-  (the calls alone). verl takes every one of these runs as a task.
+- sft/rft leave out a run the model never answered in (zero model turns): nothing to learn from; and,
+  by default, a run with turns an MCP client made (`cuda-agent mcp`: the header's or a resume's model
+  is `mcp:<client>/<version>`), which are the client's tool calls without its model text.
+  `include_external` keeps those runs as demonstrations: each such turn is marked `"external": true`,
+  holds only its tool calls (`content` null) and is trained as that. verl takes every run as a task.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
   written redacted. A task's reward is the closing record's: the milestone reward of the best
   correct version the run found, -1 when none.
@@ -132,48 +130,44 @@ def read_episode(run_dir: Path) -> Episode | None:
         return None
     header = records[0]
     state = rebuild(records)
-    ep = Episode(path=run_dir, header=header, messages=state.messages, reward=-1, steps=0, stop_reason=None,
-                 protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]))
     turns = [r for r in records if isinstance(r, ModelTurn)]
-    ep.model_turns = len(turns)
     marked = [r.edited_by_person or r.injected for r in turns]
     writers = _turn_writers(records)
     external = [w.startswith(EXTERNAL_MODEL_PREFIX) for w in writers]
-    ep.external_steps = [r.step for r, e in zip(turns, external) if e]
-    ep.external_clients = sorted({w for w, e in zip(writers, external) if e})
-    for r, i, e in zip(turns, state.turn_messages, external):  # rebuild puts each turn's message there, in order
-        ep.steps = max(ep.steps, r.step)
-        if r.edited_by_person or r.injected:
-            (ep.edited_steps if r.edited_by_person else ep.scripted_steps).append(r.step)
-            ep.messages[i] = {**ep.messages[i], "weight": 0}
-        if e:
-            ep.messages[i] = {**ep.messages[i], "external": True}
+    closing = next((r for r in reversed(records) if isinstance(r, Closing)), None)
+    ep = Episode(
+        path=run_dir, header=header, messages=_marked(state.messages, state.turn_messages, marked, external),
+        reward=-1 if closing is None or closing.best_reward is None else closing.best_reward,
+        steps=max((r.step for r in turns), default=0), stop_reason=closing.stop_reason if closing else None,
+        model_turns=len(turns), protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]),
+        edited_steps=[r.step for r in turns if r.edited_by_person],
+        scripted_steps=[r.step for r in turns if r.injected and not r.edited_by_person],
+        person_messages=[r.step for r in records if isinstance(r, UserMessage) and r.injected],
+        trimmed_steps=[r.step for r in records if isinstance(r, Trim)],
+        format_error_steps=sorted({r.step for r in records if isinstance(r, FormatErrorRecord)
+                                   or isinstance(r, ToolResultRecord) and r.format_error}),
+        external_steps=[r.step for r, e in zip(turns, external) if e],
+        external_clients=sorted({w for w, e in zip(writers, external) if e}))
     first = 0  # the first turn of the stretch
-    for history, upto in state.before_trims + [(state.messages, len(turns))]:
+    for history, upto in state.before_trims + [(ep.messages, len(turns))]:
         if not all(marked[first:upto]):  # a stretch with a turn the model wrote: a record training it
-            record = list(history)
-            for t, i in enumerate(state.turn_messages[:upto]):
-                if t < first or marked[t]:  # an earlier stretch's turn (trained there), or not the model's
-                    record[i] = {**record[i], "weight": 0}
-                if external[t]:
-                    record[i] = {**record[i], "external": True}
-            ep.records.append(record)
+            # an earlier stretch's turn (trained there), or not the model's: weight 0
+            untrained = [t < first or marked[t] for t in range(upto)]
+            ep.records.append(_marked(history, state.turn_messages[:upto], untrained, external))
         first = upto
-    closing: Closing | None = None
-    for r in records:
-        if isinstance(r, UserMessage) and r.injected:
-            ep.person_messages.append(r.step)
-        elif isinstance(r, Trim):
-            ep.trimmed_steps.append(r.step)
-        elif isinstance(r, FormatErrorRecord) or isinstance(r, ToolResultRecord) and r.format_error:
-            ep.format_error_steps.append(r.step)
-        elif isinstance(r, Closing):
-            closing = r
-    ep.format_error_steps = sorted(set(ep.format_error_steps))
-    if closing is not None:
-        ep.stop_reason = closing.stop_reason
-        ep.reward = closing.best_reward if closing.best_reward is not None else -1
     return ep
+
+
+def _marked(history: list[dict], turn_messages: list[int], untrained: list[bool], external: list[bool]) -> list[dict]:
+    """A copy of history, each turn's message (turn_messages: its index, as rebuild puts them) with
+    `"weight": 0` where untrained and `"external": true` where an MCP client made it."""
+    out = list(history)
+    for i, zero, by_client in zip(turn_messages, untrained, external):
+        if zero:
+            out[i] = {**out[i], "weight": 0}
+        if by_client:
+            out[i] = {**out[i], "external": True}
+    return out
 
 
 def _turn_writers(records: list) -> list[str]:
@@ -181,9 +175,7 @@ def _turn_writers(records: list) -> list[str]:
     an MCP client resumed, or the reverse, has turns of both; a resume that did not say keeps the last)."""
     writer, writers = "", []
     for r in records:
-        if isinstance(r, Header):
-            writer = r.model
-        elif isinstance(r, Resume) and r.model:
+        if isinstance(r, Header) or isinstance(r, Resume) and r.model:
             writer = r.model
         elif isinstance(r, ModelTurn):
             writers.append(writer)

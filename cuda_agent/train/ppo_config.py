@@ -64,7 +64,14 @@ def load_config(path: Path) -> PPOConfig:
     if not path.is_file():
         raise PPOConfigError(f"config file not found: {path}")
     try:
-        raw = _read(path)
+        if path.suffix == ".toml":
+            import tomllib
+
+            raw = tomllib.loads(path.read_text(encoding="utf-8"))
+        else:
+            import yaml
+
+            raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except Exception as e:  # the parser's own message
         raise PPOConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {_parse_error(e)}") from None
     if not isinstance(raw, dict):
@@ -80,17 +87,6 @@ def load_config(path: Path) -> PPOConfig:
                                  "(verl's own keys go under overrides)") from None
         raise PPOConfigError(f"{path}: {where}: {err['msg']}") from None
     return _resolve_paths(cfg, path.parent.resolve())
-
-
-def _read(path: Path) -> Any:
-    text = path.read_text(encoding="utf-8")
-    if path.suffix == ".toml":
-        import tomllib
-
-        return tomllib.loads(text)
-    import yaml
-
-    return yaml.safe_load(text)
 
 
 def _resolve_paths(cfg: PPOConfig, base: Path) -> PPOConfig:

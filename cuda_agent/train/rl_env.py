@@ -27,16 +27,15 @@ class Step:
 
 
 class KernelEnv:
-    def __init__(self, runs_dir: Path, *, eval_config=None, max_steps: int = 150, native_tools: bool = True,
+    def __init__(self, runs_dir: Path, *, eval_config=None, max_steps: int = 150,
                  tool_settings: ToolSettings | None = None):
         self.runs_dir, self.eval_config, self.max_steps = Path(runs_dir), eval_config, max_steps
-        self.native_tools, self.tool_settings = native_tools, tool_settings
+        self.tool_settings = tool_settings
         self.env = None
         self.steps = 0
 
     def reset(self, task: Task) -> list[dict]:
-        """A fresh workspace for `task`; the first observation: the system and task messages the
-        agent loop would start from."""
+        """A fresh workspace for `task`; the first observation: the system and task messages the loop starts from."""
         from cuda_agent.agent.limits import AgentConfig
         from cuda_agent.agent.prompts import env_task_message, system_message
         from cuda_agent.environment import Environment
@@ -46,7 +45,7 @@ class KernelEnv:
                                       tool_settings=self.tool_settings)
         self.steps = 0
         user = env_task_message(self.env, AgentConfig(max_steps=self.max_steps).model_dump())  # as the loop words it
-        return [{"role": "system", "content": system_message(native_tools=self.native_tools)},
+        return [{"role": "system", "content": system_message(native_tools=True)},
                 {"role": "user", "content": user}]
 
     def tools(self) -> list[dict]:

@@ -123,7 +123,9 @@ def train_sft(data: Path, settings: SFTSettings, *, model=None, tokenizer=None,
     if not tokenizer.chat_template:
         raise ModelLoadError(f"{settings.model} has no chat template: train a chat (instruct) model, or give its "
                              "tokenizer one")
-    max_length = _max_length(settings.max_length, model)
+    # no longer than the model's position table: past it a model computes nonsense, or fails
+    window = getattr(model.config.get_text_config(), "max_position_embeddings", None)
+    max_length = min(settings.max_length, window) if window else settings.max_length
     dataset, report = build_dataset(rows, tokenizer, max_length=max_length, long=settings.long,
                                     tool_format=settings.tool_format)
     if report.used == 0:
@@ -149,20 +151,10 @@ def train_sft(data: Path, settings: SFTSettings, *, model=None, tokenizer=None,
     result = SFTResult(steps=trainer.state.global_step, final_loss=losses[-1] if losses else None,
                        mean_loss=output.training_loss, out_dir=out, seconds=time.monotonic() - start,
                        precision=prec, max_length=max_length, data=report)
-    _write_summary(out, data, settings, result)
-    return result
-
-
-def _max_length(wanted: int, model) -> int:
-    """No longer than the model's position table: past it a model computes nonsense, or fails."""
-    window = getattr(model.config.get_text_config(), "max_position_embeddings", None)
-    return min(wanted, window) if window else wanted
-
-
-def _write_summary(out: Path, data: Path, settings: SFTSettings, result: SFTResult) -> None:
     chosen = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()}
     summary = {"data": str(data), "settings": chosen,
                "steps": result.steps, "final_loss": result.final_loss, "mean_loss": result.mean_loss,
                "seconds": round(result.seconds, 1), "precision": result.precision, "max_length": result.max_length,
                "data_report": {k: dict(v) if isinstance(v, dict) else v for k, v in vars(result.data).items()}}
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")
+    return result

@@ -4,21 +4,19 @@ Two forms, because a chat template either shows tool calls or silently drops the
 basic Llama 3 one): training on such a render would teach the model text without its actions.
 - native: assistant `tool_calls` with `arguments` as a dict (what HF chat templates and TRL expect;
   the export keeps OpenAI's JSON string), `tools` passed to the template, tool results as `tool`.
-- text: the agent's own text protocol (agent/text_protocol.py), which is how the agent runs a model
-  without native tool calling: the tools described in the system prompt, one ```action block per
-  assistant turn, results as user messages.
-A run made in the text protocol stays in that form: the export's `metadata.protocol` says so
-(`text`); an export without it ("unknown", older runs) is judged by its assistant turns holding
-action blocks.
+- text: the agent's own text protocol for models without native tool calling (agent/text_protocol.py):
+  the tools described in the system prompt, one ```action block per assistant turn, results as user
+  messages. A text-protocol run stays in that form (the export's `metadata.protocol` is `text`; an
+  older export without it is judged by its assistant turns holding action blocks).
 
-A turn an MCP client made (`"external": true`, exported with --include-external) has no text, only
-its tool calls: it is trained as those calls alone (the native form's call with empty content, the
-text form's action block alone), and counted apart so the training report says how many there were.
+A turn an MCP client made (`"external": true`, exported with --include-external) has no text: it is
+trained as its tool calls alone (native: the call with empty content; text: the action block alone),
+and counted apart in the training report.
 
-Every message carries whether it is trained: only assistant turns the model wrote. A turn with
-`"weight": 0` (a person edited it, a script wrote it, or it belongs to an earlier stretch of a
-trimmed run, trained in that stretch's record) is context only, and so is a turn the
-text form cannot show as the model wrote it (several calls in one turn, arguments that are not JSON).
+Only assistant turns the model wrote are trained. A turn with `"weight": 0` (a person edited it, a
+script wrote it, or it belongs to an earlier stretch of a trimmed run, trained in that stretch's
+record) is context only, and so is a turn the text form cannot show as the model wrote it (several
+calls in one turn, arguments that are not JSON).
 """
 
 from __future__ import annotations
@@ -185,12 +183,11 @@ def _text(row: dict, run: str) -> Conversation:
         assistants.append({**m, "content": content})
         trained_turns.append(trained)
         conv.external += bool(trained and m.get("external"))
-    messages = to_text_messages(assistants, row["tools"])
-    if native_run and messages and messages[0]["role"] == "system":
-        messages[0] = {"role": "system", "content": _text_protocol_system(messages[0]["content"])}
+    conv.messages = to_text_messages(assistants, row["tools"])
+    if native_run and conv.messages and conv.messages[0]["role"] == "system":
+        conv.messages[0] = {"role": "system", "content": _text_protocol_system(conv.messages[0]["content"])}
     turns = iter(trained_turns)  # to_text_messages keeps every assistant turn, in order
-    conv.messages = messages
-    conv.trained = [next(turns) if msg["role"] == "assistant" else False for msg in messages]
+    conv.trained = [next(turns) if msg["role"] == "assistant" else False for msg in conv.messages]
     return conv
 
 

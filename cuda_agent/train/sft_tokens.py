@@ -72,11 +72,9 @@ def renders_tool_calls(tokenizer, template: str | None) -> bool:
     """Whether the template shows a tool call, its arguments and its result (TRL's own probe)."""
     from trl.chat_template_utils import supports_tool_calling
 
-    if template is None:
-        return supports_tool_calling(tokenizer)
     own = tokenizer.chat_template
+    tokenizer.chat_template = own if template is None else template
     try:
-        tokenizer.chat_template = template
         return supports_tool_calling(tokenizer)
     finally:
         tokenizer.chat_template = own
@@ -87,9 +85,10 @@ def _render(tokenizer, conv: Conversation, upto: int, template: str | None, gene
                                          tokenize=False, add_generation_prompt=generation_prompt)
 
 
-def trained_spans(tokenizer, conv: Conversation, template: str | None) -> tuple[str, list[tuple[int, int]]]:
-    """The rendered conversation and the character ranges of its trained assistant turns: from after
-    the generation prompt to the end of the turn (its end-of-turn token included: the model learns to stop)."""
+def label(tokenizer, conv: Conversation, template: str | None) -> tuple[list[int], list[int]]:
+    """Token ids of the whole conversation, and labels: the id inside a trained span, IGNORE elsewhere.
+    A trained span is an assistant turn's text from after the generation prompt to the end of the turn
+    (its end-of-turn token included: the model learns to stop)."""
     text = _render(tokenizer, conv, len(conv.messages), template)
     spans = []
     for i, trained in enumerate(conv.trained):
@@ -100,12 +99,6 @@ def trained_spans(tokenizer, conv: Conversation, template: str | None) -> tuple[
         if not (through.startswith(before) and text.startswith(through)):
             raise NotPrefixPreserving(f"turn {i}")
         spans.append((len(before), len(through)))
-    return text, spans
-
-
-def label(tokenizer, conv: Conversation, template: str | None) -> tuple[list[int], list[int]]:
-    """Token ids of the whole conversation, and labels: the id inside a trained span, IGNORE elsewhere."""
-    text, spans = trained_spans(tokenizer, conv, template)
     enc = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)  # the template wrote BOS etc.
     labels, k = [], 0
     for tid, (start, end) in zip(enc["input_ids"], enc["offset_mapping"]):

@@ -7,13 +7,10 @@ against verl's own, written to a folder, and the command that launches it (docs/
 - OUT/agent_loops.yaml: the `cuda_agent` agent loop and its episode settings, for
   rollout.agent.agent_loop_config_path.
 
-The check: our values are applied to verl's ppo_trainer (composed with hydra) in struct mode, so a
-key verl does not have fails, named, in one line (`+key` adds one on purpose, as on hydra's command
-line). Where the model is a folder here, verl's own validate_config (batch sizes against GPUs, the
-model's config) runs too; elsewhere it runs at launch. Where the policy's or the critic's
-config.json is here (a folder, or a hub id in the local cache), prompt + response length is checked
-against the model's maximum positions (check_positions), which verl does not do: a 131k context on
-an 8k model would pass silently. verl and hydra are imported inside functions.
+The checks: a key verl does not have fails, named, in one line (compose_verl; `+key` adds one on
+purpose, as on hydra's command line); verl's own validate_config (check_with_verl); prompt +
+response length against the models' maximum positions (check_positions), which verl does not check:
+a 131k context on an 8k model would pass silently. verl and hydra are imported inside functions.
 """
 
 from __future__ import annotations
@@ -37,7 +34,7 @@ CONFIG_NAME = "verl_ppo"
 def verl_values(cfg: PPOConfig, out: Path) -> dict[str, Any]:
     """Our settings as verl keys (dotted), the user's overrides last."""
     mt, agent = "actor_rollout_ref.rollout.multi_turn", "actor_rollout_ref.rollout.agent"
-    values: dict[str, Any] = {
+    return {
         "algorithm.adv_estimator": "gae",  # PPO with a critic
         "data.train_files": cfg.train_files,
         "data.val_files": cfg.val_files or cfg.train_files,  # verl always builds a validation set
@@ -74,9 +71,8 @@ def verl_values(cfg: PPOConfig, out: Path) -> dict[str, Any]:
         "trainer.val_before_train": bool(cfg.val_files),
         "trainer.test_freq": 10 if cfg.val_files else -1,
         "trainer.default_local_dir": str(out / "checkpoints"),
+        **cfg.overrides,
     }
-    values.update(cfg.overrides)
-    return values
 
 
 def compose_verl(values: dict[str, Any]):
@@ -90,10 +86,9 @@ def compose_verl(values: dict[str, Any]):
         cfg = compose(config_name="ppo_trainer")
     OmegaConf.set_struct(cfg, True)
     for key, value in values.items():
-        add = key.startswith("+")
         name = key.lstrip("+")
         try:
-            OmegaConf.update(cfg, name, value, merge=True, force_add=add)
+            OmegaConf.update(cfg, name, value, merge=True, force_add=key.startswith("+"))
         except (ConfigKeyError, ConfigAttributeError):
             raise PPOConfigError(f"{name}: verl {_verl_version()} has no such setting (see its ppo_trainer config; "
                                  f"write +{name} to add a key on purpose)") from None
@@ -217,7 +212,10 @@ def write_run(cfg: PPOConfig, out: Path) -> PPORun:
     out.mkdir(parents=True, exist_ok=True)
     tools, loops, main = out / "tools.yaml", out / "agent_loops.yaml", out / f"{CONFIG_NAME}.yaml"
     tools.write_text(_yaml({"tools": tool_entries(cfg.episodes)}))
-    loops.write_text(_yaml([agent_loop_entry(cfg.episodes)]))
+    settings = cfg.episodes.model_dump(mode="json")
+    settings["eval"] = cfg.episodes.eval.model_dump(mode="json", exclude_unset=True)  # what the user set
+    loops.write_text(_yaml([{"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_glue.CudaAgentLoop",
+                             "episodes": settings}]))
     header = (f"# written by `cuda-agent train ppo` (verl {_verl_version()}); launch with:\n"
               f"#   python -m verl.trainer.main_ppo --config-path {out} --config-name {CONFIG_NAME}\n")
     body = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": ["ppo_trainer", "_self_"],
@@ -244,12 +242,6 @@ def tool_entries(episodes: EpisodeSettings) -> list[dict]:
     return [{"class_name": "cuda_agent.train.verl_glue.CudaAgentTool", "config": {"type": "native"},
              "tool_schema": tool_schema_for_verl(s)}
             for s in schemas(default_tools(ToolSettings(allow_shell=episodes.allow_shell)))]
-
-
-def agent_loop_entry(episodes: EpisodeSettings) -> dict:
-    settings = episodes.model_dump(mode="json")
-    settings["eval"] = episodes.eval.model_dump(mode="json", exclude_unset=True)  # what the user set
-    return {"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_glue.CudaAgentLoop", "episodes": settings}
 
 
 def tool_schema_for_verl(schema: dict) -> dict:

@@ -31,7 +31,7 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 from cuda_agent.tools.base import bound
 from cuda_agent.train.episodes import EpisodeSettings, open_episode
 from cuda_agent.train.verl_data import AGENT_NAME
-from cuda_agent.train.verl_config import tool_schema_for_verl
+from cuda_agent.train.verl_config import tool_entries, tool_schema_for_verl
 
 EPISODE_KEY = "episode_id"  # the create_kwargs key that names the episode a tool call belongs to
 
@@ -73,7 +73,7 @@ class CudaAgentTool(BaseTool):
 
     def __init__(self, config: dict, tool_schema: OpenAIFunctionToolSchema | None = None):
         if tool_schema is None:  # a tools yaml may name the tool in config instead of giving its schema
-            tool_schema = verl_tool_schema(_our_schema(config["name"]))
+            tool_schema = OpenAIFunctionToolSchema.model_validate(_verl_schema(config["name"]))
         super().__init__(config, tool_schema)
         self._instances: dict[str, str] = {}  # instance id -> episode id
 
@@ -111,11 +111,9 @@ class CudaAgentTool(BaseTool):
 _registry_tools: dict[str, CudaAgentTool] = {}  # made from our registry when verl hands the loop none
 
 
-def _our_schema(name: str) -> dict:
-    from cuda_agent.settings import ToolSettings
-    from cuda_agent.tools.registry import default_tools, schemas
-
-    found = [s for s in schemas(default_tools(ToolSettings(allow_shell=True))) if s["function"]["name"] == name]
+def _verl_schema(name: str) -> dict:
+    found = [e["tool_schema"] for e in tool_entries(EpisodeSettings(allow_shell=True))
+             if e["tool_schema"]["function"]["name"] == name]
     if not found:
         raise ValueError(f"cuda-agent has no tool named {name!r}")
     return found[0]
@@ -133,9 +131,7 @@ class CudaAgentLoop(AgentLoopBase):
     def __init__(self, *args, tools=None, episodes: dict | DictConfig | None = None, **kwargs):
         kwargs.pop("name", None)  # the agent-loop config entry's own name, handed back by hydra
         super().__init__(*args, **kwargs)
-        if isinstance(episodes, DictConfig):
-            episodes = OmegaConf.to_container(episodes, resolve=True)
-        self.settings = EpisodeSettings.model_validate(episodes or {})
+        self.settings = EpisodeSettings.model_validate(_plain(episodes) or {})
         multi_turn = self.rollout_config.multi_turn
         self.max_turns = multi_turn.max_assistant_turns or self.settings.max_steps
         self.max_tool_response_length = multi_turn.max_tool_response_length
