@@ -34,10 +34,7 @@ def read_text(p: Path, shown: str) -> str:
 
 def lines_of(text: str) -> list[str]:
     """Lines split on '\\n' only, so numbers agree with offsets counted the same way."""
-    parts = text.split("\n")
-    if parts[-1] == "":
-        parts.pop()
-    return parts
+    return text.removesuffix("\n").split("\n") if text else []
 
 
 def line_at(text: str, offset: int) -> int:
