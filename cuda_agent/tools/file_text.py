@@ -20,8 +20,7 @@ def read_text(p: Path, shown: str) -> str:
         raise ToolError(f"{shown} is a folder; list_files with path={shown!r} shows what is in it")
     if not p.is_file():
         raise ToolError(f"{shown} does not exist; list_files shows the workspace's files")
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
+    if (size := p.stat().st_size) > MAX_FILE_BYTES:
         raise ToolError(f"{shown} is {human(size)}, too large to open here (limit {human(MAX_FILE_BYTES)})")
     data = p.read_bytes()
     if b"\0" in data:

@@ -100,8 +100,7 @@ def same_failed_build(ctx: ToolContext) -> ToolResult | None:
     committed again (None: evaluate as usual)."""
     from cuda_agent.eval.render import verdict_text
 
-    versions = ctx.workspace.versions()
-    last = versions[-1] if versions else None
+    last = (ctx.workspace.versions() or [None])[-1]
     if last is None or last.status != "compile_error" or not ctx.workspace.same_files(last.sha):
         return None
     earlier = ctx.failed_builds.get(last.sha)
