@@ -46,21 +46,17 @@ class LiveWriter(TrajectoryWriter):
 
     def _status(self) -> Text:
         best = "no correct version yet"
-        if self.best is not None:
-            b = self.best
+        if (b := self.best) is not None:
             best = (f"best v{b.version}: reward {b.reward}, {b.time_ms or 0:.4f} ms, "
                     f"{b.speedup_compile or 0:.2f}x vs compile, {b.speedup_eager or 0:.2f}x vs eager")
         return Text(f"{self.model} | step {self.step} | {self.last[:60]} | {best} | ${self.cost:.2f}")
 
     def close(self) -> None:
-        if self.live.is_started:
-            self.live.stop()
+        self.live.stop()  # a no-op once stopped
         super().close()
 
 
 class ConsoleApproval:
-    """Asks before each tool call: [a]pprove, [r]eject (with a reason), [e]dit the arguments."""
-
     def __init__(self, console: Console):
         self.console = console
 

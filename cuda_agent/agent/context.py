@@ -72,11 +72,10 @@ def counter_for(model) -> TokenCounter:
         litellm = _litellm()
     except Exception:
         return approx_tokens
-    name = model.config.model
 
     def count(messages: list[dict]) -> int:
         try:
-            return int(litellm.token_counter(model=name, messages=messages))
+            return int(litellm.token_counter(model=model.config.model, messages=messages))
         except Exception:  # a message shape its tokenizer path rejects: an estimate beats a crash
             return approx_tokens(messages)
 
@@ -97,8 +96,7 @@ def budget_parts(model, tools: list[dict], count_tokens: TokenCounter) -> tuple[
 def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
     """Tokens the history may take: FRACTION of the window, less room for the answer and the tool
     schemas sent with every request; None when the model does not say its window."""
-    parts = budget_parts(model, tools, count_tokens)
-    if parts is None:
+    if (parts := budget_parts(model, tools, count_tokens)) is None:
         return None
     window, answer, schemas = parts
     return max(0, int(window * FRACTION) - answer - schemas)
@@ -109,8 +107,7 @@ _WINDOW_FROM = {"context_tokens": "given by --context-tokens", "server": "as its
 
 
 def too_long(model, tools: list[dict], count_tokens: TokenCounter, needed: int, budget: int, turns: int) -> str:
-    """One line for a conversation that does not fit even trimmed: the sizes, and which flag or
-    model would help."""
+    """One line for a conversation that does not fit even trimmed: the sizes, and which flag or model would help."""
     window, answer, schemas = budget_parts(model, tools, count_tokens) or (0, 0, 0)
     source = getattr(model, "window_source", None)
     what = ("the system prompt and the task need" if turns == 0
@@ -237,8 +234,7 @@ def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
     names = {c["id"]: c["function"]["name"] for m in messages for c in m.get("tool_calls") or []}
     for note in removed:
         role, call_id = note.get("role"), note.get("call_id", "")
-        i = _find(out, note.get("index", -1), role, call_id)
-        if i is not None:
+        if (i := _find(out, note.get("index", -1), role, call_id)) is not None:
             shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(note.get("what"),
                                                                                          _shorten_sources)
             out[i] = shorten(out[i], i, names)[0]

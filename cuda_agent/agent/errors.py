@@ -43,8 +43,7 @@ class RunEnded(Exception):
 
     def __init__(self, reason: str, detail: str | None = None):
         super().__init__(reason)
-        self.reason = reason
-        self.detail = detail
+        self.reason, self.detail = reason, detail
 
 
 class StopRequested(RunEnded):

@@ -13,7 +13,6 @@ from cuda_agent.versions import software_versions
 
 
 def protocol_of(model) -> str:
-    """"native" or "text": how the loop exchanges tool calls with `model` (its `native_tools`)."""
     return "native" if getattr(model, "native_tools", True) else "text"
 
 

@@ -75,13 +75,11 @@ def rebuild(records: list[Record]) -> ResumeState:
 def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
     state.turns = turn.step
     state.tokens += turn.prompt_tokens + turn.completion_tokens
-    if turn.cost is None:
-        state.unpriced += 1
-    else:
-        state.cost = (state.cost or 0.0) + turn.cost
+    state.unpriced += turn.cost is None
+    state.cost = state.cost if turn.cost is None else (state.cost or 0.0) + turn.cost
     state.turn_messages.append(len(state.messages))
     state.messages.append(assistant_message(turn.content, turn.tool_calls))  # as the loop built it
-    ran = []
+    ran, reached = [], 0
     for c in turn.tool_calls:
         result = results.get((turn.step, c.id))
         if result is None:
@@ -89,14 +87,12 @@ def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
                                       status="interrupted", data={"interrupted": True})
             state.records.append(result)
             state.interrupted.append(c.id)
-        else:
+        elif result.status != "skipped":
             ran.append(result)
+        reached += result.status not in ("rejected", "skipped")
         state.messages.append({"role": "tool", "tool_call_id": c.id, "content": result.observation})
     # as the loop counts: a call that reached the environment is a step (one cut off by a kill may
     # have), a turn none reached is one
-    state.steps += max(1, sum(1 for c in turn.tool_calls
-                              if (turn.step, c.id) not in results or results[(turn.step, c.id)].status
-                              not in ("rejected", "skipped")))
-    ran = [r for r in ran if r.status != "skipped"]
+    state.steps += max(1, reached)
     if ran:  # as the loop counts: all malformed extends the streak, any well-formed call resets it
         state.format_errors = state.format_errors + 1 if all(r.format_error for r in ran) else 0

@@ -15,8 +15,7 @@ class InterruptLatch:
     and `check()` raises it again if that was swallowed. Elsewhere it changes nothing."""
 
     def __init__(self) -> None:
-        self.seen = False
-        self._previous = None
+        self.seen, self._previous = False, None
 
     def __enter__(self) -> InterruptLatch:
         if threading.current_thread() is threading.main_thread() and \

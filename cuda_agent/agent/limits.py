@@ -25,8 +25,7 @@ class AgentConfig(BaseModel):
     target_baseline: Literal["compile", "eager"] = "compile"  # ...than this baseline
     max_format_errors: int = Field(3, ge=1)  # turns in a row with no usable tool call
 
-    def past_deadline(self, started: float) -> bool:
-        """The max_wall_s deadline has passed for a run that started at `started` (time.monotonic)."""
+    def past_deadline(self, started: float) -> bool:  # started: time.monotonic() at the run's start
         return self.max_wall_s is not None and time.monotonic() - started >= self.max_wall_s
 
     def exceeded(self, steps: int, cost: float | None, tokens: int, started: float) -> str | None:

@@ -15,7 +15,7 @@ from typing import Any
 import tenacity
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, error_kind
+from cuda_agent.agent.errors import LimitsExceeded, ModelError, error_kind
 from cuda_agent.agent.model_options import official_endpoint, server_window
 from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
@@ -109,10 +109,7 @@ class LitellmModel:
         result = self._to_response(litellm, response, time.monotonic() - start, retries, native)
         if not native:
             turn = sum(1 for m in messages if m.get("role") == "assistant") + 1
-            try:
-                result.tool_calls = parse_action(result.content, call_id=f"text-{turn}")
-            except FormatError as e:
-                raise FormatError(str(e), response=result) from None
+            result.tool_calls = parse_action(result.content, call_id=f"text-{turn}", response=result)
         return result
 
     def _complete(self, litellm, kwargs: dict[str, Any]):
@@ -129,7 +126,6 @@ class LitellmModel:
         return response
 
     def _time_left(self) -> float | None:
-        """Seconds to the deadline (0.0 once it passed); None without one."""
         return None if self.deadline is None else max(0.0, self.deadline - time.monotonic())
 
     def context_window(self) -> int | None:
@@ -177,11 +173,9 @@ class LitellmModel:
 
     def _cost(self, litellm, response, prompt_tokens: int, completion_tokens: int) -> float | None:
         """Dollars for one reply; None when the price is unknown (see `pricing`), never zero for it."""
-        c = self.config
-        pricing = self.pricing
-        if pricing == "flags":
-            return (prompt_tokens * c.price_in + completion_tokens * c.price_out) / 1e6
-        if pricing == "unpriced":
+        if self.pricing == "flags":
+            return (prompt_tokens * self.config.price_in + completion_tokens * self.config.price_out) / 1e6
+        if self.pricing == "unpriced":
             return None
         try:
             return float(litellm.completion_cost(completion_response=response))

@@ -91,8 +91,9 @@ class Agent:
         try:
             if resume is None:
                 system = system_message(native_tools=self.native)
+                task = env_task_message(self.env, limits=self.config.model_dump())
                 self.messages = [{"role": "system", "content": self.redact.text(system)},
-                                 {"role": "user", "content": self.redact.text(self._task_message())}]
+                                 {"role": "user", "content": self.redact.text(task)}]
                 self.writer.write(run_header(run_id or uuid.uuid4().hex[:12], self.model, self.env, self._config(),
                                              self.messages, self.tools))
             else:
@@ -162,7 +163,8 @@ class Agent:
         try:
             for i, (call, bad, decision) in enumerate(zip(calls, malformed, decisions)):
                 if skipped := self.config.held_back(i, len(calls), allowed, self.started):
-                    self._skip(call, *skipped)
+                    limit, observation = skipped
+                    self._answer(call, observation, "skipped", data={"skipped": limit})
                     continue
                 tried.append(bad)
                 done, reward = self._execute(call, bad, decision)
@@ -181,9 +183,9 @@ class Agent:
         if evaluated and self.config.target_met(self.env.workspace.best()):
             raise RunEnded("target_reached")
 
-    def _skip(self, call: ToolCall, reason: str, observation: str) -> None:
+    def _answer(self, call: ToolCall, observation: str, status: str, **record) -> None:
         self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
-                                           status="skipped", data={"skipped": reason}))
+                                           status=status, **record))
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
 
     def _trim(self) -> None:  # a history that cannot fit stops the run here, saying what would help
@@ -215,24 +217,20 @@ class Agent:
     def _execute(self, call: ToolCall, malformed: bool, decision: Decision | None) -> tuple[bool, int | None]:
         if decision is not None and not decision.approve:
             observation = f"A person rejected this call: {decision.reason or 'no reason given'}"
-            status, seconds, data, done, reward, version = "rejected", 0.0, {}, False, None, None
-        else:
-            edited = decision.edited_arguments if decision else None
-            self.steps += 1  # it reaches the environment: a step
-            out = self.env.step(call.name, call.arguments if edited is None else edited)
-            r = out.result
-            observation = f"Format error: {r.observation}" if malformed else r.observation
-            status, seconds, data, version = r.status, r.seconds, r.record_data(), r.version
-            done, reward = out.done, out.reward
-            self.unscorable = out.unscorable
+            self._answer(call, self.redact.text(valid_text(observation)), "rejected")
+            return False, None
+        edited = decision.edited_arguments if decision else None
+        self.steps += 1  # it reaches the environment: a step
+        out = self.env.step(call.name, call.arguments if edited is None else edited)
+        r = out.result
+        observation = f"Format error: {r.observation}" if malformed else r.observation
+        self.unscorable = out.unscorable
         # the environment redacted already; this covers the rest (and a non-UTF-8 file name's surrogates)
-        observation = self.redact.text(valid_text(observation))
-        self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
-                                           status=status, seconds=seconds, data=data, format_error=malformed))
-        if version is not None:  # an evaluation committed as a version: its record, from the same metrics
-            self.writer.write(version.evaluation(self.turns))
-        self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
-        return done, reward
+        self._answer(call, self.redact.text(valid_text(observation)), r.status, seconds=r.seconds,
+                     data=r.record_data(), format_error=malformed)
+        if r.version is not None:  # an evaluation committed as a version: its record, from the same metrics
+            self.writer.write(r.version.evaluation(self.turns))
+        return out.done, out.reward
 
     def _approve(self, call: ToolCall) -> Decision:
         d = self.approval(call)
@@ -255,11 +253,10 @@ class Agent:
 
     def _record_turn(self, r: ModelResponse, calls: list[ToolCall], decisions: list[Decision | None]) -> None:
         records = []
-        for call, d in zip(calls, decisions):
-            edited = d is not None and d.approve and d.edited_arguments is not None
-            args = d.edited_arguments if edited else call.arguments
-            records.append(CallRecord(id=call.id, name=call.name, arguments=args,
-                                      original_arguments=call.arguments if edited else None))
+        for c, d in zip(calls, decisions):
+            edited = d.edited_arguments if d is not None and d.approve else None
+            records.append(CallRecord(id=c.id, name=c.name, arguments=c.arguments if edited is None else edited,
+                                      original_arguments=None if edited is None else c.arguments))
         self.writer.write(ModelTurn(step=self.turns, content=r.content, tool_calls=records,
                                     prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
                                     cost=r.cost, latency_s=r.latency_s,
@@ -279,9 +276,6 @@ class Agent:
 
     def _config(self) -> dict:
         return run_config(self.model, self.env, self.config, self.settings_record)
-
-    def _task_message(self) -> str:
-        return env_task_message(self.env, limits=self.config.model_dump())
 
 
 def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,

@@ -43,7 +43,6 @@ class ModelOptions(BaseModel):
         return self
 
     def client_settings(self) -> dict[str, Any]:
-        """LitellmModel's settings for these options."""
         return {"native_tools": {"auto": None, "native": True, "text": False}[self.tools],
                 "context_tokens": self.context_tokens, "temperature": self.temperature,
                 "max_tokens": self.max_output_tokens, "price_in": self.price_in, "price_out": self.price_out}
@@ -61,14 +60,8 @@ def server_window(api_base: str, model: str, api_key: str | None = None,
                   timeout_s: float = SERVER_TIMEOUT_S) -> int | None:
     """The context window an OpenAI-compatible server reports in GET {api_base}/models for `model`
     (its entry, else the only one listed), or None: not reported, not reachable, not JSON."""
-    request = urllib.request.Request(api_base.rstrip("/") + "/models",
-                                     headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
-    try:
-        with urllib.request.urlopen(request, timeout=timeout_s) as r:
-            listed = json.loads(r.read(1 << 20)).get("data") or []
-    except Exception:  # no /models, a refused connection, HTML: the window stays unknown
-        return None
-    entries = [e for e in listed if isinstance(e, dict)]
+    listed = _get_json(api_base.rstrip("/") + "/models", api_key, timeout_s) or {}
+    entries = [e for e in listed.get("data") or [] if isinstance(e, dict)]
     bare = model.split("/", 1)[1] if "/" in model else model
     entry = next((e for e in entries if e.get("id") in (model, bare)), entries[0] if len(entries) == 1 else None)
     window = window_of(entry) if entry else None
@@ -77,22 +70,27 @@ def server_window(api_base: str, model: str, api_key: str | None = None,
     return window
 
 
-def _llama_server_ctx(api_base: str, api_key: str | None, timeout_s: float) -> int | None:
-    """llama-server's context size (-c), from GET /props at its root."""
-    root = api_base.rstrip("/").removesuffix("/v1")
-    request = urllib.request.Request(root + "/props", headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
+def _get_json(url: str, api_key: str | None, timeout_s: float) -> dict | None:
+    """GET `url`'s JSON object, or None: no such endpoint, a refused connection, HTML."""
+    request = urllib.request.Request(url, headers={"Authorization": f"Bearer {api_key}"} if api_key else {})
     try:
         with urllib.request.urlopen(request, timeout=timeout_s) as r:
-            n = json.loads(r.read(1 << 20)).get("default_generation_settings", {}).get("n_ctx")
-    except Exception:
+            data = json.loads(r.read(1 << 20))
+    except Exception:  # the window stays unknown
         return None
+    return data if isinstance(data, dict) else None
+
+
+def _llama_server_ctx(api_base: str, api_key: str | None, timeout_s: float) -> int | None:
+    """llama-server's context size (-c), from GET /props at its root."""
+    props = _get_json(api_base.rstrip("/").removesuffix("/v1") + "/props", api_key, timeout_s) or {}
+    settings = props.get("default_generation_settings")
+    n = settings.get("n_ctx") if isinstance(settings, dict) else None
     return n if isinstance(n, int) and n > 0 else None
 
 
 def window_of(entry: dict) -> int | None:
     """The window in one /models entry: its own keys, then llama-server's `meta` (n_ctx, n_ctx_train)."""
     meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
-    for value in [entry.get(k) for k in _WINDOW_KEYS] + [meta.get("n_ctx"), meta.get("n_ctx_train")]:
-        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
-            return value
-    return None
+    values = [entry.get(k) for k in _WINDOW_KEYS] + [meta.get("n_ctx"), meta.get("n_ctx_train")]
+    return next((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)

@@ -18,13 +18,11 @@ from cuda_agent.task import Task, describe_value, task_label
 # so training data can be split by it. Bump it whenever the templates or SKILL.md change what a model sees.
 PROMPT_VERSION = 2
 
-_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined, keep_trailing_newline=False,
-                          autoescape=False, trim_blocks=False)
+_ENV = jinja2.Environment(undefined=jinja2.StrictUndefined)
 
 
 def _template(name: str) -> jinja2.Template:
-    text = (resources.files("cuda_agent") / "prompts" / name).read_text(encoding="utf-8")
-    return _ENV.from_string(text)
+    return _ENV.from_string((resources.files("cuda_agent") / "prompts" / name).read_text(encoding="utf-8"))
 
 
 def skill_text() -> str:
@@ -62,8 +60,7 @@ def system_message(*, native_tools: bool, skill: str | None = None) -> str:
 def env_task_message(env, limits: dict[str, Any]) -> str:
     """task_message for an Environment: the task as its user named it, the GPU its evaluations
     run on (what the profiler's roofline knows), its baselines."""
-    ev, record = env.eval_config, env.workspace.record.task
-    tools = env.tool_settings
+    ev, record, tools = env.eval_config, env.workspace.record.task, env.tool_settings
     gpu = gpu_facts(ev.device, gpu_name=tools.gpu_name, arch=ev.arch, settings=tools.model_dump(include=set(OVERRIDES)))
     return task_message(env.reference_task(), name=task_label(record.path, record.class_name), device=ev.device,
                         gpu=gpu, baselines=list(ev.baselines), limits=limits)

@@ -48,10 +48,7 @@ def assistant_message(content: str, calls: list) -> dict:
     """A turn as the history holds it; `calls` (ToolCall or CallRecord) are the calls as they ran,
     so every result answers its call."""
     wire = [{"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}} for c in calls]
-    message: dict = {"role": "assistant", "content": content or (None if wire else "")}
-    if wire:
-        message["tool_calls"] = wire
-    return message
+    return {"role": "assistant", "content": content or (None if wire else ""), **({"tool_calls": wire} if wire else {})}
 
 
 def valid_arguments(raw: str) -> str:

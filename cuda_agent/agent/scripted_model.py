@@ -9,14 +9,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.errors import FormatError, ModelError
+from cuda_agent.agent.errors import ModelError
 from cuda_agent.agent.protocol import ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import parse_action
 
 
 class ScriptExhausted(ModelError):
-    """The loop asked for more turns than the script has."""
-
     def __init__(self, used: int):
         super().__init__("unavailable", f"the scripted model ran out after {used} responses; add responses "
                                         "to the script or end it with a finish call")
@@ -61,9 +59,8 @@ class ScriptedModel:
     def from_json(cls, path: str | Path, name: str | None = None) -> ScriptedModel:
         """A script file: a JSON list of entries, or {"name": ..., "responses": [...]}."""
         data = json.loads(Path(path).read_text())
-        if isinstance(data, dict):
-            return cls(data["responses"], name=name or data.get("name", "scripted"))
-        return cls(data, name=name or "scripted")
+        script = data if isinstance(data, dict) else {"responses": data}
+        return cls(script["responses"], name=name or script.get("name", "scripted"))
 
     def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse:
         used = len(self.calls)
@@ -73,10 +70,7 @@ class ScriptedModel:
         response = self.responses[used].model_copy(deep=True)  # callers may mutate what they get
         response.raw = {**response.raw, "injected": True}  # a script wrote it, not a model: exports skip it
         if not self.native_tools and not response.tool_calls:
-            try:
-                response.tool_calls = parse_action(response.content, call_id=f"text-{used + 1}")
-            except FormatError as e:
-                raise FormatError(str(e), response=response) from None
+            response.tool_calls = parse_action(response.content, call_id=f"text-{used + 1}", response=response)
         return response
 
     def context_window(self) -> int | None:

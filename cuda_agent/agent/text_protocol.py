@@ -9,7 +9,7 @@ import json
 import re
 
 from cuda_agent.agent.errors import FormatError
-from cuda_agent.agent.protocol import ToolCall
+from cuda_agent.agent.protocol import ModelResponse, ToolCall
 
 FORMAT_HELP = (
     'Reply with your reasoning, then exactly one action block: a line "```action", one JSON object '
@@ -56,30 +56,30 @@ def tools_addendum(tools: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def parse_action(text: str, call_id: str = "text-1") -> list[ToolCall]:
-    """The action in a model's reply: [] when it wrote none, one ToolCall, or FormatError."""
+def parse_action(text: str, call_id: str = "text-1", response: ModelResponse | None = None) -> list[ToolCall]:
+    """The action in a model's reply: [] when it wrote none, one ToolCall, or FormatError (carrying
+    `response`, the reply it read, so the loop can still record the turn)."""
     blocks = _BLOCK.findall(text or "")
-    openings = len(_OPENING.findall(text or ""))
-    if openings > len(blocks):
-        raise FormatError(f"An ```action block was not closed. {FORMAT_HELP}")
+    if len(_OPENING.findall(text or "")) > len(blocks):
+        raise FormatError(f"An ```action block was not closed. {FORMAT_HELP}", response)
     if not blocks:
         return []
     if len(blocks) > 1:
-        raise FormatError(f"You wrote {len(blocks)} action blocks; write exactly one per turn. {FORMAT_HELP}")
+        raise FormatError(f"You wrote {len(blocks)} action blocks; write exactly one per turn. {FORMAT_HELP}",
+                          response)
     try:
         action = json.loads(blocks[0], strict=False)  # strict=False: tolerate raw newlines in strings
     except json.JSONDecodeError as e:
         raise FormatError(f"The action block is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}). "
-                          f"{FORMAT_HELP}") from None
+                          f"{FORMAT_HELP}", response) from None
     if not isinstance(action, dict) or not isinstance(action.get("tool"), str) or not action["tool"]:
-        raise FormatError(f'The action needs a "tool" field naming the tool. {FORMAT_HELP}')
+        raise FormatError(f'The action needs a "tool" field naming the tool. {FORMAT_HELP}', response)
     arguments = action.get("arguments", {})
     if not isinstance(arguments, dict):
-        raise FormatError(f'"arguments" must be a JSON object. {FORMAT_HELP}')
-    extra = set(action) - {"tool", "arguments"}
-    if extra:
+        raise FormatError(f'"arguments" must be a JSON object. {FORMAT_HELP}', response)
+    if extra := set(action) - {"tool", "arguments"}:
         raise FormatError(f"Unexpected fields {sorted(extra)} in the action; put tool arguments inside "
-                          f'"arguments". {FORMAT_HELP}')
+                          f'"arguments". {FORMAT_HELP}', response)
     return [ToolCall(id=call_id, name=action["tool"], arguments=json.dumps(arguments))]
 
 

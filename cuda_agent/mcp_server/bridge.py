@@ -84,11 +84,8 @@ class ClientBridge:
             last, self._current = self._current, None
             if last is not None and not last.done():
                 last.set_result(Answer(results=self._take(), ending=ending, summary=summary, failed=failed))
-            while True:
-                try:
-                    item = self._calls.get_nowait()
-                except queue.Empty:
-                    break
+            while not self._calls.empty():  # the loop has ended or never started: nothing else takes from it
+                item = self._calls.get_nowait()
                 if item is not None:
                     item[1].set_result(self._refused("the run ended before this call ran."))
 

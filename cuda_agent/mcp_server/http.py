@@ -24,7 +24,6 @@ import ipaddress
 import socket
 import sys
 import threading
-from typing import Callable
 from uuid import uuid4
 
 import anyio
@@ -81,9 +80,7 @@ def _is_ip(host: str) -> bool:
 def listen(host: str, port: int) -> socket.socket:
     """A listening socket, bound before the run folder is made (a port in use is a usage error, not
     a run that failed). OSError when it cannot be bound."""
-    family = socket.AF_INET6 if _is_ip(host) and ipaddress.ip_address(host).version == 6 else socket.AF_INET
-    if not _is_ip(host):
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]  # an address's own; a name's first
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -93,11 +90,6 @@ def listen(host: str, port: int) -> socket.socket:
         sock.close()
         raise
     return sock
-
-
-def url(sock: socket.socket) -> str:
-    host, port = sock.getsockname()[:2]
-    return f"http://{f'[{host}]' if ':' in host else host}:{port}{PATH}"
 
 
 def _security(host: str) -> TransportSecuritySettings | None:
@@ -148,9 +140,8 @@ class OneSession:
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             data = {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version}
-            refusal = _error(400, types.UNSUPPORTED_PROTOCOL_VERSION,
-                             "cuda-agent mcp over HTTP speaks the initialize handshake", data)
-            return await refusal(scope, receive, send)
+            return await _error(400, types.UNSUPPORTED_PROTOCOL_VERSION,
+                                "cuda-agent mcp over HTTP speaks the initialize handshake", data)(scope, receive, send)
         sid = headers.get(MCP_SESSION_ID_HEADER)
         current = self.transport if self.transport is not None and not self.transport.is_terminated else None
         if sid is not None:
@@ -164,9 +155,8 @@ class OneSession:
             if self.mcp.called:
                 return await _error(409, types.INVALID_REQUEST, BUSY)(scope, receive, send)
             await current.terminate()  # it started nothing: the newer client takes its place
-        transport = StreamableHTTPServerTransport(mcp_session_id=uuid4().hex, security_settings=self.security,
-                                                  idle_timeout=self.idle_s)
-        self.transport = transport
+        self.transport = transport = StreamableHTTPServerTransport(
+            mcp_session_id=uuid4().hex, security_settings=self.security, idle_timeout=self.idle_s)
         assert self._tg is not None, "the app's lifespan has not started"
         await self._tg.start(self._serve, transport)
         await transport.handle_request(scope, receive, send)
@@ -201,13 +191,13 @@ class HttpServed:
     def __init__(self, mcp: McpSession, sock: socket.socket):
         import uvicorn
 
-        host = sock.getsockname()[0]
+        host, port = sock.getsockname()[:2]
         self.app = OneSession(mcp, _security(host))
         starlette = Starlette(routes=[Route(PATH, endpoint=RequestBodyLimitMiddleware(
             self.app, DEFAULT_MAX_REQUEST_BODY_SIZE))], lifespan=self.app.lifespan)
         self.server = uvicorn.Server(uvicorn.Config(starlette, log_level="warning", access_log=False,
                                                     timeout_graceful_shutdown=GRACE_S))
-        self.url = url(sock)
+        self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}{PATH}"
 
         def main() -> None:
             try:
@@ -231,9 +221,3 @@ class HttpServed:
                 anyio.from_thread.run(self.app.close, token=self.app.token)
         self.server.should_exit = True
         self.thread.join(timeout=GRACE_S + 10)
-
-
-def serve_http_in_thread(mcp: McpSession, sock: socket.socket, say: Callable[[str], None]) -> HttpServed:
-    served = HttpServed(mcp, sock)
-    say(f"serving over MCP streamable HTTP at {served.url} (one client; Ctrl-C stops)")
-    return served

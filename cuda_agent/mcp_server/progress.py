@@ -8,6 +8,7 @@ here: the server passes the sending function.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Awaitable, Callable, TypeVar
 
 import anyio
@@ -25,11 +26,13 @@ async def with_progress(work: Callable[[], Awaitable[T]], report: Report, what: 
     start = anyio.current_time()
 
     async def tick() -> None:
-        await _quietly(report, 0.0, f"{what}: started")
+        progress, message = 0.0, f"{what}: started"
         while True:
+            with contextlib.suppress(Exception):  # a client gone: its answer fails the same way later, where it matters
+                await report(progress, message)
             await anyio.sleep(every)
             elapsed = anyio.current_time() - start
-            await _quietly(report, round(elapsed, 1), f"{what}: running for {elapsed:.0f} s")
+            progress, message = round(elapsed, 1), f"{what}: running for {elapsed:.0f} s"
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(tick)
@@ -37,10 +40,3 @@ async def with_progress(work: Callable[[], Awaitable[T]], report: Report, what: 
             return await work()
         finally:
             tg.cancel_scope.cancel()
-
-
-async def _quietly(report: Report, progress: float, message: str) -> None:
-    try:
-        await report(progress, message)
-    except Exception:  # a client gone mid-call: its answer fails the same way, later, where it matters
-        pass

@@ -62,8 +62,7 @@ def client_name(info) -> str:
 
 def http_session_id(ctx) -> str | None:
     """The Mcp-Session-Id of the HTTP request a call came in (None on stdio: no HTTP request)."""
-    request = getattr(ctx, "request", None)
-    headers = getattr(request, "headers", None)
+    headers = getattr(getattr(ctx, "request", None), "headers", None)
     return headers.get("mcp-session-id") if headers is not None else None
 
 
@@ -77,8 +76,7 @@ def instructions(offer: Offer) -> str:
 
 
 def call_result(answer: Answer) -> types.CallToolResult:
-    content = [types.TextContent(type="text", text=t) for t in answer.texts()] or [
-        types.TextContent(type="text", text="(no result)")]
+    content = [types.TextContent(type="text", text=t) for t in answer.texts() or ["(no result)"]]
     return types.CallToolResult(content=content, is_error=answer.is_error, structured_content=answer.summary)
 
 
@@ -128,8 +126,7 @@ class McpSession:
             call = ToolCall(id=f"mcp-{next(self._ids)}", name=params.name,
                             arguments=json.dumps(params.arguments or {}, ensure_ascii=False))
             future = self.bridge.submit(call)
-            answer = await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True)
-            return call_result(answer)
+            return call_result(await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True))
 
     async def _list_resources(self, ctx, params) -> types.ListResourcesResult:
         return types.ListResourcesResult(resources=[types.Resource(
@@ -161,33 +158,42 @@ class McpSession:
             types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
 
 
-def serve_in_thread(session: McpSession) -> threading.Thread:
-    """Serve the session over the process's stdio in a thread of its own. fd 0 and 1 are taken
+class StdioServed:
+    """The session served over the process's stdio in a thread of its own. fd 0 and 1 are taken
     over first (see the module's docstring). When the client is gone: the bridge is told, and
-    `session.started` is set (a session with no call has nothing to run)."""
-    wire_in, wire_out = os.dup(0), os.dup(1)
-    null = os.open(os.devnull, os.O_RDONLY)
-    os.dup2(null, 0)
-    os.close(null)
-    os.dup2(2, 1)
-    stdin = io.TextIOWrapper(os.fdopen(wire_in, "rb"), encoding="utf-8", errors="replace")
-    stdout = io.TextIOWrapper(os.fdopen(wire_out, "wb"), encoding="utf-8", write_through=True)
+    `session.started` is set (a session with no call has nothing to run). `wait` until the client
+    closes its end; `stop` leaves it to the process's exit (a thread blocked reading stdin cannot be
+    stopped from outside)."""
 
-    async def serve() -> None:
-        server = session.server()
-        async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
-            await server.run(read, write, server.create_initialization_options())
+    def __init__(self, session: McpSession):
+        wire_in, wire_out = os.dup(0), os.dup(1)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.close(null)
+        os.dup2(2, 1)
+        stdin = io.TextIOWrapper(os.fdopen(wire_in, "rb"), encoding="utf-8", errors="replace")
+        stdout = io.TextIOWrapper(os.fdopen(wire_out, "wb"), encoding="utf-8", write_through=True)
 
-    def main() -> None:
-        try:
-            anyio.run(serve)
-        finally:
-            session.bridge.disconnect()
-            session.started.set()
+        async def serve() -> None:
+            server = session.server()
+            async with stdio_server(anyio.wrap_file(stdin), anyio.wrap_file(stdout)) as (read, write):
+                await server.run(read, write, server.create_initialization_options())
 
-    thread = threading.Thread(target=main, name="mcp-server", daemon=True)
-    thread.start()
-    return thread
+        def main() -> None:
+            try:
+                anyio.run(serve)
+            finally:
+                session.bridge.disconnect()
+                session.started.set()
+
+        self.thread = threading.Thread(target=main, name="mcp-server", daemon=True)
+        self.thread.start()
+
+    def wait(self) -> None:
+        self.thread.join()
+
+    def stop(self) -> None:
+        pass
 
 
 def _version() -> str:

@@ -10,12 +10,11 @@ from __future__ import annotations
 import shutil
 import socket
 import sys
-import threading
 from typing import Callable
 
 from cuda_agent.agent.prompts import env_task_message, skill_text, system_message
 from cuda_agent.mcp_server.bridge import BridgeWriter, ClientBridge
-from cuda_agent.mcp_server.server import McpSession, Offer, serve_in_thread
+from cuda_agent.mcp_server.server import McpSession, Offer, StdioServed
 from cuda_agent.run import TRAJECTORY, RunOutcome, RunSpec, run_task
 from cuda_agent.settings import Settings
 
@@ -23,7 +22,7 @@ from cuda_agent.settings import Settings
 def make_offer(env, settings: Settings) -> Offer:
     """What a client is shown: the environment's own tool schemas (a resumed run's tools are its own),
     the task and system messages the loop would give a model, SKILL.md."""
-    prompt = env_task_message(env, limits=settings.limits.model_dump())  # what Agent._task_message gives
+    prompt = env_task_message(env, limits=settings.limits.model_dump())  # what the loop gives its model
     return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt,
                  system=system_message(native_tools=True), skill=skill_text())
 
@@ -60,11 +59,12 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
     bridge = ClientBridge()
     session = McpSession(make_offer(env, settings), bridge)
     if http is not None:
-        from cuda_agent.mcp_server.http import serve_http_in_thread
+        from cuda_agent.mcp_server.http import HttpServed
 
-        served = serve_http_in_thread(session, http, say)
+        served = HttpServed(session, http)
+        say(f"serving over MCP streamable HTTP at {served.url} (one client; Ctrl-C stops)")
     else:
-        served = StdioServed(serve_in_thread(session))
+        served = StdioServed(session)
     try:
         session.started.wait()
     except KeyboardInterrupt:  # over HTTP, Ctrl-C is how a server no client started a run on is stopped
@@ -94,22 +94,7 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
     return done
 
 
-class StdioServed:
-    """The stdio server's thread: `wait` until the client closes its end; `stop` leaves it to the
-    process's exit (a thread blocked reading stdin cannot be stopped from outside)."""
-
-    def __init__(self, thread: threading.Thread):
-        self.thread = thread
-
-    def wait(self) -> None:
-        self.thread.join()
-
-    def stop(self) -> None:
-        pass
-
-
 def _nothing_ran(spec: RunSpec, env, run_dir) -> None:
     env.close()
     if spec.resume is None and not (run_dir / TRAJECTORY).exists():
         shutil.rmtree(run_dir, ignore_errors=True)
-    return None

@@ -7,10 +7,11 @@ model's mistakes: a bad path or a failed build is an observation the model can a
 from __future__ import annotations
 
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterator, Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Verdict
@@ -28,8 +29,21 @@ class ToolError(Exception):
     """A mistake the model can fix (bad path, no match...): its message becomes the observation."""
 
 
+@contextmanager
+def os_errors(doing: str) -> Iterator[None]:
+    """An OSError inside becomes the ToolError `cannot <doing>: <why>`."""
+    try:
+        yield
+    except OSError as e:
+        raise ToolError(f"cannot {doing}: {e.strerror or e}") from None
+
+
 class NoArgs(BaseModel):  # a tool that takes no arguments (no docstring: it would enter the schema)
     pass
+
+
+class StrictArgs(BaseModel):  # arguments where an unknown name is refused, not ignored
+    model_config = ConfigDict(extra="forbid")
 
 
 class ToolResult(BaseModel):
@@ -124,12 +138,10 @@ class Tool:
                                                  "parameters": compact_schema(cls.Args.model_json_schema())}}
 
     def run(self, raw_args: dict | None, ctx: ToolContext) -> ToolResult:
-        """Validate the model's arguments, execute, bound the observation. Never raises for the
-        model's mistakes."""
+        """Validate the model's arguments, execute, bound the observation. Never raises for the model's mistakes."""
         t0 = time.perf_counter()
         try:
-            args = self.Args.model_validate(raw_args or {})
-            result = self.execute(args, ctx)
+            result = self.execute(self.Args.model_validate(raw_args or {}), ctx)
         except ValidationError as e:
             problems = "; ".join(f"{'.'.join(map(str, err['loc'])) or 'arguments'}: {err['msg']}" for err in e.errors())
             result = ToolResult(observation=f"{self.name}: bad arguments: {problems}", status="error")
@@ -146,10 +158,7 @@ class Tool:
 def bound(text: str, limit: int = MAX_OBSERVATION) -> str:
     """Cut the middle of a long text, saying how much was cut (the head and the tail matter most).
     Characters UTF-8 cannot carry (lone surrogates: a file name that is not UTF-8) come out escaped."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= limit:
         return text
     head, tail = text[: limit * 2 // 3], text[-(limit // 3) + 80:]

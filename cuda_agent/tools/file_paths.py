@@ -11,14 +11,14 @@ from pathlib import Path
 
 from ..filenames import name_problem, path_error
 from ..filenames import shown as display
-from .base import ToolContext, ToolError
+from ..workspace.paths import META_DIR, PROTECTED
+from .base import ToolContext, ToolError, os_errors
 
 
 def resolve(ctx: ToolContext, path: str, *, for_write: bool = False) -> Path:
     """`path` checked against the file-name rule, then the workspace's answer for it; refusals
     become ToolErrors (the model's mistake)."""
-    refused = path_error(path)
-    if refused is not None:
+    if (refused := path_error(path)) is not None:
         parts = path.split("/")
         if ".." not in parts and not path.startswith("/") and os.path.lexists(Path(ctx.workspace.root) / path):
             refused += "; this one exists: rename it with rename_file or delete it with delete_file"
@@ -38,7 +38,8 @@ def _workspace_resolve(ctx: ToolContext, path: str, *, for_write: bool = False) 
 def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
     """The entry `given` names and its real relative path. Each part matches an entry's real name or
     its name as list_files shows it (escaped), so a name the rule refuses can still be reached. A
-    symlink at the end is the entry itself, never followed; folders on the way must be real ones."""
+    symlink at the end is the entry itself, never followed; folders on the way must be real ones.
+    .git, protected files and the workspace's record are refused, as writes to them are."""
     text = given.strip().rstrip("/")
     if not text or text == ".":
         raise ToolError("give the path of a file or folder, as list_files shows it (e.g. kernels/old.cu)")
@@ -50,10 +51,8 @@ def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
     folder = Path(ctx.workspace.root).resolve()
     real: list[str] = []
     for i, part in enumerate(parts):
-        try:
+        with os_errors(f"list {display('/'.join(real)) or '.'}"):
             names = [e.name for e in os.scandir(folder)]
-        except OSError as e:
-            raise ToolError(f"cannot list {display('/'.join(real)) or '.'}: {e.strerror or e}") from None
         name = part if part in names else next((n for n in names if display(n) == part), None)
         if name is None:
             raise ToolError(f"{display(text)} does not exist; list_files shows the workspace's files")
@@ -63,13 +62,7 @@ def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
             if folder.is_symlink() or not folder.is_dir():
                 raise ToolError(f"{display('/'.join(real))} is not a folder (a file or a symlink); "
                                 "give the path as list_files shows it")
-    return folder / real[-1], "/".join(real)
-
-
-def check_removable(ctx: ToolContext, entry: Path, rel: str) -> None:
-    """Refuse .git, protected files and the workspace's record, as writes to them are refused."""
-    from cuda_agent.workspace.paths import META_DIR, PROTECTED
-
+    entry, rel = folder / real[-1], "/".join(real)
     first = rel.split("/", 1)[0]
     if first == ".git":
         raise ToolError(f"{display(rel)} is inside .git: the history is kept by the harness")
@@ -77,3 +70,4 @@ def check_removable(ctx: ToolContext, entry: Path, rel: str) -> None:
         raise ToolError(f"{rel} is protected (read-only): it cannot be deleted or renamed")
     if name_problem(rel) is None and not entry.is_symlink():
         _workspace_resolve(ctx, rel, for_write=True)  # the workspace's own rules, where it can judge the name
+    return entry, rel

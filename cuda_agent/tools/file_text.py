@@ -20,8 +20,7 @@ def read_text(p: Path, shown: str) -> str:
         raise ToolError(f"{shown} is a folder; list_files with path={shown!r} shows what is in it")
     if not p.is_file():
         raise ToolError(f"{shown} does not exist; list_files shows the workspace's files")
-    size = p.stat().st_size
-    if size > MAX_FILE_BYTES:
+    if (size := p.stat().st_size) > MAX_FILE_BYTES:
         raise ToolError(f"{shown} is {human(size)}, too large to open here (limit {human(MAX_FILE_BYTES)})")
     data = p.read_bytes()
     if b"\0" in data:
@@ -34,10 +33,7 @@ def read_text(p: Path, shown: str) -> str:
 
 def lines_of(text: str) -> list[str]:
     """Lines split on '\\n' only, so numbers agree with offsets counted the same way."""
-    parts = text.split("\n")
-    if parts[-1] == "":
-        parts.pop()
-    return parts
+    return text.removesuffix("\n").split("\n") if text else []
 
 
 def line_at(text: str, offset: int) -> int:

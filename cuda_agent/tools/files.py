@@ -1,8 +1,6 @@
-"""The file tools: view_file, edit_file, list_files, delete_file, rename_file. Every path a tool
-takes must be a plain name (cuda_agent.filenames) and goes through the workspace's `resolve`, which
-refuses escapes (`..`, absolute paths, symlinks out, .git) and writes to protected files; refusals
-come back to the model as observations. Names made some other way (the shell) are listed escaped and
-flagged, and delete_file / rename_file take them as list_files shows them, so a bad name can be undone."""
+"""The file tools: view_file, edit_file, list_files, delete_file, rename_file. Paths are checked by
+file_paths.py (escapes, protected files; refusals come back to the model as observations). Names made
+some other way (the shell) are listed escaped and flagged, so delete_file / rename_file can undo them."""
 
 from __future__ import annotations
 
@@ -11,12 +9,12 @@ import shutil
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
 from ..filenames import name_problem
 from ..filenames import shown as display
-from .base import MAX_OBSERVATION, Tool, ToolContext, ToolError, ToolResult
-from .file_paths import check_removable, locate, resolve
+from .base import MAX_OBSERVATION, StrictArgs, Tool, ToolContext, ToolError, ToolResult, os_errors
+from .file_paths import locate, resolve
 from .file_text import human, line_at, lines_of, no_match, numbered, occurrences, read_text, span, write_atomic
 
 LIST_LIMIT = 300  # entries list_files shows before cutting
@@ -30,17 +28,14 @@ class ViewFile(Tool):
     name = "view_file"
     description = "Show a workspace text file with numbered lines; start_line/end_line pick a range."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         path: str = Field(description="relative to the workspace, e.g. kernels/add.cu")
         start_line: int = Field(1, ge=1, description="first line (1-based)")
         end_line: int = Field(0, ge=0, description="last line, inclusive; 0 = as far as fits")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
-        try:
+        with os_errors(f"read {a.path}"):
             text = read_text(resolve(ctx, a.path), a.path)
-        except OSError as e:
-            raise ToolError(f"cannot read {a.path}: {e.strerror or e}") from None
         lines = lines_of(text)
         total = len(lines)
         if total == 0:
@@ -63,8 +58,7 @@ class EditFile(Tool):
     description = ("Change a workspace text file. replace: old_str (exactly once in the file) by new_str; "
                    "insert: new_str after line insert_line; create: a new file of file_text.")
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         mode: Literal["replace", "insert", "create"]
         path: str = Field(description="relative to the workspace, e.g. kernels/add.cu")
         old_str: str = Field("", description="replace: exact text, with enough lines to be unique")
@@ -76,14 +70,11 @@ class EditFile(Tool):
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         needed = {"replace": ("old_str", "new_str"), "insert": ("insert_line", "new_str"),
                   "create": ("file_text",)}[a.mode]
-        missing = [f for f in needed if f not in a.model_fields_set]
-        if missing:
+        if missing := [f for f in needed if f not in a.model_fields_set]:
             raise ToolError(f"mode={a.mode} needs {' and '.join(missing)}")
         p = resolve(ctx, a.path, for_write=True)
-        try:
+        with os_errors(f"write {a.path}"):
             return getattr(self, f"_{a.mode}")(a, p)
-        except OSError as e:
-            raise ToolError(f"cannot write {a.path}: {e.strerror or e}") from None
 
     def _replace(self, a: Args, p: Path) -> ToolResult:
         if not a.old_str:
@@ -114,12 +105,9 @@ class EditFile(Tool):
         if a.insert_line > total:
             raise ToolError(f"insert_line {a.insert_line} is past the end: {a.path} has {total} lines "
                             f"(insert_line={total} appends)")
-        offset, prefix = 0, ""
-        for _ in range(a.insert_line):
-            offset = text.find("\n", offset) + 1
-            if offset == 0:  # the last line has no newline: give it one
-                offset, prefix = len(text), "\n"
-                break
+        offset = sum(len(line) + 1 for line in text.split("\n")[:a.insert_line])
+        prefix = "\n" if offset > len(text) else ""  # the last line has no newline: give it one
+        offset = min(offset, len(text))
         insert = prefix + a.new_str + ("" if a.new_str.endswith("\n") else "\n")
         new = text[:offset] + insert + text[offset:]
         write_atomic(p, new)
@@ -155,8 +143,7 @@ class ListFiles(Tool):
     name = "list_files"
     description = "List the workspace's files with their sizes (no .git, build outputs or caches)."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         path: str = Field("", description="one folder; empty = the whole workspace")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
@@ -166,10 +153,8 @@ class ListFiles(Tool):
             raise ToolError(f"{where} is a file; view_file shows it" if top.exists()
                             else f"{where} does not exist; list_files with no path shows the workspace")
         rows: list[str] = []
-        try:
+        with os_errors(f"list {where}"):
             files, size, hidden = _walk(top, 1, rows, "" if where == "." else f"{where}/")
-        except OSError as e:
-            raise ToolError(f"cannot list {where}: {e.strerror or e}") from None
         obs = [f"{where}/ ({files} files, {human(size)})", *rows[:LIST_LIMIT]]
         if any(BAD_NAME in row for row in rows):
             obs.append("Names marked 'not allowed' break builds and tools (only letters, digits, _ - . are "
@@ -213,22 +198,18 @@ class DeleteFile(Tool):
     name = "delete_file"
     description = "Delete a workspace file or folder (path as list_files shows it). Not the protected files."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         path: str = Field(description="as list_files shows it")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         entry, rel = locate(ctx, a.path)
-        check_removable(ctx, entry, rel)
         folder = entry.is_dir() and not entry.is_symlink()
-        try:
+        with os_errors(f"delete {display(rel)}"):
             if folder:
                 count = sum(len(f) for _, _, f in os.walk(entry))
                 shutil.rmtree(entry)
             else:
                 entry.unlink()
-        except OSError as e:
-            raise ToolError(f"cannot delete {display(rel)}: {e.strerror or e}") from None
         what = f"folder {display(rel)}/ ({count} files)" if folder else display(rel)
         return ToolResult(observation=f"deleted {what}", data={"path": display(rel), "folder": folder})
 
@@ -237,23 +218,19 @@ class RenameFile(Tool):
     name = "rename_file"
     description = "Rename or move a workspace file or folder. Not the protected files."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         path: str = Field(description="as list_files shows it")
         new_path: str = Field(description="a new path of letters, digits, _ - . and /, e.g. kernels/mm.cu")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         entry, rel = locate(ctx, a.path)
-        check_removable(ctx, entry, rel)
         target = resolve(ctx, a.new_path, for_write=True)
         if os.path.lexists(target) or os.path.lexists(Path(ctx.workspace.root) / a.new_path):
             raise ToolError(f"{a.new_path} already exists; pick another name, or delete_file it first")
         if entry.is_dir() and not entry.is_symlink() and target.is_relative_to(entry.resolve()):
             raise ToolError(f"{a.new_path} is inside {display(rel)}: a folder cannot move into itself")
-        try:
+        with os_errors(f"rename {display(rel)} to {a.new_path}"):
             target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(entry, target)
-        except OSError as e:
-            raise ToolError(f"cannot rename {display(rel)} to {a.new_path}: {e.strerror or e}") from None
         return ToolResult(observation=f"renamed {display(rel)} to {a.new_path}",
                           data={"path": display(rel), "new_path": a.new_path})

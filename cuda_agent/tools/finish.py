@@ -2,17 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from .base import Tool, ToolContext, ToolResult
+from .base import StrictArgs, Tool, ToolContext, ToolResult
 
 
 class Finish(Tool):
     name = "finish"
     description = "End the run; the best verified version is its result."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         summary: str = Field(min_length=1, description="what you built, how fast, what you would try next")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:

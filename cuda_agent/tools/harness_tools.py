@@ -60,23 +60,20 @@ class Evaluate(Tool):
         from cuda_agent.eval.render import verdict_text
         from cuda_agent.eval.verdict import Finding, Verdict
 
-        changed = ctx.workspace.changed_protected()
-        if changed:
+        if changed := ctx.workspace.changed_protected():
             verdict = Verdict(status="guard_violation", findings=[Finding(
                 guard="protected_file", message=f"{', '.join(changed)} changed: protected files are read-only; "
                 "they were restored, edit model_new.py and kernels/ only")])
             ctx.workspace.restore_protected()
         else:
-            again = same_failed_build(ctx)
-            if again is not None:
+            if (again := same_failed_build(ctx)) is not None:
                 return again
             verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=self.timing)
         info = ctx.workspace.commit_version(verdict)
         if verdict.status == "compile_error":
             ctx.failed_builds[info.sha] = verdict
-        best = ctx.workspace.best()
         tail = f"\nversion {info.version} committed ({info.sha[:8]})"
-        if best is not None:
+        if (best := ctx.workspace.best()) is not None:
             timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
             tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
         return ToolResult(observation=verdict_text(verdict) + tail, status="ok" if verdict.correct else "error",
@@ -103,8 +100,7 @@ def same_failed_build(ctx: ToolContext) -> ToolResult | None:
     committed again (None: evaluate as usual)."""
     from cuda_agent.eval.render import verdict_text
 
-    versions = ctx.workspace.versions()
-    last = versions[-1] if versions else None
+    last = (ctx.workspace.versions() or [None])[-1]
     if last is None or last.status != "compile_error" or not ctx.workspace.same_files(last.sha):
         return None
     earlier = ctx.failed_builds.get(last.sha)

@@ -82,16 +82,15 @@ def group_text(g: KernelGroup) -> str:
     else:
         head = (f"{_ids(g.launches)} {g.name} ({g.origin})  {len(g.launches)} launches, {g.total_us:.1f} us together, "
                 f"{g.total_us / len(g.launches):.1f} us each; the longest ({_us(k.duration_us)}, {where}):")
-    lines = [head]
     dram = f", {k.dram_bytes / 1e6:.1f} MB" if k.dram_bytes is not None else ""
     occ = f"occupancy {_pct(k.achieved_occupancy)} of {_pct(k.theoretical_occupancy)} theoretical"
     occ += f", limited by {k.occupancy_limiter}" if k.occupancy_limiter else ""
-    lines.append(f"    SM {_pct(k.sm_pct)} | memory {_pct(k.mem_pct)} (DRAM {_pct(k.dram_pct)}{dram}) | {occ}")
     res = f"{k.registers if k.registers is not None else '?'} registers/thread, " \
           f"{k.shared_bytes if k.shared_bytes is not None else '?'} B shared/block"
     if k.stalls:
         res += " | stalls (cycles/instr): " + ", ".join(f"{name} {v:.1f}" for name, v in k.stalls)
-    lines.append("    " + res)
+    lines = [head, f"    SM {_pct(k.sm_pct)} | memory {_pct(k.mem_pct)} (DRAM {_pct(k.dram_pct)}{dram}) | {occ}",
+             "    " + res]
     if g.own:
         lines += [f"    advice: {rule}" for rule in k.rules[:SHOWN_RULES]]
     elif k.rules:
@@ -106,9 +105,8 @@ def kernels_text(kernels: list[KernelProfile], seconds: float, own: list[str] | 
     groups = group_launches(kernels, own)
     total = sum(k.duration_us or 0.0 for k in kernels)
     n = len(kernels)
-    head = (f"ncu: {n} kernel launch{'es' * (n != 1)} ({len(groups)} kernel{'s' * (len(groups) != 1)}) in one "
-            f"forward, {total:.1f} us of kernels (profiled in {seconds:.0f} s)")
-    parts = [head]
+    parts = [f"ncu: {n} kernel launch{'es' * (n != 1)} ({len(groups)} kernel{'s' * (len(groups) != 1)}) in one "
+             f"forward, {total:.1f} us of kernels (profiled in {seconds:.0f} s)"]
     split = time_by_origin(groups)
     if len(split) > 1 or OWN not in split:
         parts.append("time: " + "; ".join(f"{who} {us:.1f} us ({100 * us / total if total else 0:.0f}%) in {c} "
@@ -116,13 +114,11 @@ def kernels_text(kernels: list[KernelProfile], seconds: float, own: list[str] | 
     shown_others = [g for g in groups if not g.own][:SHOWN_KERNELS]
     shown = [g for g in groups if g.own or g in shown_others]
     parts += [group_text(g) for g in shown]
-    rest = [g for g in groups if g not in shown]
-    if rest:
+    if rest := [g for g in groups if g not in shown]:
         launches = sum(len(g.launches) for g in rest)
         parts.append(f"... {len(rest)} more kernel{'s' * (len(rest) != 1)} not yours ({launches} launch"
                      f"{'es' * (launches != 1)}), {sum(g.total_us for g in rest):.1f} us together")
-    idle = not_launched(groups, own)
-    if idle:
+    if idle := not_launched(groups, own):
         parts.append(f"defined in kernels/ but not launched in this forward: {', '.join(idle)}")
     return "\n".join(parts)
 

@@ -27,8 +27,7 @@ OPT_IN = {"shell": "allow_shell"}  # tool name -> the ToolSettings flag that mus
 def default_tools(settings: ToolSettings) -> list[Tool]:
     tools: list[Tool] = []
     for path in TOOL_MODULES:
-        module = importlib.import_module(path)
-        for obj in vars(module).values():
+        for obj in vars(importlib.import_module(path)).values():
             # a tool is a class that names itself there; shared outlines (no name of their own) are not
             if isinstance(obj, type) and issubclass(obj, Tool) and obj.__module__ == path and "name" in vars(obj):
                 if obj.name not in OPT_IN or getattr(settings, OPT_IN[obj.name]):

@@ -59,9 +59,12 @@ class Sanitize(WrappedTool):
             return ToolResult(status="error", observation=text, data={**data, "error": res.error})
         report = res.report
         if report.clean:
+            others = " and ".join(t for t in ("memcheck", "racecheck", "initcheck") if t != args.tool)
             text = (f"sanitize: no errors found by {args.tool} in {INPUTS} ({res.seconds:.0f} s)"
-                    + (" (but the program itself failed: run verify to see why)" if report.app_failed else ""))
-            return ToolResult(observation=text + "\nnext: " + _next_tool(args.tool), data=data)
+                    + (" (but the program itself failed: run verify to see why)" if report.app_failed else "")
+                    + f"\nnext: a clean {args.tool} run covers this input only; {others} check other kinds of bug, "
+                    "benchmark checks speed")
+            return ToolResult(observation=text, data=data)
         return ToolResult(status="error", observation=findings_text(report) + "\nnext: " + fix_hint(report),
                           data=data)
 
@@ -71,8 +74,7 @@ def findings_text(report: SanitizerReport) -> str:
               else _n(report.errors, "error"))
     lines = [f"{report.tool}: {counts} in {INPUTS}; distinct findings:"]
     lines += [f"- {f.line()}" for f in report.findings[:SHOWN_FINDINGS]]
-    hidden = len(report.findings) - SHOWN_FINDINGS
-    if hidden > 0:
+    if (hidden := len(report.findings) - SHOWN_FINDINGS) > 0:
         lines.append(f"- ... {hidden} more distinct findings")
     if report.not_printed:
         lines.append(f"({report.not_printed} more reports were not printed; they are usually the same bug)")
@@ -93,9 +95,3 @@ def fix_hint(report: SanitizerReport) -> str:
 
 def _n(count: int | None, word: str) -> str:
     return f"? {word}s" if count is None else f"{count:,} {word}{'s' * (count != 1)}"
-
-
-def _next_tool(tool: str) -> str:
-    others = [t for t in ("memcheck", "racecheck", "initcheck") if t != tool]
-    return (f"a clean {tool} run covers this input only; {' and '.join(others)} check other kinds of bug, "
-            "benchmark checks speed")

@@ -11,9 +11,9 @@ import subprocess
 import threading
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import Field
 
-from .base import Tool, ToolContext, ToolError, ToolResult
+from .base import StrictArgs, Tool, ToolContext, ToolError, ToolResult
 from cuda_agent.jail import Jail, JailUnavailable, kill_group, sandbox_enabled
 
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
@@ -23,8 +23,7 @@ class Shell(Tool):
     name = "shell"
     description = "Run a bash command in the workspace; shows its output and exit code."
 
-    class Args(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class Args(StrictArgs):
         command: str = Field(min_length=1, description="a bash command line")
         timeout: int = Field(0, ge=0, description="seconds; 0 = the run's limit")
 
@@ -58,7 +57,7 @@ def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = 
         rc, timed_out = -signal.SIGKILL, True
     kill_group(proc.pid)  # on timeout the command; otherwise whatever it left in the background
     proc.wait()
-    out.join(2.0)  # a process that left the group may hold the pipe: don't wait on it
+    out.thread.join(2.0)  # a process that left the group may hold the pipe: don't wait on it
     return rc, out.text(), timed_out
 
 
@@ -68,8 +67,8 @@ class _Collector:
     def __init__(self, pipe) -> None:
         self.head, self.tail, self.total = bytearray(), bytearray(), 0
         self._pipe = pipe
-        self._thread = threading.Thread(target=self._read, daemon=True)
-        self._thread.start()
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
 
     def _read(self) -> None:
         with self._pipe:
@@ -78,9 +77,6 @@ class _Collector:
                 room = KEEP_BYTES - len(self.head)
                 self.head += chunk[:room]
                 self.tail = (self.tail + chunk[room:] if room < len(chunk) else self.tail)[-KEEP_BYTES:]
-
-    def join(self, seconds: float) -> None:
-        self._thread.join(seconds)
 
     def text(self) -> str:
         cut = self.total - len(self.head) - len(self.tail)

@@ -22,20 +22,15 @@ class WrappedTool(Tool):
         raise NotImplementedError
 
     def execute(self, args: BaseModel, ctx: ToolContext) -> ToolResult:
-        program = self.program(ctx)
-        if program is None:
+        if (program := self.program(ctx)) is None:
             return ToolResult(status="error", observation=f"{self.name}: {self.missing}", data={"available": False})
-        return self.wrapped(args, ctx, program, task_ref(ctx), built_kernels(ctx))
+        if ctx.task_copy is None:
+            raise ToolError("no reference task is configured for this run (the Environment makes one): profile and "
+                            "sanitize cannot run here; use verify and benchmark")
+        return self.wrapped(args, ctx, program, ctx.task_copy.ref, built_kernels(ctx))
 
     def wrapped(self, args: BaseModel, ctx: ToolContext, program: Path, task: str, kernels: Path) -> ToolResult:
         raise NotImplementedError
-
-
-def task_ref(ctx: ToolContext) -> str:
-    if ctx.task_copy is None:
-        raise ToolError("no reference task is configured for this run (the Environment makes one): profile and "
-                        "sanitize cannot run here; use verify and benchmark")
-    return ctx.task_copy.ref
 
 
 def built_kernels(ctx: ToolContext) -> Path:
