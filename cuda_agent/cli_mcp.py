@@ -48,7 +48,7 @@ def mcp_command(
     if resume is not None and (inputs is not None or allow_shell or no_compile):
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     listening = _listen_or_exit(http) if http is not None else None  # before any run folder is made
-    if resume is not None and (saved := finished_run(resume)[1]) is not None:
+    if resume is not None and (saved := finished_run(resume)) is not None:
         typer.echo(finished_line(saved), err=True)
         raise typer.Exit(saved.exit_code)
     resolved = resolve_or_exit(run_flags(

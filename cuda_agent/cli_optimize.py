@@ -71,7 +71,7 @@ def optimize_command(
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     if model and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
-    if resume is not None and (saved := finished_run(resume)[1]) is not None:  # nothing runs, nothing changes
+    if resume is not None and (saved := finished_run(resume)) is not None:  # nothing runs, nothing changes
         Console(stderr=json_out).print(escape(finished_line(saved)), highlight=False, soft_wrap=True)
         if json_out:
             print(json.dumps(saved.summary(), indent=1))
@@ -96,7 +96,6 @@ def optimize_command(
                              settings_record=resolved.record())
         raise typer.Exit(launch_with_tui(request, settings.out if resume is None else resume.parent))
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
-    from cuda_agent.trajectory import TrajectoryWriter
 
     opened = open_or_exit(spec, settings)
     run_dir = opened[0].workspace.root.parent
@@ -105,8 +104,7 @@ def optimize_command(
                                    "longer running", highlight=False, soft_wrap=True)
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
-    writer = ((lambda path, llm: LiveWriter(path, console, llm.name)) if live
-              else (lambda path, llm: TrajectoryWriter(path)))
+    writer = (lambda path, llm: LiveWriter(path, console, llm.name)) if live else None  # None: run_task's plain writer
     try:
         done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
                         approval=ConsoleApproval(Console()) if confirm else None,

@@ -105,26 +105,23 @@ class RunOutcome(BaseModel):
                 "dropin": str(self.dropin) if self.dropin else None}
 
 
-def finished_run(run_dir: Path) -> tuple[bool, RunOutcome | None]:
-    """Whether the run in `run_dir` is finished (its trajectory ends with a `finished` closing), and
-    then its outcome as its last process saved it (None when it was not saved: a run made before
+def finished_run(run_dir: Path) -> RunOutcome | None:
+    """When the run in `run_dir` is finished (its trajectory ends with a `finished` closing), its outcome
+    as its last process saved it; None when it is not finished or that was not saved (a run made before
     outcome.json existed, or one killed while it was re-verified). A finished run is not continued."""
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import read_trajectory
 
     try:
         records = read_trajectory(Path(run_dir) / TRAJECTORY)
-    except (OSError, ValueError):
-        return False, None  # open_run says what is wrong with the folder
-    last = records[-1] if records else None
-    if not isinstance(last, Closing) or last.stop_reason != "finished":
-        return False, None
-    try:
         saved = RunOutcome.model_validate_json((Path(run_dir) / OUTCOME).read_text())
     except (OSError, ValueError):
-        return True, None
+        return None  # not finished or not saved; open_run says what is wrong with a broken folder
+    last = records[-1] if records else None
+    if not isinstance(last, Closing) or last.stop_reason != "finished":
+        return None
     same = (saved.stop_reason, saved.steps, saved.wall_s) == (last.stop_reason, last.steps, last.wall_s)
-    return True, saved if same else None
+    return saved if same else None
 
 
 def finished_line(done: RunOutcome) -> str:
@@ -178,7 +175,6 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              remote: Any = None, evaluator_factory: Callable[[Environment], Callable[[], Any]] | None = None,
              finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
-             on_start: Callable[[Path, Model], None] | None = None,
              on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None,
              model: Model | None = None) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
@@ -211,8 +207,6 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                                closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
         else:
             model = model or make_model(settings, spec.script, skip=state.turns if state else 0)
-            if on_start is not None:
-                on_start(run_dir, model)
             out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)
             try:
                 result = run_agent(model, env, settings.limits, out, run_id=run_dir.name, resume_state=state,
@@ -229,7 +223,11 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                 on_finalize()
             with finalize_slot():
                 final, final_error = finalize(env, run_dir, result)
-    done = outcome(run_dir, result, final, final_error)
+    verified = final.reverification.verified if final else None
+    done = RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
+                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
+                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
+                      report=final.report if final else None, dropin=final.dropin if final else None)
     (run_dir / OUTCOME).write_text(done.model_dump_json(indent=1))
     return done
 
@@ -245,25 +243,15 @@ def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalO
         return None, f"finalizing the run failed: {type(e).__name__}: {e}"
 
 
-def outcome(run_dir: Path, result: RunResult, final: FinalOutputs | None, final_error: str | None) -> RunOutcome:
-    verified = final.reverification.verified if final else None
-    return RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
-                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
-                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
-                      report=final.report if final else None, dropin=final.dropin if final else None)
-
-
 def main(argv: list[str]) -> int:
     """`python -m cuda_agent.run REQUEST.json`: a run in its own process, steered through its run
     folder (what `optimize --tui` and the app's resume start)."""
     from cuda_agent.agent.remote import RemoteControl
 
     request = RunRequest.model_validate_json(Path(argv[1]).read_text())
-    if request.spec.resume is not None:
-        _, saved = finished_run(request.spec.resume)
-        if saved is not None:
-            print(finished_line(saved))
-            return saved.exit_code
+    if request.spec.resume is not None and (saved := finished_run(request.spec.resume)) is not None:
+        print(finished_line(saved))
+        return saved.exit_code
     try:
         opened = open_run(request.spec, request.settings)
     except RunError as e:

@@ -77,10 +77,7 @@ class Task:
 
     def sources(self) -> dict[str, bytes]:
         """The files that define the task, to snapshot them outside any workspace."""
-        out = {self.path.name: self.path.read_bytes()}
-        if self.inputs_path is not None:
-            out[self.inputs_path.name] = self.inputs_path.read_bytes()
-        return out
+        return {p.name: p.read_bytes() for p in (self.path, self.inputs_path) if p is not None}
 
     def init_inputs(self, seed: int = 0) -> list:
         seed_everything(seed)

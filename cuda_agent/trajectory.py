@@ -76,10 +76,8 @@ def read_trajectory(path: Path | str) -> list[Record]:
 
 
 def _drop_torn_tail(path: Path) -> None:
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
+    data = path.read_bytes() if path.is_file() else b""
+    if not data or data.endswith(b"\n"):
         return
     tail = data[data.rfind(b"\n") + 1:]
     try:
