@@ -23,12 +23,6 @@ app = typer.Typer(
 )
 
 
-@app.callback()
-def main() -> None:
-    # Without a callback, typer runs a one-command app as that command.
-    pass
-
-
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
 app.command("eval", help="Build, check, time and score one candidate against a task (no LLM).")(eval_command)

@@ -32,8 +32,7 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     n = torch.cuda.device_count()
     if not n:
         fail(NO_GPU)
-    bad = [i for i in ids if not 0 <= i < n]
-    if not ids or bad:
+    if not ids or any(not 0 <= i < n for i in ids):
         fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them")
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
@@ -142,7 +141,7 @@ def batch_command(
     if not eval_only and (problem := out_folder_problem(out)):
         fail(problem)
     if ray:
-        from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
+        from cuda_agent.pool.ray_cluster import RayError, check_address, disconnect, import_ray
 
         with fail_on(RayError):  # before any work: ray missing or the address unreachable is one line now
             import_ray()
@@ -162,8 +161,6 @@ def batch_command(
             summary, stopped = run_batch(settings, entries, console)
     finally:
         if ray:
-            from cuda_agent.pool.ray_cluster import disconnect
-
             disconnect()
     Console().print(f"{headline(summary)}; {out / 'summary.md'}", highlight=False)
     if stopped:

@@ -61,10 +61,9 @@ def eval_command(
     from cuda_agent.eval.verdict import harness_error
 
     try:
-        with Console(stderr=json_out).status("evaluating..."):
-            with Evaluator(t, cfg, ahead="first") as ev:
-                verdict = ev.evaluate(candidate)
-                task_info = ev.describe_task()
+        with Console(stderr=json_out).status("evaluating..."), Evaluator(t, cfg, ahead="first") as ev:
+            verdict = ev.evaluate(candidate)
+            task_info = ev.describe_task()
     except Exception as e:  # a fault of the harness itself: still one verdict (exit 5), never a traceback
         verdict = harness_error(e)
         task_info = {"path": str(t.path), "class": t.class_name, "hash": t.source_hash}
@@ -96,9 +95,8 @@ def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: b
         return
     if "usage" in answer:
         fail(answer["usage"])
-    verdict = Verdict.model_validate(answer["verdict"])
-    _report(verdict, answer["task"], f"{answer['name']} <- {candidate}", candidate, cfg.device, json_out,
-            server=answer["server"])
+    _report(Verdict.model_validate(answer["verdict"]), answer["task"], f"{answer['name']} <- {candidate}", candidate,
+            cfg.device, json_out, server=answer["server"])
 
 
 def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool,

@@ -1,7 +1,6 @@
 """`cuda-agent mcp TASK`: serve one task's run over the Model Context Protocol (stdio, or streamable
 HTTP with --http), so an agent such as Claude Code or Codex CLI drives the same tools, judge, limits
-and records as `optimize`'s model does (cuda_agent/mcp_server; docs/mcp.md). Needs the `mcp` extra:
-pip install 'cuda-agent[mcp]'.
+and records as `optimize`'s model does (cuda_agent/mcp_server; docs/mcp.md; the `mcp` extra).
 
 Over stdio, stdout is the protocol's; every line for a person goes to stderr (the client's server log).
 """
@@ -56,8 +55,7 @@ def mcp_command(
         target_speedup=None, allow_shell=allow_shell, no_compile=no_compile, no_sandbox=no_sandbox, device=device,
         memory_budget_gib=memory_budget))
     settings = resolved.settings
-    if resume is not None:
-        keep_run_device(resolved, resume)
+    keep_run_device(resolved, resume)
     require_device(settings.eval.device)
     spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))

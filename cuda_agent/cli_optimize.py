@@ -4,11 +4,8 @@ every turn, tool result and evaluation, flushed as it happens). The run is cuda_
 this turns flags into settings (cuda_agent/settings.py) and prints the outcome.
 
 `--resume RUN_DIR` continues a stopped or killed run in the same workspace and trajectory
-(agent/resume.py). The model and the limits come from the settings given now, the limits counting
-the whole run (resume a run stopped at 50 steps with --max-steps 80); the task, the evaluation
-settings and the tools come from the run (--device may move it). With --script, the script is the
-whole session: the turns already taken are skipped. A finished run is not continued: it says so in
-one line and exits with its exit code (run.finished_run), changing nothing.
+(agent/resume.py): the task, the evaluation settings and the tools come from the run (--device may
+move it), the model and the limits (counting the whole run) from the settings given now.
 """
 
 from __future__ import annotations
@@ -84,8 +81,7 @@ def optimize_command(
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")
-    if resume is not None:
-        keep_run_device(resolved, resume)
+    keep_run_device(resolved, resume)
     require_device(settings.eval.device)  # before the task loads or the model is called
     spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))

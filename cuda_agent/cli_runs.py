@@ -32,10 +32,9 @@ def crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
 
 
 def new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:
-    """The workspace path of a new run when `out` lies in a folder a git repository ignores (the default
-    `runs` at the root of a clone): the run folder is made here, so the workspace repository sits in
-    that ignored folder. None when `out` is outside any repository (the run makes its folder itself).
-    A folder of the user's tracked tree is refused (cli_settings.out_folder_problem)."""
+    """The workspace path of a new run when `out` lies in a folder a git repository ignores (a clone's
+    `runs`): the run folder is made here, inside that ignored folder. None when `out` is outside any
+    repository (the run makes its folder itself); a tracked folder is refused (out_folder_problem)."""
     from cuda_agent.task import TaskError, load_task
     from cuda_agent.workspace.paths import WorkspaceError, enclosing_git_root, new_run_dir
 

@@ -72,12 +72,12 @@ def resolve_or_exit(flags: dict[str, Any]):
         return resolve(flags)
 
 
-def keep_run_device(resolved, run_dir: Path) -> None:
-    """A resumed run keeps the device it was started on (its header's), unless a layer (a flag, the
-    environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
+def keep_run_device(resolved, run_dir: Path | None) -> None:
+    """A resumed run (`run_dir`; None: a new run) keeps the device its header names, unless a layer (a
+    flag, the environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
     from cuda_agent.trajectory import read_trajectory
 
-    if "eval.device" in resolved.origins:
+    if run_dir is None or "eval.device" in resolved.origins:
         return
     # unreadable: the default, and open_run says what is wrong with the folder
     with contextlib.suppress(OSError, ValueError, IndexError, KeyError, AttributeError, TypeError):
@@ -105,9 +105,8 @@ def require_device(device: str) -> None:
 
 
 def out_folder_problem(out: Path) -> str | None:
-    """Why `out` cannot hold run folders, or None. Each run's workspace is a git repository: not one
-    nested in the user's tracked tree, so `out` is outside any git work tree, or in a folder that work
-    tree ignores (a clone's `runs/`, listed in its .gitignore)."""
+    """Why `out` cannot hold run folders, or None: each run's workspace is a git repository, never one
+    nested in the user's tracked tree, so `out` is outside any git work tree or in a folder it ignores."""
     import subprocess
 
     from cuda_agent.workspace.paths import enclosing_git_root
@@ -142,9 +141,8 @@ def show_command(
     if json_out:
         print(json.dumps({"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins}, indent=1))
         return
-    table = Table(title=f"settings (user file {user_file()}, project file {(project_dir or Path.cwd()) / PROJECT_FILE})")
-    for col in ("setting", "value", "from"):
-        table.add_column(col)
+    table = Table("setting", "value", "from",
+                  title=f"settings (user file {user_file()}, project file {(project_dir or Path.cwd()) / PROJECT_FILE})")
     for name, value, origin in resolved.rows():
         table.add_row(name, json.dumps(value), origin, style=None if origin == "default" else "bold")
     Console().print(table)

@@ -47,8 +47,7 @@ class RunSpec(BaseModel):
 
 
 class RunRequest(BaseModel):
-    """A run handed to its own process (the TUI's agent): the spec, the resolved settings, and how
-    it is steered."""
+    """A run handed to its own process (the TUI's agent): the spec, the resolved settings, how it is steered."""
 
     spec: RunSpec
     settings: Settings
@@ -178,12 +177,11 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None,
              model: Model | None = None) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
-    `opened`: open_run()'s result, when the caller has it;
-    `writer(path, model)` makes the trajectory writer; `remote` is a control channel (RemoteControl);
-    `evaluator_factory(env)` replaces the environment's evaluators (a batch's pool); `finalize_slot()`
-    is held while the best version is re-verified. `finalize_interrupted=False` leaves a run the
-    batch stopped for its next start; `closed_only_finalize`: a resumed run whose trajectory ends
-    with a closing (stopped while re-verifying) is only finalized, as a finished run always is."""
+    `opened`: open_run()'s result, when the caller has it; `writer(path, model)` makes the trajectory writer;
+    `remote` is a control channel (RemoteControl); `evaluator_factory(env)` replaces the environment's
+    evaluators (a batch's pool); `finalize_slot()` is held while the best version is re-verified.
+    `finalize_interrupted=False` leaves a run the batch stopped for its next start; `closed_only_finalize`:
+    a resumed run whose trajectory ends with a closing (stopped while re-verifying) is only finalized."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
@@ -191,20 +189,18 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
     env, state = opened or open_run(spec, settings)
     run_dir = env.workspace.root.parent
     trajectory = run_dir / TRAJECTORY
-    closing = None
-    if spec.resume is not None:  # a finished run is never continued: at most finalized (killed while it was)
-        last = read_trajectory(trajectory)[-1]
-        ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
-            closed_only_finalize and last.stop_reason != "interrupted"))
-        closing = last if ended else None
+    last = read_trajectory(trajectory)[-1] if spec.resume is not None else None
+    # a finished run is never continued: at most finalized (killed while it was)
+    ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
+        closed_only_finalize and last.stop_reason != "interrupted"))
     if evaluator_factory is not None:
         env.ctx.evaluator_factory = evaluator_factory(env)
     result: RunResult | None = None
     final, final_error = None, None
     with env:
-        if closing is not None:
-            result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
-                               closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
+        if ended:
+            result = RunResult(last.stop_reason, env.workspace.best(), last.steps, last.tokens, last.cost,
+                               last.unpriced_turns, last.wall_s, last.error)
         else:
             model = model or make_model(settings, spec.script, skip=state.turns if state else 0)
             out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)
@@ -233,8 +229,7 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
 
 
 def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalOutputs | None, str | None]:
-    """Re-verify the run's best version, write report.md and the drop-in: (outputs or None, the
-    error text when that failed)."""
+    """Re-verify the run's best version, write report.md and the drop-in: (outputs, None), or (None, why not)."""
     from cuda_agent.results import finalize_run
 
     try:  # the result is what passes again with more input sets, not the run's own check

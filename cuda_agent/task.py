@@ -157,8 +157,7 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
         used_sidecar = inputs_path
     elif inputs is not None and side_source is None:
         raise TaskError(f"inputs file not found: {inputs}")
-    missing = [n for n, f in fns.items() if f is None]
-    if missing:
+    if missing := [n for n, f in fns.items() if f is None]:
         raise TaskError(f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
                         f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
                         "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`")

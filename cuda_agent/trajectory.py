@@ -18,8 +18,7 @@ from cuda_agent.secrets import Redactor
 
 
 class TrajectoryWriter(contextlib.AbstractContextManager):
-    """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
-    `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
+    """Appends records, each redacted (secrets.Redactor, with what `add_secrets` registers) and flushed to disk."""
 
     def __init__(self, path: Path | str, secrets: tuple = ()):
         self.path = Path(path)
