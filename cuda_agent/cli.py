@@ -16,12 +16,8 @@ from cuda_agent.cli_settings import config_app
 from cuda_agent.cli_train import train_app
 from cuda_agent.cli_tui import tui_command
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    help="cuda-agent: turn a PyTorch module into a verified, faster custom CUDA kernel.",
-)
-
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="cuda-agent: turn a PyTorch module into a verified, faster custom CUDA kernel.")
 
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)

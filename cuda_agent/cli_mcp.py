@@ -62,11 +62,10 @@ def mcp_command(
     opened = open_or_exit(spec, settings)
     from cuda_agent.mcp_server.session import serve_task
 
-    run_dir = opened[0].workspace.root.parent
     try:
         done = serve_task(spec, settings, opened, settings_record=resolved.record(), http=listening)
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
-        crashed(e, run_dir)
+        crashed(e, opened[0].workspace.root.parent)
     raise typer.Exit(done.exit_code if done is not None else 0)
 
 

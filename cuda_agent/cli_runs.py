@@ -1,5 +1,4 @@
-"""Opening a run from the command line, shared by `optimize` and `mcp`: the run folder of a new run,
-open_run with one line for what cannot be opened, and a crash as one line plus error.log."""
+"""What `optimize` and `mcp` share to open a run: its folder, one line for what cannot be opened, a crash."""
 
 from __future__ import annotations
 

@@ -141,8 +141,8 @@ def show_command(
     if json_out:
         print(json.dumps({"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins}, indent=1))
         return
-    table = Table("setting", "value", "from",
-                  title=f"settings (user file {user_file()}, project file {(project_dir or Path.cwd()) / PROJECT_FILE})")
+    project_file = (project_dir or Path.cwd()) / PROJECT_FILE
+    table = Table("setting", "value", "from", title=f"settings (user file {user_file()}, project file {project_file})")
     for name, value, origin in resolved.rows():
         table.add_row(name, json.dumps(value), origin, style=None if origin == "default" else "bold")
     Console().print(table)

@@ -1,7 +1,5 @@
-"""`cuda-agent train sft|ppo`: the RFT warm-up on TRL and PPO on verl, over exported runs.
-
-The trainers (trl, transformers, verl) are the optional extra `[train]`; each command imports
-them inside itself, so `cuda-agent --help` and every other command work without them."""
+"""`cuda-agent train sft|ppo`: the RFT warm-up on TRL and PPO on verl, over exported runs. The trainers
+(trl, transformers, verl) are the optional extra `[train]`: every other command works without them."""
 
 from __future__ import annotations
 
@@ -52,20 +50,18 @@ def sft_command(
     from cuda_agent.train.sft import ModelLoadError, NothingToTrain, SFTSettings, check_out_dir, train_sft
     from cuda_agent.train.sft_data import BadExport, read_export
 
-    with fail_on(FileNotFoundError, BadExport, FileExistsError):  # the cheap checks first: before a model is loaded
-        rows = read_export(data)
-        check_out_dir(out, overwrite)
-    console.print(f"{data}: {len(rows)} run(s); model {model}" + (f" ({gguf_file})" if gguf_file else ""),
-                  highlight=False, markup=False, soft_wrap=True)
-    settings = SFTSettings(model=model, out=out, gguf_file=gguf_file, max_steps=max_steps, epochs=epochs, lr=lr,
-                           batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, long=long,
-                           tool_format=tool_format, seed=seed, gradient_checkpointing=checkpointing,
-                           overwrite=overwrite)
-
     def say(lines: list[str]) -> None:
         for line in lines:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
+    with fail_on(FileNotFoundError, BadExport, FileExistsError):  # the cheap checks first: before a model is loaded
+        rows = read_export(data)
+        check_out_dir(out, overwrite)
+    say([f"{data}: {len(rows)} run(s); model {model}" + (f" ({gguf_file})" if gguf_file else "")])
+    settings = SFTSettings(model=model, out=out, gguf_file=gguf_file, max_steps=max_steps, epochs=epochs, lr=lr,
+                           batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, long=long,
+                           tool_format=tool_format, seed=seed, gradient_checkpointing=checkpointing,
+                           overwrite=overwrite)
     with fail_on(NothingToTrain, ModelLoadError):
         result = train_sft(data, settings, announce=lambda report: say(report.lines()))
     if result.max_length < max_length:

@@ -1,7 +1,5 @@
-"""The checks of `cuda-agent doctor`, one function each: GPU and driver, nvcc, ncu,
-compute-sanitizer, torch, CUDA versions, the model's API key, the jail. Each takes the run's
-Facts and returns what it found; doctor.run_checks names them and keeps one failure from
-hiding the rest."""
+"""The checks of `cuda-agent doctor`, one function each (CHECKS lists them): each takes the run's Facts
+and returns what it found; doctor.run_checks names them and keeps one failure from hiding the rest."""
 
 from __future__ import annotations
 

@@ -110,7 +110,6 @@ def candidate_symlinks(candidate_dir: Path) -> list[str]:
     if "kernels" not in found and kernels.is_dir():
         for folder, dirs, files in os.walk(kernels):  # followlinks=False: a linked folder is listed, not entered
             for name in sorted(dirs + files):
-                path = Path(folder) / name
-                if path.is_symlink():
+                if (path := Path(folder) / name).is_symlink():
                     found.append(shown(path.relative_to(root).as_posix()))
     return found

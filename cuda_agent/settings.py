@@ -82,8 +82,7 @@ class Resolved(BaseModel):
 
 
 def user_file() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "cuda-agent" / "config.toml"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "cuda-agent" / "config.toml"
 
 
 def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = None,

@@ -145,7 +145,10 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
                             "nothing was run from it")
     module = _exec_module(path.resolve(), module_name, source)
     if not isinstance(getattr(module, class_name, None), type):
-        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and _is_module_cls(v))
+        import torch
+
+        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, torch.nn.Module)
+                         and v.__module__.startswith("cuda_agent_task"))
         hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
         raise TaskError(f"{path} has no class {class_name}{hint}")
     fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
@@ -173,12 +176,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as e:
         raise TaskError(f"cannot read {path}: {e.strerror}") from None
-
-
-def _is_module_cls(v: type) -> bool:
-    import torch
-
-    return issubclass(v, torch.nn.Module) and v.__module__.startswith("cuda_agent_task")
 
 
 def describe_value(x: Any) -> dict:

@@ -11,7 +11,6 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from cuda_agent.records import Record, map_strings, parse_record
 from cuda_agent.secrets import Redactor
@@ -36,8 +35,10 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
         line = json.dumps(obj, ensure_ascii=False)
         try:
             line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written escaped
-            line = json.dumps(_encodable(obj), ensure_ascii=False)
+        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written as backslash
+            # escapes, text rather than JSON escapes, so the file reads back as plain UTF-8
+            line = json.dumps(map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8")),
+                              ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -48,12 +49,6 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _encodable(obj: Any) -> Any:
-    """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
-    so the file reads back as plain UTF-8)."""
-    return map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def read_trajectory(path: Path | str) -> list[Record]:
