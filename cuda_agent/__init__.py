@@ -4,9 +4,8 @@ __version__ = "0.1.0"
 
 
 def install_hint(extra: str) -> str:
-    """The command that installs an extra (`train`, `tui`...) for this installation: from the source
-    checkout it was installed from (`pip install -e .`: a pyproject.toml beside the package folder),
-    else from a package index."""
+    """The command that installs an extra (`train`, `tui`...): from the source checkout this was installed
+    from with `pip install -e .` (a pyproject.toml beside the package folder), else from a package index."""
     import shlex
     from pathlib import Path
 

@@ -6,28 +6,18 @@ Every command module imports its heavy dependencies (torch, litellm...) inside t
 
 import typer
 
+from cuda_agent.cli_batch import baselines_command, batch_command, compare_command, tasks_app
 from cuda_agent.cli_doctor import doctor
-from cuda_agent.cli_batch import register as register_batch
 from cuda_agent.cli_eval import eval_command
 from cuda_agent.cli_export import export_command
 from cuda_agent.cli_mcp import mcp_command
 from cuda_agent.cli_optimize import optimize_command
 from cuda_agent.cli_settings import config_app
-from cuda_agent.cli_train import register as register_train
+from cuda_agent.cli_train import train_app
 from cuda_agent.cli_tui import tui_command
 
-app = typer.Typer(
-    no_args_is_help=True,
-    add_completion=False,
-    help="cuda-agent: turn a PyTorch module into a verified, faster custom CUDA kernel.",
-)
-
-
-@app.callback()
-def main() -> None:
-    # Without a callback, typer runs a one-command app as that command.
-    pass
-
+app = typer.Typer(no_args_is_help=True, add_completion=False,
+                  help="cuda-agent: turn a PyTorch module into a verified, faster custom CUDA kernel.")
 
 app.command("doctor", help="Check the GPU, driver, nvcc, ncu, torch and the model key.")(doctor)
 app.command("optimize", help="Run the agent on one task: a verified, faster kernel and the record of how.")(optimize_command)
@@ -38,8 +28,11 @@ app.command("mcp", help="Serve one task's run over MCP (stdio, or streamable HTT
             "Codex or any MCP client drives the verified tools, recorded as optimize records its model.")(mcp_command)
 app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
 app.add_typer(config_app, name="config")
-register_batch(app)  # batch, compare, baselines, tasks import
-register_train(app)  # train sft, train ppo
+app.command("batch", help="Run the agent over every task in a folder (or score candidates): resumable, on many GPUs.")(batch_command)
+app.command("compare", help="Two batch runs side by side: the paper's metrics and a head-to-head.")(compare_command)
+app.command("baselines", help="Time eager and torch.compile for every task in a folder, once per GPU type (cached).")(baselines_command)
+app.add_typer(tasks_app, name="tasks")  # tasks import
+app.add_typer(train_app, name="train")  # train sft, train ppo
 
 if __name__ == "__main__":
     app()

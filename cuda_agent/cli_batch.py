@@ -11,8 +11,8 @@ import typer
 
 from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
                                      MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX,
-                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, eval_flags, fail, llm_flags,
-                                     out_folder_problem, require_device, resolve_or_exit, run_flags)
+                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, eval_flags, fail, fail_on,
+                                     llm_flags, out_folder_problem, require_device, resolve_or_exit, run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -32,8 +32,7 @@ def _devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     n = torch.cuda.device_count()
     if not n:
         fail(NO_GPU)
-    bad = [i for i in ids if not 0 <= i < n]
-    if not ids or bad:
+    if not ids or any(not 0 <= i < n for i in ids):
         fail(f"--gpus {gpus}: torch sees {n} GPU(s) (indices 0..{n - 1}); pick among them")
     return [f"cuda:{i}" for i in dict.fromkeys(ids)]
 
@@ -132,26 +131,21 @@ def batch_command(
         device = resolved.settings.eval.device
     # before any work: no GPU here is one line now (with --ray the cluster's GPUs count, not this machine's)
     devices = _ray_devices(gpus, device) if ray else _devices(gpus, device)
-    try:
+    with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
-    except TaskDirError as e:
-        fail(str(e))
     if script is not None:
         if not script.exists():
             fail(f"script not found: {script}")
-        lacking = [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]
-        if lacking:
+        if lacking := [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]:
             fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
     if not eval_only and (problem := out_folder_problem(out)):
         fail(problem)
     if ray:
-        from cuda_agent.pool.ray_cluster import RayError, check_address, import_ray
+        from cuda_agent.pool.ray_cluster import RayError, check_address, disconnect, import_ray
 
-        try:  # before any work: ray missing or the address unreachable is one line now
+        with fail_on(RayError):  # before any work: ray missing or the address unreachable is one line now
             import_ray()
             check_address(ray)
-        except RayError as e:
-            fail(str(e))
         # paths the task processes get must not depend on this process's folder: they run elsewhere
         entries = [e.model_copy(update={"path": e.path.resolve()}) for e in entries]
     wall = resolved.settings.limits.max_wall_s
@@ -163,13 +157,10 @@ def batch_command(
         candidates=candidates.resolve() if candidates else None, ray=ray, max_total_cost=max_total_cost)
     console = Console(stderr=True)
     try:
-        summary, stopped = run_batch(settings, entries, console)
-    except BatchError as e:
-        fail(str(e))
+        with fail_on(BatchError):
+            summary, stopped = run_batch(settings, entries, console)
     finally:
         if ray:
-            from cuda_agent.pool.ray_cluster import disconnect
-
             disconnect()
     Console().print(f"{headline(summary)}; {out / 'summary.md'}", highlight=False)
     if stopped:
@@ -189,10 +180,8 @@ def compare_command(
     from cuda_agent.batch.render import compare_tables, head_to_head
     from cuda_agent.batch.session import BatchError, load_run
 
-    try:
+    with fail_on(BatchError, ValueError):
         (a, rows_a), (b, rows_b) = load_run(run_a), load_run(run_b)
-    except (BatchError, ValueError) as e:
-        fail(str(e))
     h2h = head_to_head(rows_a, rows_b)
     if json_out:
         print(json.dumps({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json"), "head_to_head": h2h},
@@ -223,10 +212,8 @@ def baselines_command(
     from cuda_agent.batch.tasks import TaskDirError, discover
     from cuda_agent.eval.settings import EvalConfig
 
-    try:
+    with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
-    except TaskDirError as e:
-        fail(str(e))
     cfg = EvalConfig.model_validate(eval_flags(no_compile, **_eval_config(eval_config)))
     console, failed = Console(), 0
     ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
@@ -254,20 +241,11 @@ def tasks_import(
 
     if not parquet.is_file():
         fail(f"parquet file not found: {parquet}")
-    try:
+    with fail_on(ImportError, ValueError):
         report = import_parquet(parquet, out)
-    except (ImportError, ValueError) as e:
-        fail(str(e))
     console = Console()
     for r in report.rejected:
         console.print(f"rejected row {r.row} ({r.ops}): {r.error}", highlight=False, markup=False)
     console.print(f"{len(report.imported)} tasks written to {out}, {len(report.rejected)} rejected "
                   f"(listed in {out / 'import.json'})", highlight=False)
     raise typer.Exit(1 if report.rejected else 0)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("batch", help="Run the agent over every task in a folder (or score candidates): resumable, on many GPUs.")(batch_command)
-    app.command("compare", help="Two batch runs side by side: the paper's metrics and a head-to-head.")(compare_command)
-    app.command("baselines", help="Time eager and torch.compile for every task in a folder, once per GPU type (cached).")(baselines_command)
-    app.add_typer(tasks_app, name="tasks")

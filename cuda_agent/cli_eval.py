@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import json
+from functools import partial
 from pathlib import Path
 from typing import NoReturn, Optional
 
 import typer
 
-from cuda_agent.cli_settings import MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, eval_flags, fail, require_device, resolve_or_exit
+from cuda_agent.cli_settings import (MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, eval_flags, fail, fail_on, require_device,
+                                     resolve_or_exit)
 
 
 def eval_command(
@@ -43,8 +45,7 @@ def eval_command(
                            }).settings.eval
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
-    rejected = _static_rejection(candidate, cfg.allow_precision)
-    if rejected is not None:
+    if (rejected := _static_rejection(candidate, cfg.allow_precision)) is not None:
         _report(rejected, {"path": task}, f"{task} <- {candidate}", candidate, cfg.device, json_out)
     if tolerance is not None:
         try:
@@ -54,18 +55,15 @@ def eval_command(
     if cfg.server_idle_s > 0:
         _on_server(task, inputs, cfg, candidate, json_out)  # reports and exits, unless it had no answer
     require_device(cfg.device)  # before the task loads: no GPU is one line, not a CPU run that says "incorrect"
-    try:
+    with fail_on(TaskError):
         t = load_task(task, inputs=inputs)
-    except TaskError as e:
-        fail(str(e))
     from cuda_agent.eval.evaluator import Evaluator
     from cuda_agent.eval.verdict import harness_error
 
     try:
-        with Console(stderr=json_out).status("evaluating..."):
-            with Evaluator(t, cfg, ahead="first") as ev:
-                verdict = ev.evaluate(candidate)
-                task_info = ev.describe_task()
+        with Console(stderr=json_out).status("evaluating..."), Evaluator(t, cfg, ahead="first") as ev:
+            verdict = ev.evaluate(candidate)
+            task_info = ev.describe_task()
     except Exception as e:  # a fault of the harness itself: still one verdict (exit 5), never a traceback
         verdict = harness_error(e)
         task_info = {"path": str(t.path), "class": t.class_name, "hash": t.source_hash}
@@ -81,17 +79,11 @@ def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: b
     from cuda_agent.eval.verdict import Verdict
     from cuda_agent.task import TaskError, parse_task_ref
 
-    try:  # the path only: loading the task imports torch, which the server has done already
+    with fail_on(TaskError):  # the path only: loading the task imports torch, which the server has done already
         path, cls = parse_task_ref(task)
-    except TaskError as e:
-        fail(str(e))
     if inputs is not None and not inputs.is_file():
         fail(f"inputs file not found: {inputs}")
-    err = Console(stderr=True)
-
-    def say(line: str) -> None:
-        err.print(line, highlight=False, markup=False, soft_wrap=True)
-
+    say = partial(Console(stderr=True).print, highlight=False, markup=False, soft_wrap=True)
     cfg = cfg.model_copy(update={"cache_dir": cfg.cache_root().resolve()})  # the server runs in /: no relative paths
     request = {"op": "evaluate", "task": str(path.resolve()) + (f"::{cls}" if cls else ""),
                "inputs": str(inputs.resolve()) if inputs else None, "cfg": cfg.model_dump(mode="json"),
@@ -103,9 +95,8 @@ def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: b
         return
     if "usage" in answer:
         fail(answer["usage"])
-    verdict = Verdict.model_validate(answer["verdict"])
-    _report(verdict, answer["task"], f"{answer['name']} <- {candidate}", candidate, cfg.device, json_out,
-            server=answer["server"])
+    _report(Verdict.model_validate(answer["verdict"]), answer["task"], f"{answer['name']} <- {candidate}", candidate,
+            cfg.device, json_out, server=answer["server"])
 
 
 def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool,

@@ -26,7 +26,6 @@ def export_command(
     2 bad usage (a path that does not exist, an unknown format); 3 nothing to write (no run found, or every
     run left out, in any format): no file is written and one line says why."""
     from rich.console import Console
-    from rich.markup import escape
 
     from cuda_agent.train.export import export
 
@@ -43,10 +42,7 @@ def export_command(
         fail(f"--format verl writes parquet: {install_hint('train')} (pyarrow)")
     if report.written == 0:  # every format, whatever left it empty: no file written, one line saying why, exit 3
         kept = " (the file already there is left as it was)" if out.exists() else ""
-        Console(stderr=True).print(f"[red]error[/]: nothing to export, {escape(str(out))} not written{kept}: "
-                                   f"{escape(report.why_empty())}", highlight=False, soft_wrap=True)
-        raise typer.Exit(3)
+        fail(f"nothing to export, {out} not written{kept}: {report.why_empty()}", code=3)
     console = Console(stderr=True)
-    for line in report.lines():
+    for line in [*report.lines(), f"wrote {out}"]:
         console.print(line, highlight=False, markup=False)
-    console.print(f"wrote {out}", highlight=False, markup=False)

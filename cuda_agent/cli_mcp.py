@@ -1,7 +1,6 @@
 """`cuda-agent mcp TASK`: serve one task's run over the Model Context Protocol (stdio, or streamable
 HTTP with --http), so an agent such as Claude Code or Codex CLI drives the same tools, judge, limits
-and records as `optimize`'s model does (cuda_agent/mcp_server; docs/mcp.md). Needs the `mcp` extra:
-pip install 'cuda-agent[mcp]'.
+and records as `optimize`'s model does (cuda_agent/mcp_server; docs/mcp.md; the `mcp` extra).
 
 Over stdio, stdout is the protocol's; every line for a person goes to stderr (the client's server log).
 """
@@ -48,7 +47,7 @@ def mcp_command(
     if resume is not None and (inputs is not None or allow_shell or no_compile):
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     listening = _listen_or_exit(http) if http is not None else None  # before any run folder is made
-    if resume is not None and (saved := finished_run(resume)[1]) is not None:
+    if resume is not None and (saved := finished_run(resume)) is not None:
         typer.echo(finished_line(saved), err=True)
         raise typer.Exit(saved.exit_code)
     resolved = resolve_or_exit(run_flags(
@@ -56,19 +55,17 @@ def mcp_command(
         target_speedup=None, allow_shell=allow_shell, no_compile=no_compile, no_sandbox=no_sandbox, device=device,
         memory_budget_gib=memory_budget))
     settings = resolved.settings
-    if resume is not None:
-        keep_run_device(resolved, resume)
+    keep_run_device(resolved, resume)
     require_device(settings.eval.device)
     spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
     opened = open_or_exit(spec, settings)
     from cuda_agent.mcp_server.session import serve_task
 
-    run_dir = opened[0].workspace.root.parent
     try:
         done = serve_task(spec, settings, opened, settings_record=resolved.record(), http=listening)
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
-        crashed(e, run_dir)
+        crashed(e, opened[0].workspace.root.parent)
     raise typer.Exit(done.exit_code if done is not None else 0)
 
 

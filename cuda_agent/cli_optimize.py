@@ -4,11 +4,8 @@ every turn, tool result and evaluation, flushed as it happens). The run is cuda_
 this turns flags into settings (cuda_agent/settings.py) and prints the outcome.
 
 `--resume RUN_DIR` continues a stopped or killed run in the same workspace and trajectory
-(agent/resume.py). The model and the limits come from the settings given now, the limits counting
-the whole run (resume a run stopped at 50 steps with --max-steps 80); the task, the evaluation
-settings and the tools come from the run (--device may move it). With --script, the script is the
-whole session: the turns already taken are skipped. A finished run is not continued: it says so in
-one line and exits with its exit code (run.finished_run), changing nothing.
+(agent/resume.py): the task, the evaluation settings and the tools come from the run (--device may
+move it), the model and the limits (counting the whole run) from the settings given now.
 """
 
 from __future__ import annotations
@@ -71,7 +68,7 @@ def optimize_command(
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     if model and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
-    if resume is not None and (saved := finished_run(resume)[1]) is not None:  # nothing runs, nothing changes
+    if resume is not None and (saved := finished_run(resume)) is not None:  # nothing runs, nothing changes
         Console(stderr=json_out).print(escape(finished_line(saved)), highlight=False, soft_wrap=True)
         if json_out:
             print(json.dumps(saved.summary(), indent=1))
@@ -84,8 +81,7 @@ def optimize_command(
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")
-    if resume is not None:
-        keep_run_device(resolved, resume)
+    keep_run_device(resolved, resume)
     require_device(settings.eval.device)  # before the task loads or the model is called
     spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
@@ -96,7 +92,6 @@ def optimize_command(
                              settings_record=resolved.record())
         raise typer.Exit(launch_with_tui(request, settings.out if resume is None else resume.parent))
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
-    from cuda_agent.trajectory import TrajectoryWriter
 
     opened = open_or_exit(spec, settings)
     run_dir = opened[0].workspace.root.parent
@@ -105,8 +100,7 @@ def optimize_command(
                                    "longer running", highlight=False, soft_wrap=True)
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
-    writer = ((lambda path, llm: LiveWriter(path, console, llm.name)) if live
-              else (lambda path, llm: TrajectoryWriter(path)))
+    writer = (lambda path, llm: LiveWriter(path, console, llm.name)) if live else None  # None: run_task's plain writer
     try:
         done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
                         approval=ConsoleApproval(Console()) if confirm else None,

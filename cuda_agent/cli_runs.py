@@ -1,5 +1,4 @@
-"""Opening a run from the command line, shared by `optimize` and `mcp`: the run folder of a new run,
-open_run with one line for what cannot be opened, and a crash as one line plus error.log."""
+"""What `optimize` and `mcp` share to open a run: its folder, one line for what cannot be opened, a crash."""
 
 from __future__ import annotations
 
@@ -7,9 +6,7 @@ import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional
 
-import typer
-
-from cuda_agent.cli_settings import fail, out_folder_problem
+from cuda_agent.cli_settings import fail, fail_on, out_folder_problem
 
 if TYPE_CHECKING:
     from cuda_agent.agent.resume import ResumeState
@@ -23,9 +20,6 @@ def crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
     folder's error.log, exit code 4 (the run failed)."""
     import traceback
 
-    from rich.console import Console
-    from rich.markup import escape
-
     where = ""
     if run_dir is not None and Path(run_dir).is_dir():
         log = Path(run_dir) / "error.log"
@@ -33,16 +27,13 @@ def crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
             log.write_text("".join(traceback.format_exception(e)))
             where = f" (traceback in {log})"
     first = (str(e).strip().splitlines() or [""])[0][:300]
-    Console(stderr=True).print(f"[red]error[/]: the run failed: {escape(type(e).__name__)}: {escape(first)}"
-                               f"{escape(where)}", highlight=False, soft_wrap=True)
-    raise typer.Exit(4)
+    fail(f"the run failed: {type(e).__name__}: {first}{where}", code=4)
 
 
 def new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Path]:
-    """The workspace path of a new run when `out` lies in a folder a git repository ignores (the default
-    `runs` at the root of a clone): the run folder is made here, so the workspace repository sits in
-    that ignored folder. None when `out` is outside any repository (the run makes its folder itself).
-    A folder of the user's tracked tree is refused (cli_settings.out_folder_problem)."""
+    """The workspace path of a new run when `out` lies in a folder a git repository ignores (a clone's
+    `runs`): the run folder is made here, inside that ignored folder. None when `out` is outside any
+    repository (the run makes its folder itself); a tracked folder is refused (out_folder_problem)."""
     from cuda_agent.task import TaskError, load_task
     from cuda_agent.workspace.paths import WorkspaceError, enclosing_git_root, new_run_dir
 
@@ -50,11 +41,8 @@ def new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Pat
         fail(problem)
     if enclosing_git_root(out) is None:
         return None
-    try:
-        name = load_task(task, inputs=inputs).name
-        return new_run_dir(out, name) / "workspace"
-    except (TaskError, WorkspaceError) as e:
-        fail(str(e))
+    with fail_on(TaskError, WorkspaceError):
+        return new_run_dir(out, load_task(task, inputs=inputs).name) / "workspace"
 
 
 def open_or_exit(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeState | None]:

@@ -3,7 +3,9 @@ settings out (cuda_agent/settings.py), or a one-line error and exit code 2."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn, Optional
 
@@ -12,12 +14,22 @@ import typer
 config_app = typer.Typer(no_args_is_help=True, help="Settings: what a run would use here, and where each value comes from.")
 
 
-def fail(message: str) -> NoReturn:
+def fail(message: str, code: int = 2) -> NoReturn:
+    """`error: message` on stderr, in one line, and exit `code` (2: bad usage)."""
     from rich.console import Console
     from rich.markup import escape
 
     Console(stderr=True).print(f"[red]error[/]: {escape(message)}", highlight=False, soft_wrap=True, emoji=False)
-    raise typer.Exit(2)
+    raise typer.Exit(code)
+
+
+@contextlib.contextmanager
+def fail_on(*errors: type[Exception]) -> Iterator[None]:
+    """Any of `errors` raised in the block: its message as fail's one line, exit code 2."""
+    try:
+        yield
+    except errors as e:
+        fail(str(e))
 
 
 def eval_flags(no_compile: bool = False, no_sandbox: bool = False, **given: Any) -> dict[str, Any]:
@@ -56,23 +68,20 @@ def resolve_or_exit(flags: dict[str, Any]):
     a config file) selects the CPU; `require_device` stops a command whose GPU is not there."""
     from cuda_agent.settings import SettingsError, resolve
 
-    try:
+    with fail_on(SettingsError):
         return resolve(flags)
-    except SettingsError as e:
-        fail(str(e))
 
 
-def keep_run_device(resolved, run_dir: Path) -> None:
-    """A resumed run keeps the device it was started on (its header's), unless a layer (a flag, the
-    environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
+def keep_run_device(resolved, run_dir: Path | None) -> None:
+    """A resumed run (`run_dir`; None: a new run) keeps the device its header names, unless a layer (a
+    flag, the environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
     from cuda_agent.trajectory import read_trajectory
 
-    if "eval.device" in resolved.origins:
+    if run_dir is None or "eval.device" in resolved.origins:
         return
-    try:
+    # unreadable: the default, and open_run says what is wrong with the folder
+    with contextlib.suppress(OSError, ValueError, IndexError, KeyError, AttributeError, TypeError):
         resolved.settings.eval.device = read_trajectory(run_dir / "trajectory.jsonl")[0].config["eval"]["device"]
-    except (OSError, ValueError, IndexError, KeyError, AttributeError, TypeError):
-        pass  # unreadable: the default, and open_run says what is wrong with the folder
 
 
 NO_GPU = ("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
@@ -96,25 +105,20 @@ def require_device(device: str) -> None:
 
 
 def out_folder_problem(out: Path) -> str | None:
-    """Why `out` cannot hold run folders, or None. Each run's workspace is a git repository: not one
-    nested in the user's tracked tree, so `out` is outside any git work tree, or in a folder that work
-    tree ignores (a clone's `runs/`, listed in its .gitignore)."""
+    """Why `out` cannot hold run folders, or None: each run's workspace is a git repository, never one
+    nested in the user's tracked tree, so `out` is outside any git work tree or in a folder it ignores."""
     import subprocess
 
     from cuda_agent.workspace.paths import enclosing_git_root
 
-    owner = enclosing_git_root(out)
-    if owner is None:
+    if (owner := enclosing_git_root(out)) is None:
         return None
     inside = Path(out).resolve().relative_to(owner)
     if inside != Path("."):
-        try:  # the trailing / asks about a folder, existing or not
-            ignored = subprocess.run(["git", "-C", str(owner), "check-ignore", "-q", "--", f"{inside.as_posix()}/"],
-                                     capture_output=True, timeout=30).returncode == 0
-        except (OSError, subprocess.TimeoutExpired):
-            ignored = False
-        if ignored:
-            return None
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # the trailing /: a folder, existing or not
+            if subprocess.run(["git", "-C", str(owner), "check-ignore", "-q", "--", f"{inside.as_posix()}/"],
+                              capture_output=True, timeout=30).returncode == 0:
+                return None
     ignore = f", or list {inside.as_posix()}/ in {owner / '.gitignore'}" if inside != Path(".") else ""
     return (f"{out} is inside the git repository at {owner}, which does not ignore it: each run's workspace is a "
             f"git repository of its own; pass --out DIR outside it{ignore}")
@@ -132,16 +136,13 @@ def show_command(
 
     from cuda_agent.settings import PROJECT_FILE, SettingsError, resolve, user_file
 
-    try:
+    with fail_on(SettingsError):
         resolved = resolve(project_dir=project_dir)
-    except SettingsError as e:
-        fail(str(e))
     if json_out:
         print(json.dumps({"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins}, indent=1))
         return
-    table = Table(title=f"settings (user file {user_file()}, project file {(project_dir or Path.cwd()) / PROJECT_FILE})")
-    for col in ("setting", "value", "from"):
-        table.add_column(col)
+    project_file = (project_dir or Path.cwd()) / PROJECT_FILE
+    table = Table("setting", "value", "from", title=f"settings (user file {user_file()}, project file {project_file})")
     for name, value, origin in resolved.rows():
         table.add_row(name, json.dumps(value), origin, style=None if origin == "default" else "bold")
     Console().print(table)

@@ -1,7 +1,5 @@
-"""`cuda-agent train sft|ppo`: the RFT warm-up on TRL and PPO on verl, over exported runs.
-
-The trainers (trl, transformers, verl) are the optional extra `[train]`; each command imports
-them inside itself, so `cuda-agent --help` and every other command work without them."""
+"""`cuda-agent train sft|ppo`: the RFT warm-up on TRL and PPO on verl, over exported runs. The trainers
+(trl, transformers, verl) are the optional extra `[train]`: every other command works without them."""
 
 from __future__ import annotations
 
@@ -11,12 +9,10 @@ from typing import Optional
 import typer
 
 from cuda_agent import install_hint
-from cuda_agent.cli_settings import fail
+from cuda_agent.cli_settings import fail, fail_on
 
 train_app = typer.Typer(no_args_is_help=True, add_completion=False,
                         help="Fine-tune a model on exported runs: sft (TRL) or ppo (verl).")
-
-# -- sft ---------------------------------------------------------------------------------
 
 
 @train_app.command("sft")
@@ -41,7 +37,6 @@ def sft_command(
     from rich.console import Console
 
     console = Console(stderr=True)
-
     if long not in ("truncate", "skip"):
         fail(f"--long {long!r}: use truncate or skip")
     if tool_format not in ("auto", "native", "text"):
@@ -55,32 +50,23 @@ def sft_command(
     from cuda_agent.train.sft import ModelLoadError, NothingToTrain, SFTSettings, check_out_dir, train_sft
     from cuda_agent.train.sft_data import BadExport, read_export
 
-    try:  # the cheap checks first: a bad file or --out is reported before a model is loaded
-        rows = read_export(data)
-        check_out_dir(out, overwrite)
-    except (FileNotFoundError, BadExport, FileExistsError) as e:
-        fail(str(e))
-    console.print(f"{data}: {len(rows)} run(s); model {model}" + (f" ({gguf_file})" if gguf_file else ""),
-                  highlight=False, markup=False, soft_wrap=True)
-    settings = SFTSettings(model=model, out=out, gguf_file=gguf_file, max_steps=max_steps, epochs=epochs, lr=lr,
-                           batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, long=long,
-                           tool_format=tool_format, seed=seed, gradient_checkpointing=checkpointing,
-                           overwrite=overwrite)
-
     def say(lines: list[str]) -> None:
         for line in lines:
             console.print(line, highlight=False, markup=False, soft_wrap=True)
 
-    try:
+    with fail_on(FileNotFoundError, BadExport, FileExistsError):  # the cheap checks first: before a model is loaded
+        rows = read_export(data)
+        check_out_dir(out, overwrite)
+    say([f"{data}: {len(rows)} run(s); model {model}" + (f" ({gguf_file})" if gguf_file else "")])
+    settings = SFTSettings(model=model, out=out, gguf_file=gguf_file, max_steps=max_steps, epochs=epochs, lr=lr,
+                           batch_size=batch_size, grad_accum=grad_accum, max_length=max_length, long=long,
+                           tool_format=tool_format, seed=seed, gradient_checkpointing=checkpointing,
+                           overwrite=overwrite)
+    with fail_on(NothingToTrain, ModelLoadError):
         result = train_sft(data, settings, announce=lambda report: say(report.lines()))
-    except (NothingToTrain, ModelLoadError) as e:
-        fail(str(e))
     if result.max_length < max_length:
         console.print(f"max_length capped at {result.max_length}: the model has no more positions", highlight=False)
     say(result.lines())
-
-
-# -- ppo ---------------------------------------------------------------------------------
 
 
 @train_app.command("ppo")
@@ -103,11 +89,8 @@ def ppo_command(
     from cuda_agent.train.ppo_config import PPOConfigError, load_config
     from cuda_agent.train.verl_config import write_run
 
-    try:
-        cfg = load_config(config)
-        run = write_run(cfg, out if out is not None else config.parent / f"{config.stem}-verl")
-    except PPOConfigError as e:
-        fail(str(e))
+    with fail_on(PPOConfigError):
+        run = write_run(load_config(config), out if out is not None else config.parent / f"{config.stem}-verl")
     for line in [f"wrote {f}" for f in run.files] + run.notes:
         console.print(line, highlight=False, markup=False, soft_wrap=True)
     typer.echo(run.command_line())
@@ -116,7 +99,3 @@ def ppo_command(
     console.print("launching verl (on a Ray cluster: run this on its head node; docs/training.md)", highlight=False,
                   soft_wrap=True)
     raise typer.Exit(subprocess.call(run.command))
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(train_app, name="train")

@@ -76,9 +76,8 @@ def send(run_dir: Path, op: Op, **fields: Any) -> Command:
 
 
 def read_state(run_dir: Path) -> AgentState | None:
-    path = control_dir(run_dir) / "state.json"
     try:
-        return AgentState.model_validate_json(path.read_text(encoding="utf-8"))
+        return AgentState.model_validate_json((control_dir(run_dir) / "state.json").read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent, or caught between write and rename on odd filesystems
         return None
 

@@ -28,9 +28,7 @@ class Check(BaseModel):
     @computed_field  # in the JSON too, so scripts need not re-derive it
     @property
     def status(self) -> Literal["OK", "FAIL", "WARN"]:
-        if self.ok:
-            return "OK"
-        return "FAIL" if self.severity == "required" else "WARN"
+        return "OK" if self.ok else "FAIL" if self.severity == "required" else "WARN"
 
 
 def run_checks(model: str | None = None, api_base: str | None = None) -> list[Check]:

@@ -1,7 +1,5 @@
-"""The checks of `cuda-agent doctor`, one function each: GPU and driver, nvcc, ncu,
-compute-sanitizer, torch, CUDA versions, the model's API key, the jail. Each takes the run's
-Facts and returns what it found; doctor.run_checks names them and keeps one failure from
-hiding the rest."""
+"""The checks of `cuda-agent doctor`, one function each (CHECKS lists them): each takes the run's Facts
+and returns what it found; doctor.run_checks names them and keeps one failure from hiding the rest."""
 
 from __future__ import annotations
 
@@ -17,10 +15,8 @@ from cuda_agent.doctor_facts import Driver, Facts, run_tool
 # The driver's module options: whether performance counters are for admin users only.
 NVIDIA_PARAMS = Path("/proc/driver/nvidia/params")
 
-NO_GPU_FIX = (
-    "install the NVIDIA driver, or run on a machine with a GPU; "
-    "CPU-only: `cuda-agent eval` cannot time kernels"
-)
+NO_GPU_FIX = ("install the NVIDIA driver, or run on a machine with a GPU; "
+              "CPU-only: `cuda-agent eval` cannot time kernels")
 
 
 class Found(NamedTuple):
@@ -48,12 +44,10 @@ def check_gpu(f: Facts) -> Found:
 
 def check_nvcc(f: Facts) -> Found:
     if f.nvcc is None:
-        return Found(
-            False,
-            f"nvcc not found (looked in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, {doctor_facts.DEFAULT_CUDA_BIN})",
-            "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) "
-            "or set CUDA_HOME to the folder that holds bin/nvcc",
-        )
+        return Found(False, "nvcc not found (looked in $CUDA_HOME/bin, $CUDA_PATH/bin, PATH, "
+                            f"{doctor_facts.DEFAULT_CUDA_BIN})",
+                     "install the CUDA toolkit (https://developer.nvidia.com/cuda-downloads) "
+                     "or set CUDA_HOME to the folder that holds bin/nvcc")
     where = f"{f.nvcc.path} (from {f.nvcc.source})"
     if f.nvcc_version is None:
         return Found(False, f"{where}: no 'release X.Y' in `nvcc --version`", "reinstall the CUDA toolkit")
@@ -61,32 +55,27 @@ def check_nvcc(f: Facts) -> Found:
     d = f.driver
     if isinstance(d, Driver) and d.gpus:
         archs = run_tool(f.nvcc.path, "--list-gpu-arch")
-        missing = sorted({g.arch for g in d.gpus if f"compute_{g.cc[0]}{g.cc[1]}" not in archs})
-        if missing:
+        if missing := sorted({g.arch for g in d.gpus if f"compute_{g.cc[0]}{g.cc[1]}" not in archs}):
             problems.append(f"cannot build for {', '.join(missing)}: use a CUDA toolkit that supports it")
         # Code from a newer toolkit major does not load on an older driver.
         if f.nvcc_version[0] > d.cuda[0]:
-            problems.append(
-                f"the driver supports CUDA {_v(d.cuda)} only: update the driver, "
-                f"or use a CUDA {d.cuda[0]}.x toolkit (set CUDA_HOME)"
-            )
+            problems.append(f"the driver supports CUDA {_v(d.cuda)} only: update the driver, "
+                            f"or use a CUDA {d.cuda[0]}.x toolkit (set CUDA_HOME)")
         if not problems:
             detail += f"; builds for {', '.join(sorted({g.arch for g in d.gpus}))}"
     return Found(not problems, detail, "; ".join(problems) or None)
 
 
 def _optional_tool(name: str, purpose: str, fix: str) -> Found:
-    tool = doctor_facts.find_tool(name)  # through the module: tests replace it
-    if tool is None:
+    if (tool := doctor_facts.find_tool(name)) is None:  # through the module: tests replace it
         return Found(False, f"{name} not found ({purpose} only)", fix)
     m = re.search(r"Version (\S+)", run_tool(tool.path, "--version"))
     return Found(True, f"{name} {m.group(1) if m else '(version unknown)'} at {tool.path} (from {tool.source})")
 
 
 def check_ncu(f: Facts) -> Found:
-    found = _optional_tool(
-        "ncu", "profiling", "install Nsight Compute (part of the CUDA toolkit) so the agent can profile kernels"
-    )
+    found = _optional_tool("ncu", "profiling",
+                           "install Nsight Compute (part of the CUDA toolkit) so the agent can profile kernels")
     if found.ok and _counters_admin_only():
         # profile runs in the jail without admin rights (root included), so ncu would be refused
         return Found(False, found.detail + "; the driver lets only admin users read performance counters",
@@ -103,10 +92,8 @@ def _counters_admin_only() -> bool:
 
 
 def check_sanitizer(f: Facts) -> Found:
-    return _optional_tool(
-        "compute-sanitizer", "memory checking",
-        "install the CUDA toolkit's compute-sanitizer so the agent can check kernels for bad memory accesses",
-    )
+    return _optional_tool("compute-sanitizer", "memory checking", "install the CUDA toolkit's compute-sanitizer "
+                          "so the agent can check kernels for bad memory accesses")
 
 
 def check_torch(f: Facts) -> Found:
@@ -115,10 +102,8 @@ def check_torch(f: Facts) -> Found:
     with warnings.catch_warnings():  # a CUDA build without a driver warns; the detail says it
         warnings.simplefilter("ignore")
         available = torch.cuda.is_available()
-    detail = (
-        f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none (CPU-only)'}, "
-        f"CUDA available: {'yes' if available else 'no'}"
-    )
+    detail = (f"torch {torch.__version__}, CUDA build {torch.version.cuda or 'none (CPU-only)'}, "
+              f"CUDA available: {'yes' if available else 'no'}")
     if torch.version.cuda is None:
         return Found(False, detail, "install a CUDA build of torch (https://pytorch.org/get-started/locally/): "
                      "the harness runs candidates and baselines on the GPU")
@@ -151,10 +136,8 @@ def check_cuda_versions(f: Facts) -> Found:
 
 
 # litellm-style model names -> the env var holding the provider's key.
-KEY_BY_PREFIX = {
-    "openai/": "OPENAI_API_KEY", "anthropic/": "ANTHROPIC_API_KEY", "gemini/": "GEMINI_API_KEY",
-    "openrouter/": "OPENROUTER_API_KEY", "deepseek/": "DEEPSEEK_API_KEY",
-}
+KEY_BY_PREFIX = {"openai/": "OPENAI_API_KEY", "anthropic/": "ANTHROPIC_API_KEY", "gemini/": "GEMINI_API_KEY",
+                 "openrouter/": "OPENROUTER_API_KEY", "deepseek/": "DEEPSEEK_API_KEY"}
 BARE_NAMES = {r"gpt-|o1|o3|o4": "OPENAI_API_KEY", r"claude-": "ANTHROPIC_API_KEY"}
 LOCAL_PREFIXES = ("hosted_vllm/", "ollama/")
 
@@ -177,8 +160,7 @@ def check_model(f: Facts) -> Found:
     if f.api_base or f.model.startswith(LOCAL_PREFIXES):
         why = "a custom API base is set" if f.api_base else "a local server"
         return Found(True, f"{f.model}: {why}, no API key needed")
-    env = key_env(f.model)
-    if env is None:
+    if (env := key_env(f.model)) is None:
         return Found(True, f"{f.model}: provider unknown to doctor, API key not checked")
     is_set = bool(os.environ.get(env))  # never the value: only whether it is there
     return Found(is_set, f"{f.model}: {env} {'set' if is_set else 'not set'}",
@@ -189,8 +171,7 @@ def check_jail(f: Facts) -> Found:
     """Whether a jailed evaluation process starts here: the same probe the evaluator uses."""
     from cuda_agent.jail import find_bwrap, jail_problem
 
-    problem = jail_problem()
-    if problem:
+    if problem := jail_problem():
         return Found(False, problem, "apt-get install bubblewrap (and allow user namespaces), or evaluate with "
                      "--no-sandbox, knowing that candidate code then runs unjailed")
     return Found(True, f"bubblewrap jail works ({find_bwrap()}): no network, own PID namespace, writes only to scratch")

@@ -86,9 +86,8 @@ class Environment(contextlib.AbstractContextManager):
             raise TaskError("the workspace's first commit does not hold the task it was made for; "
                             "make a new workspace from the task file")
         write_private(folder / "model.py", source)
-        inputs = None
-        if sidecar is not None:
-            inputs = folder / "model.inputs.py"
+        inputs = None if sidecar is None else folder / "model.inputs.py"
+        if inputs is not None:
             write_private(inputs, sidecar)
         self._reference = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
                                     module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)

@@ -25,6 +25,10 @@ DOT_NAMES = frozenset({".gitignore", ".cuda-agent"})
 RULE = "use letters, digits, '_', '-' and '.' (folders split by '/'), e.g. kernels/my_kernel.cu"
 _PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
+_REFUSED_PARTS = {"": "it has an empty folder name ('//' or a '/' at the end)",
+                  "..": "'..' leaves the folder; name the file from the workspace root",
+                  ".": "'.' is not needed; name the file from the workspace root",
+                  ".git": ".git is the workspace history, kept by the harness"}
 
 
 def shown(name: str) -> str:
@@ -62,22 +66,14 @@ def name_problem(rel: str) -> str | None:
         return "it is absolute; give a path relative to the workspace"
     if len(rel) > MAX_PATH:
         return f"it is {len(rel)} characters long (at most {MAX_PATH})"
-    parts = rel.split("/")
-    for i, part in enumerate(parts):
-        if part == "":
-            return "it has an empty folder name ('//' or a '/' at the end)"
-        if part == "..":
-            return "'..' leaves the folder; name the file from the workspace root"
-        if part == ".":
-            return "'.' is not needed; name the file from the workspace root"
+    for i, part in enumerate(rel.split("/")):
+        if part in _REFUSED_PARTS:
+            return _REFUSED_PARTS[part]
         if len(part) > MAX_PART:
             return f"the name {part[:20]}... is {len(part)} characters long (at most {MAX_PART})"
-        bad = next((ch for ch in part if not _PLAIN.fullmatch(ch)), None)
-        if bad is not None:
+        if (bad := next((ch for ch in part if not _PLAIN.fullmatch(ch)), None)) is not None:
             what = "a space" if bad == " " else repr(bad) if bad.isprintable() and bad.isascii() else shown(bad)
             return f"it contains {what}"
-        if part == ".git":
-            return ".git is the workspace history, kept by the harness"
         if part.startswith(".") and not (i == 0 and part in DOT_NAMES):
             return f"{part} starts with '.' (hidden names are not used here)"
         if part.startswith("-"):
@@ -97,8 +93,7 @@ def bad_sources(sources: Iterable[Path], root: Path) -> list[str]:
     lines = []
     for src in sources:
         rel = src.relative_to(root).as_posix()
-        why = name_problem(rel)
-        if why is not None:
+        if (why := name_problem(rel)) is not None:
             lines.append(f"{shown(rel)}: file name not allowed ({why}): delete it with delete_file or rename it "
                          f"with rename_file (letters, digits, _ - . only), then compile again")
     return lines
@@ -115,7 +110,6 @@ def candidate_symlinks(candidate_dir: Path) -> list[str]:
     if "kernels" not in found and kernels.is_dir():
         for folder, dirs, files in os.walk(kernels):  # followlinks=False: a linked folder is listed, not entered
             for name in sorted(dirs + files):
-                path = Path(folder) / name
-                if path.is_symlink():
+                if (path := Path(folder) / name).is_symlink():
                     found.append(shown(path.relative_to(root).as_posix()))
     return found

@@ -14,5 +14,4 @@ def read_new_lines(path: Path, offset: int) -> tuple[list[str], int]:
         f.seek(offset)
         data = f.read()
     end = data.rfind(b"\n") + 1
-    lines = [x for x in data[:end].decode("utf-8", "replace").splitlines() if x.strip()]
-    return lines, offset + end
+    return [x for x in data[:end].decode("utf-8", "replace").splitlines() if x.strip()], offset + end

@@ -84,8 +84,7 @@ class FormatErrorRecord(_Record):
 
 class VersionMetrics(BaseModel):
     """What an evaluated version scored: the evaluation record and the version's git trailers
-    (workspace.trailers.VersionInfo) both carry these, made from the verdict in one place
-    (workspace.trailers.metrics_of)."""
+    (workspace.trailers.VersionInfo) both carry these, made in one place (trailers.metrics_of)."""
 
     status: str
     reward: int

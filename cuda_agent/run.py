@@ -47,8 +47,7 @@ class RunSpec(BaseModel):
 
 
 class RunRequest(BaseModel):
-    """A run handed to its own process (the TUI's agent): the spec, the resolved settings, and how
-    it is steered."""
+    """A run handed to its own process (the TUI's agent): the spec, the resolved settings, how it is steered."""
 
     spec: RunSpec
     settings: Settings
@@ -105,26 +104,23 @@ class RunOutcome(BaseModel):
                 "dropin": str(self.dropin) if self.dropin else None}
 
 
-def finished_run(run_dir: Path) -> tuple[bool, RunOutcome | None]:
-    """Whether the run in `run_dir` is finished (its trajectory ends with a `finished` closing), and
-    then its outcome as its last process saved it (None when it was not saved: a run made before
+def finished_run(run_dir: Path) -> RunOutcome | None:
+    """When the run in `run_dir` is finished (its trajectory ends with a `finished` closing), its outcome
+    as its last process saved it; None when it is not finished or that was not saved (a run made before
     outcome.json existed, or one killed while it was re-verified). A finished run is not continued."""
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import read_trajectory
 
     try:
         records = read_trajectory(Path(run_dir) / TRAJECTORY)
-    except (OSError, ValueError):
-        return False, None  # open_run says what is wrong with the folder
-    last = records[-1] if records else None
-    if not isinstance(last, Closing) or last.stop_reason != "finished":
-        return False, None
-    try:
         saved = RunOutcome.model_validate_json((Path(run_dir) / OUTCOME).read_text())
     except (OSError, ValueError):
-        return True, None
+        return None  # not finished or not saved; open_run says what is wrong with a broken folder
+    last = records[-1] if records else None
+    if not isinstance(last, Closing) or last.stop_reason != "finished":
+        return None
     same = (saved.stop_reason, saved.steps, saved.wall_s) == (last.stop_reason, last.steps, last.wall_s)
-    return True, saved if same else None
+    return saved if same else None
 
 
 def finished_line(done: RunOutcome) -> str:
@@ -178,16 +174,14 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              remote: Any = None, evaluator_factory: Callable[[Environment], Callable[[], Any]] | None = None,
              finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
-             on_start: Callable[[Path, Model], None] | None = None,
              on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None,
              model: Model | None = None) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
-    `opened`: open_run()'s result, when the caller has it;
-    `writer(path, model)` makes the trajectory writer; `remote` is a control channel (RemoteControl);
-    `evaluator_factory(env)` replaces the environment's evaluators (a batch's pool); `finalize_slot()`
-    is held while the best version is re-verified. `finalize_interrupted=False` leaves a run the
-    batch stopped for its next start; `closed_only_finalize`: a resumed run whose trajectory ends
-    with a closing (stopped while re-verifying) is only finalized, as a finished run always is."""
+    `opened`: open_run()'s result, when the caller has it; `writer(path, model)` makes the trajectory writer;
+    `remote` is a control channel (RemoteControl); `evaluator_factory(env)` replaces the environment's
+    evaluators (a batch's pool); `finalize_slot()` is held while the best version is re-verified.
+    `finalize_interrupted=False` leaves a run the batch stopped for its next start; `closed_only_finalize`:
+    a resumed run whose trajectory ends with a closing (stopped while re-verifying) is only finalized."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
@@ -195,24 +189,20 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
     env, state = opened or open_run(spec, settings)
     run_dir = env.workspace.root.parent
     trajectory = run_dir / TRAJECTORY
-    closing = None
-    if spec.resume is not None:  # a finished run is never continued: at most finalized (killed while it was)
-        last = read_trajectory(trajectory)[-1]
-        ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
-            closed_only_finalize and last.stop_reason != "interrupted"))
-        closing = last if ended else None
+    last = read_trajectory(trajectory)[-1] if spec.resume is not None else None
+    # a finished run is never continued: at most finalized (killed while it was)
+    ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
+        closed_only_finalize and last.stop_reason != "interrupted"))
     if evaluator_factory is not None:
         env.ctx.evaluator_factory = evaluator_factory(env)
     result: RunResult | None = None
     final, final_error = None, None
     with env:
-        if closing is not None:
-            result = RunResult(closing.stop_reason, env.workspace.best(), closing.steps, closing.tokens,
-                               closing.cost, closing.unpriced_turns, closing.wall_s, closing.error)
+        if ended:
+            result = RunResult(last.stop_reason, env.workspace.best(), last.steps, last.tokens, last.cost,
+                               last.unpriced_turns, last.wall_s, last.error)
         else:
             model = model or make_model(settings, spec.script, skip=state.turns if state else 0)
-            if on_start is not None:
-                on_start(run_dir, model)
             out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)
             try:
                 result = run_agent(model, env, settings.limits, out, run_id=run_dir.name, resume_state=state,
@@ -229,14 +219,17 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                 on_finalize()
             with finalize_slot():
                 final, final_error = finalize(env, run_dir, result)
-    done = outcome(run_dir, result, final, final_error)
+    verified = final.reverification.verified if final else None
+    done = RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
+                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
+                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
+                      report=final.report if final else None, dropin=final.dropin if final else None)
     (run_dir / OUTCOME).write_text(done.model_dump_json(indent=1))
     return done
 
 
 def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalOutputs | None, str | None]:
-    """Re-verify the run's best version, write report.md and the drop-in: (outputs or None, the
-    error text when that failed)."""
+    """Re-verify the run's best version, write report.md and the drop-in: (outputs, None), or (None, why not)."""
     from cuda_agent.results import finalize_run
 
     try:  # the result is what passes again with more input sets, not the run's own check
@@ -245,25 +238,15 @@ def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalO
         return None, f"finalizing the run failed: {type(e).__name__}: {e}"
 
 
-def outcome(run_dir: Path, result: RunResult, final: FinalOutputs | None, final_error: str | None) -> RunOutcome:
-    verified = final.reverification.verified if final else None
-    return RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
-                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
-                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
-                      report=final.report if final else None, dropin=final.dropin if final else None)
-
-
 def main(argv: list[str]) -> int:
     """`python -m cuda_agent.run REQUEST.json`: a run in its own process, steered through its run
     folder (what `optimize --tui` and the app's resume start)."""
     from cuda_agent.agent.remote import RemoteControl
 
     request = RunRequest.model_validate_json(Path(argv[1]).read_text())
-    if request.spec.resume is not None:
-        _, saved = finished_run(request.spec.resume)
-        if saved is not None:
-            print(finished_line(saved))
-            return saved.exit_code
+    if request.spec.resume is not None and (saved := finished_run(request.spec.resume)) is not None:
+        print(finished_line(saved))
+        return saved.exit_code
     try:
         opened = open_run(request.spec, request.settings)
     except RunError as e:

@@ -20,7 +20,6 @@ from cuda_agent.agent.model_options import ModelOptions
 from cuda_agent.eval.settings import EvalConfig
 
 PROJECT_FILE = "cuda-agent.toml"
-LAYERS = ("default", "user file", "project file", "environment", "flag")
 
 
 class ToolSettings(BaseModel):
@@ -69,7 +68,7 @@ class SettingsError(ValueError):
 
 class Resolved(BaseModel):
     settings: Settings
-    origins: dict[str, str]  # dotted field -> the layer its value came from (LAYERS)
+    origins: dict[str, str]  # dotted field -> its layer: default, user file, project file, environment or flag
 
     def rows(self) -> list[tuple[str, Any, str]]:
         """(dotted name, value, origin) for every leaf setting, in the model's order."""
@@ -83,8 +82,7 @@ class Resolved(BaseModel):
 
 
 def user_file() -> Path:
-    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
-    return Path(base) / "cuda-agent" / "config.toml"
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "cuda-agent" / "config.toml"
 
 
 def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = None,
@@ -105,9 +103,8 @@ def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = N
         where = ".".join(str(p) for p in err["loc"])
         layer = next((o for k, o in origins.items() if where == k or where.startswith(k + ".")
                       or k.startswith(where + ".")), "default")
-        source = {"user file": str(user or user_file()), "project file": str(project),
-                  "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"), "flag": "the command line"}[layer] \
-            if layer != "default" else "the defaults"
+        source = {"default": "the defaults", "user file": str(user or user_file()), "project file": str(project),
+                  "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"), "flag": "the command line"}[layer]
         msg = "it is not a setting" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
         raise SettingsError(f"setting {where or '(top level)'} from {source}: {msg}; fix it there "
                             "(`cuda-agent config show` lists every setting)") from None

@@ -77,10 +77,7 @@ class Task:
 
     def sources(self) -> dict[str, bytes]:
         """The files that define the task, to snapshot them outside any workspace."""
-        out = {self.path.name: self.path.read_bytes()}
-        if self.inputs_path is not None:
-            out[self.inputs_path.name] = self.inputs_path.read_bytes()
-        return out
+        return {p.name: p.read_bytes() for p in (self.path, self.inputs_path) if p is not None}
 
     def init_inputs(self, seed: int = 0) -> list:
         seed_everything(seed)
@@ -148,7 +145,10 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
                             "nothing was run from it")
     module = _exec_module(path.resolve(), module_name, source)
     if not isinstance(getattr(module, class_name, None), type):
-        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and _is_module_cls(v))
+        import torch
+
+        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, torch.nn.Module)
+                         and v.__module__.startswith("cuda_agent_task"))
         hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
         raise TaskError(f"{path} has no class {class_name}{hint}")
     fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
@@ -160,8 +160,7 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
         used_sidecar = inputs_path
     elif inputs is not None and side_source is None:
         raise TaskError(f"inputs file not found: {inputs}")
-    missing = [n for n, f in fns.items() if f is None]
-    if missing:
+    if missing := [n for n, f in fns.items() if f is None]:
         raise TaskError(f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
                         f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
                         "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`")
@@ -177,12 +176,6 @@ def _read(path: Path) -> bytes:
         return path.read_bytes()
     except OSError as e:
         raise TaskError(f"cannot read {path}: {e.strerror}") from None
-
-
-def _is_module_cls(v: type) -> bool:
-    import torch
-
-    return issubclass(v, torch.nn.Module) and v.__module__.startswith("cuda_agent_task")
 
 
 def describe_value(x: Any) -> dict:

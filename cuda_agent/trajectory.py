@@ -11,15 +11,13 @@ import contextlib
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 from cuda_agent.records import Record, map_strings, parse_record
 from cuda_agent.secrets import Redactor
 
 
 class TrajectoryWriter(contextlib.AbstractContextManager):
-    """Appends records, each redacted (secrets.Redactor: the environment's credentials as of now,
-    `secrets`, and whatever `add_secrets` registers later) and flushed to disk."""
+    """Appends records, each redacted (secrets.Redactor, with what `add_secrets` registers) and flushed to disk."""
 
     def __init__(self, path: Path | str, secrets: tuple = ()):
         self.path = Path(path)
@@ -37,8 +35,10 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
         line = json.dumps(obj, ensure_ascii=False)
         try:
             line.encode("utf-8")
-        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written escaped
-            line = json.dumps(_encodable(obj), ensure_ascii=False)
+        except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written as backslash
+            # escapes, text rather than JSON escapes, so the file reads back as plain UTF-8
+            line = json.dumps(map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8")),
+                              ensure_ascii=False)
         self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -49,12 +49,6 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
 
     def __exit__(self, *exc) -> None:
         self.close()
-
-
-def _encodable(obj: Any) -> Any:
-    """Every string with the characters UTF-8 cannot carry as backslash escapes (text, not JSON escapes,
-    so the file reads back as plain UTF-8)."""
-    return map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8"))
 
 
 def read_trajectory(path: Path | str) -> list[Record]:
@@ -76,10 +70,8 @@ def read_trajectory(path: Path | str) -> list[Record]:
 
 
 def _drop_torn_tail(path: Path) -> None:
-    if not path.is_file() or path.stat().st_size == 0:
-        return
-    data = path.read_bytes()
-    if data.endswith(b"\n"):
+    data = path.read_bytes() if path.is_file() else b""
+    if not data or data.endswith(b"\n"):
         return
     tail = data[data.rfind(b"\n") + 1:]
     try:

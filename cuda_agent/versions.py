@@ -18,7 +18,6 @@ def software_versions() -> dict[str, str]:
     with contextlib.suppress(Exception):  # no toolkit here: the header says nothing rather than failing the run
         from cuda_agent.kernels.toolkit import find_nvcc, nvcc_version
 
-        found = re.search(r"release ([\d.]+)", nvcc_version(find_nvcc()))
-        if found:
+        if found := re.search(r"release ([\d.]+)", nvcc_version(find_nvcc())):
             out["nvcc"] = found.group(1)
     return out
