@@ -217,7 +217,7 @@ class Agent:
     def _execute(self, call: ToolCall, malformed: bool, decision: Decision | None) -> tuple[bool, int | None]:
         if decision is not None and not decision.approve:
             observation = f"A person rejected this call: {decision.reason or 'no reason given'}"
-            self._answer(call, self.redact.text(valid_text(observation)), "rejected", format_error=malformed)
+            self._answer(call, self.redact.text(valid_text(observation)), "rejected")
             return False, None
         edited = decision.edited_arguments if decision else None
         self.steps += 1  # it reaches the environment: a step
