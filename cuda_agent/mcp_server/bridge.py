@@ -84,8 +84,11 @@ class ClientBridge:
             last, self._current = self._current, None
             if last is not None and not last.done():
                 last.set_result(Answer(results=self._take(), ending=ending, summary=summary, failed=failed))
-            while not self._calls.empty():  # the loop has ended or never started: nothing else takes from it
-                item = self._calls.get_nowait()
+            while True:  # get_nowait, not empty(): a loop thread still reading cannot make this raise
+                try:
+                    item = self._calls.get_nowait()
+                except queue.Empty:
+                    break
                 if item is not None:
                     item[1].set_result(self._refused("the run ended before this call ran."))
 
