@@ -75,8 +75,10 @@ def rebuild(records: list[Record]) -> ResumeState:
 def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
     state.turns = turn.step
     state.tokens += turn.prompt_tokens + turn.completion_tokens
-    state.unpriced += turn.cost is None
-    state.cost = state.cost if turn.cost is None else (state.cost or 0.0) + turn.cost
+    if turn.cost is None:
+        state.unpriced += 1
+    else:
+        state.cost = (state.cost or 0.0) + turn.cost
     state.turn_messages.append(len(state.messages))
     state.messages.append(assistant_message(turn.content, turn.tool_calls))  # as the loop built it
     ran, reached = [], 0

@@ -67,6 +67,7 @@ class MessageScreen(ModalScreen[str | None]):
     def on_input_submitted(self, event: Input.Submitted) -> None:
         self.dismiss(event.value.strip() or None)
 
+
 class QuitScreen(ModalScreen[str]):
     """Closing while the agent runs: stop it (resumable), leave it running (detach), or stay."""
 
