@@ -65,7 +65,9 @@ class Environment(contextlib.AbstractContextManager):
                           unscorable=v.error or "unscorable" if v and v.status == "unscorable" else None)
 
     def episode_reward(self) -> int:
-        """The paper's task score: the reward of the best correct version found, -1 if none."""
+        """The paper's task score: the reward of the best correct version found, -1 if none, as the
+        harness's verdict ledger records it (never the commits' trailers or `best` ref: the model's shell
+        can write those). KernelEnv's and verl's episode rewards are this."""
         best = self.workspace.best()
         return best.reward if best is not None else -1
 

@@ -12,7 +12,8 @@ gets, from one bwrap command line:
   unix socket either;
 - a read-only view of the system (/usr and the interpreter, the package, the CUDA toolkit, a
   few /etc files; /proc/sys read-only), private /tmp and /dev/shm, only the GPU device nodes,
-  and writes only to the folders it is given;
+  and writes only to the folders it is given; folders it must not see (the run folder around
+  the shell's workspace: the verdict ledger, the trajectory) shown empty, whatever bind holds them;
 - rlimits: no core files, bounded file size and open files, bounded address space where no GPU
   is needed.
 
@@ -130,6 +131,11 @@ def _above_private(path: Path) -> bool:
     return any(path == Path(d) or path in Path(d).parents for d in ("/tmp", "/dev", "/proc"))
 
 
+def _above_system(path: Path) -> bool:
+    """A folder holding /usr, /lib... (a workspace made at /ws has "/" around it): never hidden."""
+    return any(path == Path(d) or path in Path(d).parents for d in _SYSTEM)
+
+
 def _covered(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
@@ -156,6 +162,9 @@ class Jail:
     env: dict[str, str] = field(default_factory=dict)  # on top of minimal_env()
     address_space: int | None = None  # RLIMIT_AS in bytes (not with a GPU: CUDA reserves huge ranges)
     enabled: bool = True  # False: --no-sandbox (recorded by the caller), same env and process handling
+    # folders shown empty and read-only (the run folder around a workspace: its verdict ledger and
+    # trajectory), even where a path bound for the interpreter holds them; binds inside still show
+    hidden: list[Path] = field(default_factory=list)
 
     def argv(self, cmd: list[str], bwrap: str | None = None) -> list[str]:
         if not self.enabled:
@@ -190,8 +199,13 @@ class Jail:
             for dev in sorted(Path("/dev").glob("nvidia*")):
                 if dev.exists():
                     a += ["--dev-bind", str(dev), str(dev)]
+        hidden = [p for p in map(Path, self.hidden) if not _above_private(p) and not _above_system(p)]
+        for p in hidden:
+            a += ["--tmpfs", str(p)]
+            a += [arg for r in roots if p in r.parents for arg in ("--ro-bind", str(r), str(r))]
         for flag, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
             a += [arg for p in paths for arg in (flag, str(p), str(p))]
+        a += [arg for p in hidden for arg in ("--remount-ro", str(p))]
         a += ["--remount-ro", "/"]  # the sandbox's own root (where bwrap made mount points) too
         if self.cwd:
             a += ["--chdir", str(self.cwd)]

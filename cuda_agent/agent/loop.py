@@ -38,6 +38,7 @@ from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTur
 from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
+from cuda_agent.workspace.ledger import LedgerError
 
 if TYPE_CHECKING:
     from cuda_agent.agent.resume import ResumeState
@@ -115,8 +116,11 @@ class Agent:
         except Exception as e:  # a bug: still closed in the record, then raised
             reason, error = "error", f"{type(e).__name__}: {e}"
             raise
-        finally:  # the closing record, whatever ended the run
-            best = self.env.workspace.best()
+        finally:  # the closing record, whatever ended the run; the best is the verdict ledger's
+            try:
+                best = self.env.workspace.best()
+            except LedgerError as e:  # the ledger was tampered with outside the jail: no result, and why
+                best, error = None, error or str(e)
             wall = time.monotonic() - self.started
             self.writer.write(Closing(stop_reason=reason, best_version=best and best.version,
                                       best_commit=best and best.sha, best_reward=best and best.reward,

@@ -16,7 +16,7 @@ from cuda_agent.task import Task, describe_value, task_label
 
 # Which system/task prompt a run was shown: recorded in the run header and in every exported record,
 # so training data can be split by it. Bump it whenever the templates or SKILL.md change what a model sees.
-PROMPT_VERSION = 2
+PROMPT_VERSION = 3  # 3: SKILL.md shows the handle getter, the per-shape algorithm cache and the compiler barrier
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined)
 

@@ -8,9 +8,11 @@ resumed run appends to the same trajectory: a `resume` record, the records this 
 the new turns.
 
 A call without a result (killed mid-turn, or after `finish`) is answered with INTERRUPTED, not
-re-run: its edit may be on disk already, its verify may have committed a version. The workspace's
-git history is the truth for versions: one committed without an evaluation record is recorded now
-and, when the model never saw its result, told to it in a note, so nothing is lost or repeated.
+re-run: its edit may be on disk already, its verify may have committed a version. The harness's
+verdict ledger (workspace/ledger.py) is the truth for versions: one it recorded without an
+evaluation record in the trajectory is recorded now and, when the model never saw its result,
+told to it in a note, so nothing is lost or repeated. A commit the model made itself (reward
+trailers written with git in its shell) is no version: the ledger holds no evaluation of it.
 """
 
 from __future__ import annotations
@@ -71,8 +73,8 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
 
 
 def _recover_versions(state: ResumeState, records: list[Record], versions: list[VersionInfo]) -> None:
-    """Evaluation records for versions the trajectory lacks: from a tool result whose evaluation
-    record was cut off, else from the commit's trailers (and then the model is told)."""
+    """Evaluation records for versions the trajectory lacks (`versions`: the ledger's): at the step
+    of a tool result whose evaluation record was cut off, else at the last turn (and the model is told)."""
     evaluated = {r.commit for r in records if r.type == "evaluation"}
     by_sha = {v.sha: v for v in versions}
     for r in records:  # at the step of the tool result that reported it

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from cuda_agent.eval.compare import compare_output
-from cuda_agent.eval.precision import precision_finding
+from cuda_agent.eval.precision import downgrade_signature, precision_finding
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
 from cuda_agent.eval.zero_trap import zero_trap as _zero_trap
@@ -141,8 +141,10 @@ def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str 
 
 
 def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
-              tol: Tolerances, fp32: bool, allow_precision: bool, verdict: Verdict) -> SetResult:
-    """Compare what the worker copied into `bufs` with the references, after checking its metadata."""
+              tol: Tolerances, fp32: bool, allow_precision: bool, verdict: Verdict,
+              probe: list | None = None) -> SetResult:
+    """Compare what the worker copied into `bufs` with the references, after checking its metadata;
+    `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None."""
     outputs: list[OutputCheck] = []
     meta = resp.get("outputs", [])
     if resp.get("n_outputs") != len(ref32):
@@ -168,7 +170,9 @@ def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None
         r64 = ref64[j] if ref64 else None
         check = compare_output(j, buf, r, r64, out_tols.get(j, tol))
         outputs.append(check)
-        finding = precision_finding(check, tol, task_fp32=fp32, allow_precision=allow_precision)
+        p = probe[j] if fp32 and probe and r64 is not None else None
+        sig = downgrade_signature(buf, r64, p) if p is not None else None
+        finding = precision_finding(check, tol, task_fp32=fp32, allow_precision=allow_precision, signature=sig)
         if finding and not any(f.guard == "precision" and f.message == finding.message for f in verdict.findings):
             verdict.findings.append(finding)
     return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs)

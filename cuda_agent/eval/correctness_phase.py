@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 
 def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: Any, spec: dict, verdict: Verdict,
-               threads: int) -> dict:
-    """Run every input set; return the per-output tolerances (tightened by the zero trap)."""
+               threads: int, plans: dict[str, dict]) -> dict:
+    """Run every input set; return the per-output tolerances (tightened by the zero trap). `plans`
+    gets each input layout's checked plan (repr of its description -> plan): the plans timing replays."""
     tol = ev.cfg.tolerances
     out_tols: dict[int, Any] = {}
-    plans: dict[str, dict] = {}
     for i in range(ev.cfg.n_sets):
         seed = secrets.randbits(31)
         inputs = ev.ref.inputs(seed)
@@ -36,6 +36,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
                 "forward launched different work for inputs of the same shapes: forward must be a function of "
                 "its inputs (no state kept between calls)")))
         ref32, ref64 = ev.ref.outputs(inputs)  # empties inputs: the judge draws its own copy
+        probe = ev.ref.downgrade_probe(seed, ref64) if ref64 else None  # the TF32 signature (precision.py)
         if i == 0:
             out_tols = _tolerances(ref32, ref64, tol, verdict)
         files = checks.output_files(judge.scratch, f"set{i}", len(ref32))
@@ -51,7 +52,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
         verdict.findings += checks.new_threads(threads, judge.threads())
         bufs = checks.read_outputs(files, resp.get("outputs", []), ref32)
         result = checks.judge_set(seed, resp, bufs, ref32, ref64, out_tols, tol, ev.ref.fp32,
-                                  ev.cfg.allow_precision, verdict)
+                                  ev.cfg.allow_precision, verdict, probe=probe)
         if resp.get("mutated"):
             verdict.findings.append(Finding(guard="input_mutation", message=(
                 f"forward changed its input(s) {resp['mutated']}: inputs are read-only; write results to new outputs")))
@@ -59,7 +60,7 @@ def check_sets(ev: Evaluator, recorder: JailedChild, judge: JailedChild, build: 
         verdict.sets.append(result)
         if not result.ok:
             verdict.status = "incorrect"
-        del bufs, ref32, ref64
+        del bufs, ref32, ref64, probe
         ev.ref.release_cached()  # the next set's references fit where these were, beside the judge's
     return out_tols
 

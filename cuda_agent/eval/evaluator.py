@@ -33,7 +33,7 @@ from cuda_agent.eval import checks
 from cuda_agent.eval.baselines import BaselineCache
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.correctness_phase import check_sets
-from cuda_agent.eval.guards.static import check_candidate_static
+from cuda_agent.eval.guards.static import check_build_inputs, check_candidate_static
 from cuda_agent.eval.recording import load_recorder, record_only
 from cuda_agent.eval.reference import Reference, snapshot_task
 from cuda_agent.eval.reward import milestone_reward, speedup
@@ -122,6 +122,9 @@ class Evaluator:
             record_only(self, candidate_dir, verdict)  # names the torch compute forward did instead
             return self._scored(verdict, seconds, t_start)
         t = time.perf_counter()
+        # the source rules over what else nvcc read too (an #include a macro names, impl.inc)
+        findings += check_build_inputs(candidate_dir, build.inputs, task_fp32=self.ref.fp32,
+                                       allow_precision=self.cfg.allow_precision)
         findings += checks.audit_native(build, self.cfg.native_symbols)
         seconds["audit"] = time.perf_counter() - t
 
@@ -214,12 +217,13 @@ class Evaluator:
             verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
             return []
         t = time.perf_counter()
-        out_tols = check_sets(self, recorder, judge, build, spec, verdict, threads)
+        plans: dict[str, dict] = {}
+        out_tols = check_sets(self, recorder, judge, build, spec, verdict, threads, plans)
         seconds["correctness"] = time.perf_counter() - t
         if verdict.status != "correct" or verdict.failing_findings or not timing:
             return []
         t = time.perf_counter()
-        seeds = time_candidate(self, recorder, judge, spec, out_tols, verdict, threads)
+        seeds = time_candidate(self, judge, plans, out_tols, verdict, threads)
         seconds["timing"] = time.perf_counter() - t
         return seeds
 

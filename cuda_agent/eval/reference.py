@@ -134,6 +134,7 @@ class Reference:
         self.input_bytes = tensors_bytes(sample)
         self.eager_bytes = 0  # parameters + one input set + one forward, measured on a GPU (determinism_problem)
         self.inputs_desc = [describe_value(x) for x in sample]
+        self.probe_rounds = True  # False once the TF32 probe found no matmul/conv to round
 
     def _code(self, call: str):
         files = tuple(f for f in (self.task.path, self.task.inputs_path) if f is not None)
@@ -176,6 +177,36 @@ class Reference:
         inputs.clear()
         self.release_cached()  # what the float64 forward left cached
         return ref, ref64
+
+    def downgrade_probe(self, seed: int, ref64: list) -> list | None:
+        """Per output of input set `seed`, what rounding every matmul/conv operand to TF32's mantissa
+        does to the float64 truth `ref64` (downgrade_probe.py; precision.py reads it); None for a task
+        that is not fp32, has no float64 model, or rounds nothing."""
+        from cuda_agent.eval.downgrade_probe import perturbation, rounded_forward
+
+        if not (self.fp32 and self.probe_rounds and self.model64 is not None):
+            return None
+        inputs, doubles = self.inputs(seed), []
+        while inputs:
+            doubles.append(_to_double(inputs.pop(0)))
+        # A second forward must not move buffers the task's forward updates (running statistics).
+        buffers = {k: v.clone() for k, v in self.model64.named_buffers()}
+        try:
+            with self._code("forward in float64 with TF32-rounded operands"):
+                low, rounded = rounded_forward(lambda: flatten(self.model64(*doubles)))
+        except TaskCodeError as e:
+            self.probe_rounds = False
+            self.notes.append(f"no TF32 probe ({e}); precision judged normwise only")
+            return None
+        finally:
+            for k, v in self.model64.named_buffers():
+                v.copy_(buffers[k])
+        del doubles, buffers
+        self.probe_rounds = rounded > 0
+        probes = [perturbation(a, b) for a, b in zip(low, ref64)] if rounded else None
+        del low
+        self.release_cached()
+        return probes
 
     def release_cached(self) -> None:
         """Give the blocks torch's allocator caches back to the GPU. The parent's large tensors come

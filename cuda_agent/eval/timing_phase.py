@@ -15,7 +15,6 @@ from cuda_agent.eval.baselines import BaselineCache, timing_from
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.plan import describe
-from cuda_agent.eval.recording import record_plan
 from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.verdict import Finding, Timing, Verdict
 from cuda_agent.task import TaskError
@@ -38,25 +37,25 @@ def calibrate(ev: Evaluator, judge: JailedChild) -> None:
         ev.overhead_ms = (time.perf_counter() - t0) * 1e3 / reps
 
 
-def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spec: dict, out_tols: dict,
+def time_candidate(ev: Evaluator, judge: JailedChild, plans: dict[str, dict], out_tols: dict,
                    verdict: Verdict, threads: int) -> list[int]:
-    """Time on input sets the correctness phase never showed; returns their seeds. The judge holds
-    every timing set's inputs and outputs through the loop; the parent holds none of them: each
-    set's references are made after the loop, one set at a time, and compared with what the judge
-    wrote (inputs are a pure function of their seed)."""
+    """Time on input sets the correctness phase never showed; returns their seeds. Each set is
+    replayed with the plan checked for its input layout (`plans`, from the correctness phase): the
+    recorder is not asked again, so a forward that changes what it launches after the checked sets
+    changes nothing timed. The judge holds every timing set's inputs and outputs through the loop;
+    the parent holds none of them: each set's references are made after the loop, one set at a
+    time, and compared with what the judge wrote (inputs are a pure function of their seed)."""
     budget = int(ev.budget_bytes * ev.cfg.memory_fraction)
     per_set = ev.ref.eager_bytes or 2 * ev.ref.input_bytes  # one set in the judge: inputs, outputs
     kept: list[dict] = []
     for _ in range(timing_set_count(per_set, budget, ev.cfg.timing_sets)):
-        seed = secrets.randbits(31)
-        inputs = ev.ref.inputs(seed)
-        described = [describe(x) for x in inputs]
-        del inputs
-        plan = record_plan(ev, recorder, described, spec, verdict)
-        if plan is None:
-            verdict.status = "guard_violation" if verdict.status == "correct" else verdict.status
+        found = _checked_layout(ev, plans)
+        if found is None:
+            verdict.status, verdict.error = "unscorable", (
+                f"get_inputs() drew no input set of a checked layout in {REDRAWS} tries: a task whose input "
+                "shapes vary from draw to draw cannot be timed on the plans its correctness sets checked")
             return []
-        kept.append({"seed": seed, "plan": plan})
+        kept.append(found)
     ev.ref.release_cached()  # the sets just drawn to describe them: the judge's timing sets need the room
     cfg = ev.cfg.timing
     resp = judge.request({"op": "time_prepare", "sets": [{"seed": k["seed"], "plan": k["plan"]} for k in kept],
@@ -95,6 +94,21 @@ def time_candidate(ev: Evaluator, recorder: JailedChild, judge: JailedChild, spe
             break
     ev.ref.release_cached()  # the baselines' judge starts next: what the comparisons cached
     return seeds
+
+
+REDRAWS = 20  # fresh draws tried for an input set whose layout a correctness set checked
+
+
+def _checked_layout(ev: Evaluator, plans: dict[str, dict]) -> dict | None:
+    """A fresh seed whose input set has a layout the correctness phase checked, with that plan."""
+    for _ in range(REDRAWS):
+        seed = secrets.randbits(31)
+        inputs = ev.ref.inputs(seed)
+        plan = plans.get(repr([describe(x) for x in inputs]))
+        del inputs
+        if plan is not None:
+            return {"seed": seed, "plan": plan}
+    return None
 
 
 def timing_set_count(per_set: int, budget: int, wanted: int) -> int:

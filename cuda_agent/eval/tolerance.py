@@ -58,6 +58,12 @@ class Tolerances(BaseModel):
     # How many times the fp32 reference's own error (vs float64) a candidate may make:
     # widens the elementwise gate and the precision budget for ill-conditioned tasks.
     ref_error_factor: float = Field(default=16.0, ge=0)
+    # The downgrade signature (precision.py): a share of the error along the TF32 rounding's own
+    # error at least this large, `downgrade_z` standard errors from 0, is a downgrade. Honest fp32
+    # gives |share| < 0.01 and |z| < 3; TF32/fp16 operands share 1 (one operand: 0.5) at z > 60
+    # on a 128x128 output (z grows with the square root of the output's size).
+    downgrade_share: float = Field(default=0.1, gt=0)
+    downgrade_z: float = Field(default=6.0, gt=0)
 
     @classmethod
     def preset(cls, name: Preset) -> Tolerances:

@@ -1,9 +1,10 @@
 """kernels/*.cu -> one shared library per version, through a content-hash cache (DESIGN decision 1).
 
 Each .cu is compiled on its own by plain nvcc (no torch headers: about a second, not a minute)
-into the object cache (objects.py). An unchanged rebuild runs no nvcc at all; an edit recompiles
-the edited file only. The objects link into `libkernels-<hash>.so`, named by the object keys,
-next to the `launchers.json` that runtime.py binds.
+into the object cache (objects.py), keyed by every file the compile read. An unchanged rebuild
+runs no nvcc at all; an edit recompiles the files that read the edited one only. The objects link
+into `libkernels-<hash>.so`, named by the object keys, next to the `launchers.json` that
+runtime.py binds.
 """
 
 from __future__ import annotations
@@ -49,6 +50,11 @@ class BuildResult(BaseModel):
     warnings: str = ""
     ptxas: dict[str, PtxasInfo] = {}  # kernel -> resources; filled when ptxas_verbose
     commands: list[str] = []  # every nvcc command of this library, cached or not
+    # Every file the candidate's compiles read outside the toolkit and system folders (nvcc's
+    # dependency lists; the sources among them), relative to the candidate dir (absolute if
+    # outside it) -> sha256; and, per source, which of them its compile read (itself first).
+    inputs: dict[str, str] = {}
+    reads: dict[str, list[str]] = {}
     launchers: list[str] = []
     kernels: list[str] = []
 
@@ -116,7 +122,10 @@ def build_kernels(
     for j in jobs:
         if j.ptxas:
             ptxas.update(parse_ptxas_report(j.output, j.shown))
+    inputs, reads = _inputs(jobs[:-1], root)  # the last job is support.cu: the project's, not the candidate's
     common = dict(
+        inputs=inputs,
+        reads=reads,
         compiled=[j.shown for j in misses],
         cached=not misses,
         warnings=warnings,
@@ -144,6 +153,22 @@ def build_kernels(
     )  # fmt: skip
 
 
+def _inputs(jobs: list[CompileJob], root: Path) -> tuple[dict[str, str], dict[str, list[str]]]:
+    """BuildResult.inputs and .reads of the jobs that compiled or were found in the cache."""
+    inputs: dict[str, str] = {}
+    reads: dict[str, list[str]] = {}
+    for j in jobs:
+        names: list[str] = []
+        for name, sha in j.reads.items():
+            path = (j.cwd / name).resolve()
+            shown = path.relative_to(root).as_posix() if path.is_relative_to(root) else str(path)
+            inputs[shown] = sha
+            names += [] if shown in names else [shown]
+        if names:
+            reads[j.shown] = sorted(names, key=lambda n: n != j.shown)  # stable: the source first
+    return dict(sorted(inputs.items())), reads
+
+
 def _diagnostics(jobs: list[CompileJob], root: Path) -> tuple[str, str]:
     """(errors, warnings) of all compiles together, so a header's error is folded across includers."""
     diags, unparsed = [], []
@@ -162,7 +187,8 @@ def _link(
 ) -> tuple[Path, str, str]:
     """(library, command, errors): one library per set of objects, cached like them."""
     link_flags = [*link_flags, *LAUNCH_WRAPS]
-    key = hashlib.sha256(json.dumps([version, [j.key for j in jobs], link_flags]).encode()).hexdigest()[:16]
+    objects = [j.object_key for j in jobs]
+    key = hashlib.sha256(json.dumps([version, objects, link_flags]).encode()).hexdigest()[:16]
     lib = cache / "lib" / key / f"libkernels-{key}.so"
     objs = [str(j.obj(cache)) for j in jobs]
     # --no-undefined: a missing symbol fails here, not at dlopen in the model's process.

@@ -16,21 +16,24 @@ import tempfile
 from pathlib import Path
 
 from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
+from cuda_agent.kernels.depfile import TARGET
 
 
 def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: str,
-             mode: int | None = None) -> tuple[str, bool]:
+             mode: int | None = None, depfile: Path | None = None) -> tuple[str, bool]:
     """(stdout and stderr, succeeded) of `argv` (without -o): nvcc writes into an empty folder of its
     own beside `target` (the one folder it may write), and what it made replaces `target` on
-    success (chmod `mode` first, when given)."""
+    success (chmod `mode` first, when given). `depfile`: nvcc also lists every file it read there
+    (a make rule whose target is depfile.TARGET)."""
     target.parent.mkdir(parents=True, exist_ok=True)
     out = Path(tempfile.mkdtemp(dir=target.parent, prefix=".nvcc-"))
     made = out / target.name
+    deps = ["-MD", "-MF", str(out / "deps.d"), "-MT", TARGET] if depfile is not None else []
     try:
         jail = Jail(readable=[*_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
                     writable=[out], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
-        proc = jail.popen([*argv, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          text=True)
+        proc = jail.popen([*argv, *deps, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, text=True)
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -41,6 +44,10 @@ def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: 
             return output, False
         if mode is not None:
             os.chmod(made, mode)
+        if depfile is not None:
+            if not (out / "deps.d").is_file():
+                return f"nvcc error : {what} wrote no list of the files it read", False
+            os.replace(out / "deps.d", depfile)
         os.replace(made, target)
         return output, True
     finally:

@@ -61,6 +61,49 @@ def _nvcc_version(nvcc: str, mtime_ns: int, size: int) -> str:
     return proc.stdout.strip()
 
 
+def system_include_dirs(nvcc: Path) -> tuple[Path, ...]:
+    """The folders whose headers are the toolkit's or the system's, not the candidate's: nvcc's
+    TOP (the toolkit it really runs, behind any wrapper script) and the `#include <...>` search
+    list of the host compiler it calls; asked once per process per (path, mtime)."""
+    stat = nvcc.stat()
+    return _system_include_dirs(str(nvcc), stat.st_mtime_ns, stat.st_size)
+
+
+@functools.lru_cache(maxsize=8)
+def _system_include_dirs(nvcc: str, mtime_ns: int, size: int) -> tuple[Path, ...]:
+    fix = "check the CUDA toolkit and host compiler install"
+    dry = _run([nvcc, "--dryrun", "-x", "cu", "-c", "/dev/null", "-o", "/dev/null"], f"{nvcc} --dryrun", fix)
+    top = next((line.split("=", 1)[1].strip() for line in dry.splitlines() if line.startswith("#$ TOP=")),
+               None)
+    host = next((line.split()[1] for line in dry.splitlines()
+                 if line.startswith("#$ ") and " -E " in line and "-x c++" in line), None)
+    if top is None or host is None:
+        raise ToolkitError(f"{nvcc} --dryrun named no toolkit folder or host compiler; {fix}")
+    listing = _run([host, "-x", "c++", "-E", "-v", "/dev/null", "-o", "/dev/null"], f"{host} -E -v", fix)
+    lines = listing.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith("#include <...> search starts here")),
+                 None)
+    dirs = []
+    for line in lines[start + 1:] if start is not None else []:
+        if not line.startswith(" "):
+            break
+        dirs.append(Path(line.split(" (framework directory)")[0].strip()))
+    if not dirs:
+        raise ToolkitError(f"{host} -E -v listed no system include folders; {fix}")
+    return (Path(top).resolve(), *(d.resolve() for d in dirs))
+
+
+def _run(cmd: list[str], what: str, fix: str) -> str:
+    """stdout and stderr of a toolkit query, or a ToolkitError saying what failed."""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ToolkitError(f"{what} failed ({exc}); {fix}") from exc
+    if proc.returncode != 0:
+        raise ToolkitError(f"{what} exited {proc.returncode}; {fix}")
+    return proc.stdout + proc.stderr
+
+
 # Arch-specific ("a") targets unlock wgmma/TMA on Hopper and tcgen05 on Blackwell.
 _ARCH_BY_MAJOR_MINOR = {(10, 0): "sm_100a", (12, 0): "sm_120a"}
 DEFAULT_ARCH = "sm_90a"

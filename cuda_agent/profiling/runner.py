@@ -76,7 +76,7 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     named = [*argv, *env.values(), *map(str, tool_installs(argv[0]))]
     readable = [p for p in _paths_named(named, cwd) if p != cwd and cwd not in p.parents]
     # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
-    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env,
+    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, hidden=[cwd.parent],
                 enabled=sandbox_enabled() if sandbox is None else sandbox)
     t0 = time.perf_counter()
     with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out, \

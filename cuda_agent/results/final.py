@@ -52,7 +52,7 @@ class Reverification:
     run_sets: int  # input sets per evaluation during the run
     attempts: list[Attempt] = field(default_factory=list)
     task: VerifiedTask | None = None
-    best: VersionInfo | None = None  # the run's best, as its `best` branch says
+    best: VersionInfo | None = None  # the run's best, as the verdict ledger says (History.best)
 
     @property
     def verified(self) -> Attempt | None:
@@ -127,15 +127,16 @@ def reverify(env, n_sets: int = 10, tries: int = 3) -> Reverification:
 
 
 def ranked_correct(ws: Workspace) -> list[VersionInfo]:
-    """Correct versions, best first (the `best` branch leads), one per distinct set of files."""
+    """Correct versions as the verdict ledger records them, best first (the ledger's best leads),
+    one per distinct content hash; a commit the ledger holds no evaluation of is never one."""
     best = ws.best()
-    correct = [v for v in ws.versions() if v.correct and v.status == "correct"]
+    correct = [v for v in ws.versions() if v.correct and v.status == "correct" and v.content is not None]
     ranked = sorted(correct, key=lambda v: v.rank(), reverse=True)  # stable: ties keep the older first
     if best is not None:
         ranked = [best] + [v for v in ranked if v.sha != best.sha]
     by_content: dict[str, VersionInfo] = {}
     for v in ranked:
-        by_content.setdefault(ws.history.git("ls-tree", "-r", v.sha, "--", *CANDIDATE_PATHS), v)
+        by_content.setdefault(v.content, v)
     return list(by_content.values())
 
 

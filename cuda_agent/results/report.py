@@ -1,7 +1,8 @@
 """report.md for one run: task, model, stop reason, every version in a table (the best marked),
 the re-verification, cost and tokens, wall time, and speedup.png (speedup over versions). Read
-from what the run left behind (git history, trajectory), so it can be written again for any run
-folder; without matplotlib (the `plot` extra) it says so and is otherwise complete."""
+from what the run left behind (the verdict ledger for versions and the best, never the commits'
+trailers; the trajectory for the rest), so it can be written again for any run folder; without
+matplotlib (the `plot` extra) it says so and is otherwise complete."""
 
 from __future__ import annotations
 

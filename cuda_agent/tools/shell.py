@@ -47,7 +47,9 @@ class Shell(Tool):
 def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = None) -> tuple[int, str, bool]:
     """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
     cwd = Path(cwd).resolve()
-    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, enabled=sandbox_enabled() if sandbox is None else sandbox)
+    # the run folder around the workspace (verdict ledger, trajectory) stays out of sight
+    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[cwd.parent],
+                enabled=sandbox_enabled() if sandbox is None else sandbox)
     proc = jail.popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                       stderr=subprocess.STDOUT)
     out = _Collector(proc.stdout)

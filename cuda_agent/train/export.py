@@ -22,8 +22,13 @@ chat JSONL, RFT (the best run per task), and verl's parquet of tasks (verl_data.
   `include_external` keeps those runs as demonstrations: each such turn is marked `"external": true`,
   holds only its tool calls (`content` null) and is trained as that. verl takes every run as a task.
 - Every string is redacted again on the way out (secrets.Redactor), though the trajectory was
-  written redacted. A task's reward is the closing record's: the milestone reward of the best
-  correct version the run found, -1 when none.
+  written redacted.
+- A run's reward is the harness's verdict ledger's (`<run>/ledger.jsonl`, workspace/ledger.py):
+  the milestone reward of the best correct version the run found, -1 when none. The trajectory is
+  only checked against it: a closing record or an evaluation record that says otherwise (a
+  `best_reward` edited by hand) gets the run refused with one line naming it and what disagrees,
+  and so does a run folder without a ledger (made before the harness kept one: re-run it). sft
+  and rft check; verl takes runs as tasks only, whatever they scored.
 """
 from __future__ import annotations
 
@@ -38,6 +43,10 @@ from cuda_agent.records import (EXTERNAL_MODEL_PREFIX, Closing, FormatErrorRecor
                                 ToolResultRecord, Trim, UserMessage)
 from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
+from cuda_agent.workspace.ledger import LEDGER, LedgerError
+
+NO_LEDGER = (f"no verdict ledger ({LEDGER}): the run was made before the harness kept one; re-run the task "
+             "(or `optimize --resume` it and verify again) to export it")
 
 Format = Literal["sft", "rft", "verl"]
 UNKNOWN = "unknown"  # a run recorded before its header said (protocol, prompt version)
@@ -66,6 +75,7 @@ class Episode:
     external_steps: list[int] = field(default_factory=list)  # turns an MCP client made: its calls, no text
     external_clients: list[str] = field(default_factory=list)  # their mcp:<client>/<version> names
     records: list[list[dict]] = field(default_factory=list)  # sft/rft records: one per stretch between trims
+    disagrees: str | None = None  # how the trajectory contradicts the verdict ledger (or that there is none)
 
     @property
     def marked(self) -> bool:
@@ -88,12 +98,14 @@ class ExportReport:
     runs: int = 0
     written: int = 0
     skipped: Counter = field(default_factory=Counter)  # reason -> runs
+    refused: list[str] = field(default_factory=list)  # "<run>: what disagrees with its verdict ledger"
     marked_turns: int = 0
     external_turns: int = 0  # turns an MCP client made, kept as demonstrations (include_external)
 
     def lines(self) -> list[str]:
         out = [f"read {self.runs} run(s), wrote {self.written} record(s)"]
         out += [f"left out {n}: {why}" for why, n in sorted(self.skipped.items())]
+        out += [f"refused {line}" for line in self.refused]
         if self.marked_turns:
             out.append(f"{self.marked_turns} assistant turn(s) written by a person or a script kept with weight 0")
         if self.external_turns:
@@ -105,7 +117,8 @@ class ExportReport:
         """Why nothing was written, in one line."""
         if not self.runs:
             return "no run folder (a folder with trajectory.jsonl) under the paths given"
-        left = "; ".join(f"{n} {why}" for why, n in sorted(self.skipped.items()))
+        left = "; ".join([f"{n} {why}" for why, n in sorted(self.skipped.items())]
+                         + [f"refused {line}" for line in self.refused])
         return f"{self.runs} run(s) read, every one left out: {left}"
 
 
@@ -148,6 +161,7 @@ def read_episode(run_dir: Path) -> Episode | None:
                                    or isinstance(r, ToolResultRecord) and r.format_error}),
         external_steps=[r.step for r, e in zip(turns, external) if e],
         external_clients=sorted({w for w, e in zip(writers, external) if e}))
+    ep.reward, ep.disagrees = ledger_reward(run_dir, records, closing)
     first = 0  # the first turn of the stretch
     for history, upto in state.before_trims + [(ep.messages, len(turns))]:
         if not all(marked[first:upto]):  # a stretch with a turn the model wrote: a record training it
@@ -156,6 +170,41 @@ def read_episode(run_dir: Path) -> Episode | None:
             ep.records.append(_marked(history, state.turn_messages[:upto], untrained, external))
         first = upto
     return ep
+
+
+def ledger_reward(run_dir: Path, records: list, closing: Closing | None) -> tuple[int, str | None]:
+    """The run's reward as its verdict ledger says (-1: no correct version), and what in the
+    trajectory disagrees with the ledger (None: nothing). The best is the ledger's best entry whose
+    content the workspace's history holds (History.best), as the run's closing record took it."""
+    import git
+
+    from cuda_agent.workspace.history import History
+
+    try:
+        history = History(git.Repo(run_dir / "workspace"))
+        entries = history.entries() if (run_dir / LEDGER).exists() or (run_dir / LEDGER).is_symlink() else None
+        best = history.best() if entries is not None else None
+    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
+        return -1, "its workspace/ is missing or not a repository: the ledger's versions cannot be found"
+    except LedgerError as e:
+        return -1, str(e)
+    if entries is None:
+        return -1, NO_LEDGER
+    reward = best.reward if best is not None else -1
+    said = (closing.best_reward, closing.best_version, closing.best_commit) if closing else None
+    kept = (best.reward, best.version, best.sha) if best is not None else (None, None, None)
+    if said is not None and said != kept:
+        return reward, (f"its closing record says best_reward {said[0]} (version {said[1]}), the ledger's best is "
+                        + (f"version {best.version} with reward {best.reward}" if best else "none (reward -1)"))
+    by_version = {e.version: e for e in entries}
+    for r in records:
+        if r.type == "evaluation" and r.version is not None:
+            e = by_version.get(r.version)
+            if e is None or (e.status, e.reward, e.commit) != (r.status, r.reward, r.commit):
+                held = f"{e.status}, reward {e.reward}" if e else "no such evaluation"
+                return reward, (f"its evaluation record of version {r.version} says {r.status}, "
+                                f"reward {r.reward}; the ledger: {held}")
+    return reward, None
 
 
 def _marked(history: list[dict], turn_messages: list[int], untrained: list[bool], external: list[bool]) -> list[dict]:
@@ -204,6 +253,8 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
             continue
         if ep is None:
             report.skipped["no header record"] += 1
+        elif fmt != "verl" and ep.disagrees is not None:
+            report.refused.append(f"{run}: {ep.disagrees}")
         elif ep.stop_reason is None and not include_unfinished:
             report.skipped["unfinished (no closing record; resume it or pass --include-unfinished)"] += 1
         elif fmt != "verl" and not ep.model_turns:

@@ -9,10 +9,11 @@ from `rollout.agent.agent_loop_config_path` (our `cuda_agent` entry, with the ep
 then, for each row whose agent_name is `cuda_agent`, makes a CudaAgentLoop and awaits run().
 
 Rewards: the rollout's reward_score is the episode's: the milestone reward of the best correct
-version in the workspace (its git history), -1 when none, read when the rollout ends however it
-ended (finish, no more tool calls, the turn limit, the context filled up). verl puts it on the
-last response token. A tool call's own reward (the version it evaluated) is shaping only: it goes
-to extra_fields["tool_rewards"], as verl's ToolAgentLoop does, and PPO does not see it.
+version the run's verdict ledger records (never git trailers), -1 when none, read when the
+rollout ends however it ended (finish, no more tool calls, the turn limit, the context filled
+up). verl puts it on the last response token. A tool call's own reward (the version it
+evaluated) is shaping only: it goes to extra_fields["tool_rewards"], as verl's ToolAgentLoop
+does, and PPO does not see it.
 """
 
 from __future__ import annotations
@@ -96,7 +97,7 @@ class CudaAgentTool(BaseTool):
                 {"status": step.info.get("status"), "version": step.info.get("version"), "done": step.done})
 
     async def calc_reward(self, instance_id: str, **kwargs) -> float:
-        """The episode's reward so far, from the workspace's history: best correct version, -1 if none."""
+        """The episode's reward so far, from the run's verdict ledger: best correct version, -1 if none."""
         return float(await self._episode(instance_id).call("episode_reward"))
 
     async def release(self, instance_id: str, **kwargs) -> None:

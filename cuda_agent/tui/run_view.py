@@ -121,7 +121,8 @@ class RunView:
         return self._repo
 
     def versions(self) -> list[VersionInfo]:
-        """The evaluated versions (git trailers), re-read only when an evaluation came in."""
+        """The evaluated versions (the run's verdict ledger, never the trailers), re-read only when an
+        evaluation came in."""
         key = f"{len(self.evaluations)}:{self.closing is not None}"
         if key != self._versions_key:
             h = self._history()

@@ -1,6 +1,11 @@
 """The workspace's git history: every evaluation is a commit with its metrics as trailers, and the
 branch `best` points at the best correct version so far. `git log` is the optimisation history.
 
+Trailers and `best` are written for people and their git commands only: the model can write both
+(the shell reaches .git). What versions were evaluated and how they scored is read from the
+harness's verdict ledger in the run folder (ledger.py), each entry found in the history by the
+content hash of its files (content.py): a commit no entry holds the content of is not a result.
+
 Git runs here as the harness's tool, never as the workspace's: the model can write into its
 workspace (the shell reaches .git), so nothing the repository says may run code with the agent's
 environment. Every git call gets a minimal environment (no API keys, no user or system config),
@@ -14,18 +19,19 @@ from __future__ import annotations
 import os
 import subprocess
 from contextlib import suppress
+from datetime import datetime, timezone
 from pathlib import Path
 
 import git
 
 from ..eval.verdict import Verdict
-from .trailers import LOG_FORMAT, VersionInfo, parse_log, version_message
+from .content import MAX_OBJECT_BYTES, VERSION_PATHS, content_digests, parse_batch
+from .ledger import LEDGER, LedgerEntry, append_entry, best_entries, read_entries
+from .trailers import LOG_FORMAT, VersionInfo, failing_guards, metrics_of, parse_log, subject_line, version_message
 
 IDENTITY = "cuda-agent"
 MAIN = "main"
 BEST_REF = "refs/heads/best"
-# what a version is: the candidate; the rest of the tree is the task's (results/final.py exports these)
-VERSION_PATHS = ("model_new.py", "kernels")
 # build outputs inside them stay out (the template's .gitignore, which the version add ignores)
 BUILD_OUTPUTS = ("build", ".cache", "__pycache__", "*.so", "*.o", "*.a", "*.cubin", "*.fatbin", "*.ptx",
                  "*.ncu-rep", "*.pyc")
@@ -129,6 +135,9 @@ class History:
         # (GitPython always passes its process environment on, so keys can't be dropped there: prefer `git`)
         repo.git.update_environment(**{k: v for k, v in self._env.items()
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
+        # the harness's record of its evaluations: in the run folder, beyond the model's reach
+        self.ledger = self.work_tree.parent / LEDGER
+        self._digests: dict[str, str | None] = {}  # commit -> content hash (a commit's objects never change)
 
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
         """A read-only git command's output (`log`...), non-UTF-8 paths as surrogate escapes (to round-trip to disk)."""
@@ -171,15 +180,20 @@ class History:
     snapshot = commit  # uncommitted work (new, changed or deleted files) kept; None when clean
 
     def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
-        """Commit the work tree as the next version (even if unchanged) and move `best` if it is better."""
-        number = max((v.version for v in self.versions()), default=0) + 1
+        """Commit the work tree as the next version (even if unchanged), record the verdict in the
+        ledger under the content hash of what was committed, and point `best` (display) at the best."""
+        entries = self.entries()
+        number = max((e.version for e in entries), default=0) + 1  # the ledger's: trailers are forgeable
         sha = self.commit(version_message(verdict, number, note), allow_empty=True)
         assert sha is not None  # allow_empty always commits
-        new = self.info(sha)
-        assert new is not None  # its trailers were just written
-        if new.better_than(self.best()):
-            self._run(["update-ref", "-m", f"best: v{number}", BEST_REF, sha])
-        return new
+        m = metrics_of(verdict)
+        entry = LedgerEntry(**m.model_dump(), content=self.content_digest(sha), workspace=self.work_tree.name,
+                            version=number, commit=sha, correct=verdict.correct, guards=failing_guards(verdict),
+                            subject=subject_line(verdict, number))
+        append_entry(self.ledger, entry)
+        if (best := self.best()) is not None:  # the ledger's best, wherever a forged ref had moved it
+            self._run(["update-ref", "-m", f"best: v{best.version}", BEST_REF, best.sha])
+        return self._info(entry, sha)
 
     def same_files(self, rev: str) -> bool:
         """Whether model_new.py and kernels/, staged as a commit would stage them, are `rev`'s; commits nothing."""
@@ -191,17 +205,76 @@ class History:
     def head(self) -> str:
         return self.git("rev-parse", "--verify", "HEAD").strip()
 
-    def versions(self) -> list[VersionInfo]:
-        """Every version on the current branch, oldest first."""
-        return parse_log(self._log("--reverse", "HEAD"))
+    def entries(self) -> list[LedgerEntry]:
+        """This workspace's ledger entries, oldest first (none before its first evaluation)."""
+        return [e for e in read_entries(self.ledger) or [] if e.workspace == self.work_tree.name]
 
-    def info(self, rev: str) -> VersionInfo | None:
-        """The version recorded by one commit, or None when it is not a version (task, snapshot)."""
-        return next(iter(parse_log(self._log("-1", rev))), None)
+    def versions(self) -> list[VersionInfo]:
+        """Every evaluated version, oldest first, as the ledger records it: each at the commit it was
+        recorded with, else at a commit of the history holding its content; one found nowhere is left out."""
+        entries = self.entries()
+        found = self._commits_of(entries, want=len(entries))
+        return [self._info(e, found[id(e)]) for e in entries if id(e) in found]
 
     def best(self) -> VersionInfo | None:
-        sha = self.git("rev-parse", "--verify", "-q", BEST_REF, ok=(0, 1)).strip()
-        return self.info(sha) if sha else None
+        """The ledger's best correct version that the history holds (its content at a commit), or None."""
+        for e in best_entries(self.entries()):
+            if (found := self._commits_of([e], want=1)):
+                return self._info(e, found[id(e)])
+        return None
+
+    def info(self, rev: str) -> VersionInfo | None:
+        """The evaluated version commit `rev` holds (the latest evaluation of its content), or None."""
+        sha = self.git("rev-parse", "--verify", "-q", f"{rev}^{{commit}}", ok=(0, 1)).strip()
+        content = self.content_digest(sha) if sha else None
+        matches = [e for e in self.entries() if content is not None and e.content == content]
+        return self._info(matches[-1], sha) if matches else None
+
+    def logged_versions(self) -> list[VersionInfo]:
+        """The versions as the commits' trailers tell them: for display only, never a result (forgeable)."""
+        return parse_log(self._log("--reverse", "HEAD"))
+
+    def content_digest(self, sha: str) -> str | None:
+        """The content hash (content.py) of model_new.py and kernels/ at commit `sha`; None: not readable."""
+        return self._digests_of([sha])[sha]
+
+    def _digests_of(self, shas: list[str]) -> dict[str, str | None]:
+        todo = [s for s in dict.fromkeys(shas) if s not in self._digests]
+        if todo:
+            self._digests.update(content_digests(self._objects, todo))
+        return {s: self._digests[s] for s in shas}
+
+    def _commits_of(self, entries: list[LedgerEntry], want: int) -> dict[int, str]:
+        """id(entry) -> a commit holding its content: the one it was recorded with, else one of HEAD's
+        history (searched only when `want` entries are not found at their own commits)."""
+        own = self._digests_of([e.commit for e in entries])  # a commit gone (pruned) has none
+        found = {id(e): e.commit for e in entries if e.content is not None and own.get(e.commit) == e.content}
+        missing = [e for e in entries if id(e) not in found and e.content is not None]
+        if len(found) < want and missing:
+            history = self.git("rev-list", "HEAD", ok=(0, 128)).split()[::-1]  # oldest first
+            by_content: dict[str, str] = {}
+            for sha, digest in self._digests_of(history).items():
+                if digest is not None:
+                    by_content.setdefault(digest, sha)
+            found.update({id(e): by_content[e.content] for e in missing if e.content in by_content})
+        return found
+
+    def _objects(self, names: list[str]):
+        """git objects by name, each checked against its name (content.parse_batch); big ones left out."""
+        if not names:
+            return {}
+        listing = self.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+                           stdin="".join(f"{n}\n" for n in names).encode()).splitlines()
+        small = [n for n, line in zip(names, listing)
+                 if len(parts := line.split()) == 3 and parts[0] == n and int(parts[2]) <= MAX_OBJECT_BYTES]
+        out = self._run(["cat-file", "--batch"], stdin="".join(f"{n}\n" for n in small).encode()).stdout
+        found = parse_batch(out, small) if small else {}
+        return {n: found.get(n) for n in names}
+
+    @staticmethod
+    def _info(e: LedgerEntry, sha: str) -> VersionInfo:
+        return VersionInfo(**e.model_dump(include=set(VersionInfo.model_fields) - {"sha", "when"}), sha=sha,
+                           when=datetime.fromtimestamp(e.time, tz=timezone.utc))
 
     def root_commit(self) -> str:
         """The first commit ("task: <name>"): the reference copy of every protected file."""

@@ -18,7 +18,8 @@ _TIMES = {"Time-Ms": "time_ms", "Eager-Ms": "eager_ms", "Compile-Ms": "compile_m
 
 
 class VersionInfo(VersionMetrics):
-    """One evaluated version, as its commit's trailers record it."""
+    """One evaluated version: as the harness's ledger records it (History.versions, best), or as a
+    commit's trailers say (parse_log: display only, the model can write those)."""
 
     sha: str
     version: int
@@ -26,6 +27,7 @@ class VersionInfo(VersionMetrics):
     guards: list[str] = []
     subject: str = ""
     when: datetime
+    content: str | None = None  # the ledger's content hash of its files (content.py); None from trailers
 
     def evaluation(self, step: int) -> Evaluation:
         """The trajectory's record of this version, evaluated at `step`."""
@@ -52,7 +54,7 @@ def subject_line(verdict: Verdict, version: int) -> str:
         return f"{head}, reward {verdict.reward}"
     if verdict.status == "incorrect" and verdict.sets:
         return f"{head} ({sum(s.ok for s in verdict.sets)}/{len(verdict.sets)} sets)"
-    guards = _failing_guards(verdict)
+    guards = failing_guards(verdict)
     return f"{head} ({', '.join(guards)})" if guards else head
 
 
@@ -69,7 +71,7 @@ def version_message(verdict: Verdict, version: int, note: str = "") -> str:
     m = metrics_of(verdict)
     trailers = {"Status": m.status, "Correct": "yes" if verdict.correct else "no", "Reward": str(m.reward),
                 **{key: _num(getattr(m, field)) for key, field in _TIMES.items()},
-                "Guards": ",".join(_failing_guards(verdict)) or "none", "Version": str(version)}
+                "Guards": ",".join(failing_guards(verdict)) or "none", "Version": str(version)}
     # git reads trailers from the last paragraph only, so a note cannot pose as a metric
     parts = [subject_line(verdict, version), note.strip(), "\n".join(f"{k}: {v}" for k, v in trailers.items())]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -98,7 +100,7 @@ def parse_trailers(block: str) -> dict[str, str]:
     return {key.strip(): value.strip() for key, sep, value in pairs if sep and key.strip()}
 
 
-def _failing_guards(verdict: Verdict) -> list[str]:
+def failing_guards(verdict: Verdict) -> list[str]:
     return list(dict.fromkeys(f.guard for f in verdict.failing_findings))
 
 

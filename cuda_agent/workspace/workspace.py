@@ -19,6 +19,7 @@ from pydantic import BaseModel, ValidationError
 from ..eval.verdict import Verdict
 from ..task import Task
 from .history import History, init_repo, lock_files, lock_holder
+from .ledger import start_ledger
 from .paths import META_DIR, PROTECTED, RECORD, WorkspaceError, enclosing_git_root, new_run_dir, resolve_in, sha256_file
 from .run_lock import hold_run, release_run
 from .trailers import VersionInfo
@@ -103,7 +104,9 @@ class Workspace:
         (root / RECORD).write_text(record.model_dump_json(indent=2) + "\n")
         repo = init_repo(root)
         origin = f"From {task.path}, class {task.class_name}, hash {task.source_hash}."
-        History(repo).commit(f"task: {task.name}\n\n{origin}")
+        history = History(repo)
+        history.commit(f"task: {task.name}\n\n{origin}")
+        start_ledger(history.ledger)  # the run has a ledger from its start: one without predates it
         return cls(root, repo, record)
 
     @classmethod
@@ -188,7 +191,8 @@ class Workspace:
         return self.history.snapshot(message)
 
     def commit_version(self, verdict: Verdict, note: str = "") -> VersionInfo:
-        """Commit everything as the next version with the verdict's metrics; `best` moves if it is better."""
+        """Commit everything as the next version with the verdict's metrics, recorded in the verdict
+        ledger (run folder) under its content hash; `best` (display) moves to the ledger's best."""
         return self.history.commit_version(verdict, note)
 
     def versions(self) -> list[VersionInfo]:
@@ -199,6 +203,7 @@ class Workspace:
         return self.history.same_files(rev)
 
     def best(self) -> VersionInfo | None:
+        """The verdict ledger's best correct version found in the history (never the `best` ref)."""
         return self.history.best()
 
     @property

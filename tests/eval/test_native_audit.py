@@ -6,7 +6,9 @@ table, cuBLAS, CUB) pass. nvcc really compiles and links here (CI has the toolki
 
 from __future__ import annotations
 
+import ast
 import json
+import shutil
 import subprocess
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,44 +21,29 @@ from cuda_agent.eval.guards.native import audit_library
 from cuda_agent.eval.guards.native_elf import Elf
 from cuda_agent.eval.guards.native_names import names_variable, pretty, unexplained_gap
 from cuda_agent.eval.guards.native_rules import import_problem, linked_libs
-from cuda_agent.eval.guards.static_cu import check_cuda_source
+from cuda_agent.eval.guards.native_config import config_statics
+from cuda_agent.eval.guards.static import check_candidate_static
+from cuda_agent.eval.guards.static_cu import _parser, check_cuda_source
 from cuda_agent.kernels.build import BuildResult, build_kernels
+from cuda_agent.kernels.launchers import parse_sources
 from cuda_agent.kernels.toolkit import ToolkitError, find_nvcc
 
 ROOT = Path(__file__).resolve().parents[2]
 NATIVE = ROOT / "tests" / "adversarial_native"
 HOSTILE = sorted(p.parent for p in NATIVE.glob("*/expect.json"))
-HONEST = sorted(p for p in (NATIVE / "honest").iterdir() if p.name not in ("cublas_gemm", "cub_reduce"))
+HONEST = sorted(p for p in (NATIVE / "honest").iterdir() if p.name != "cub_reduce")
+# the honest candidates written whole (model_new.py too): the Python and .cu static guards see them as well
+HONEST_WHOLE = [p for p in HONEST if (p / "model_new.py").is_file()]
 EXAMPLES = sorted((ROOT / "examples").glob("*/candidate"))
 # the plain candidates benchmarks/memory_peak.py runs on KernelBench's largest level-1 tasks
 BENCH = sorted(p.parent for p in (ROOT / "benchmarks" / "kernelbench_l1").glob("*/kernels"))
 CPU_HONEST = ROOT / "tests" / "harness" / "cpu_task" / "honest"
 GUARDS = {"native_symbol", "load_time_code", "static_state"}
 
-CUBLAS_STUB_HEADER = """\
-// Stands in for <cublas_v2.h> where the toolkit has no cuBLAS: the names and macros the real one has.
-#pragma once
-#include <cuda_runtime.h>
-typedef struct cublasContext* cublasHandle_t;
-typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1 } cublasOperation_t;
-extern "C" {
-cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);
-cublasStatus_t cublasSetStream_v2(cublasHandle_t handle, cudaStream_t stream);
-cublasStatus_t cublasSgemm_v2(cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m, int n,
-                              int k, const float* alpha, const float* a, int lda, const float* b, int ldb,
-                              const float* beta, float* c, int ldc);
-}
-#define cublasCreate cublasCreate_v2
-#define cublasSetStream cublasSetStream_v2
-#define cublasSgemm cublasSgemm_v2
-"""
-CUBLAS_STUB_LIB = """\
-extern "C" int cublasCreate_v2(void** h) { *h = 0; return 0; }
-extern "C" int cublasSetStream_v2(void*, void*) { return 0; }
-extern "C" int cublasSgemm_v2(void*, int, int, int, int, int, const float*, const float*, int, const float*, int,
-                              const float*, float*, int) { return 0; }
-"""
+# Stand-ins for the vendor headers and libraries where the toolkit has none (adversarial_native/README.md)
+VENDOR_STUB = NATIVE / "vendor_stub"
+VENDOR_HEADERS = {"cublas_v2.h": ("cublas", "STUB_CUBLAS"), "cublasLt.h": ("cublasLt", "STUB_CUBLASLT"),
+                  "cudnn.h": ("cudnn", "STUB_CUDNN")}
 
 
 def _nvcc() -> Path:
@@ -73,13 +60,32 @@ def native_cache(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def built(native_cache, tmp_path_factory) -> dict[Path, BuildResult]:
-    """Every hostile and honest candidate (CUB and cuBLAS aside), built once, in parallel."""
+def vendor_flags(tmp_path_factory) -> list[str]:
+    """[] where the toolkit has cuBLAS, cuBLASLt and cuDNN; else stand-in headers and libraries with the
+    same names for those it lacks, so the build links -lcublas... as it would (the audit only reads symbols)."""
+    nvcc = _nvcc()
+    missing = [h for h in VENDOR_HEADERS if not _has_header(nvcc, h)]
+    if not missing:
+        return []
+    stub = tmp_path_factory.mktemp("vendor-stub")
+    (stub / "include").mkdir()
+    for header in missing:
+        shutil.copy(VENDOR_STUB / "include" / header, stub / "include" / header)
+        lib, macro = VENDOR_HEADERS[header]
+        subprocess.run([str(nvcc), "-shared", "-Xcompiler", "-fPIC", f"-D{macro}", "-o", str(stub / f"lib{lib}.so"),
+                        str(VENDOR_STUB / "stub.cu")], check=True, capture_output=True)
+    return [f"-I{stub / 'include'}", f"-L{stub}"]
+
+
+@pytest.fixture(scope="session")
+def built(native_cache, vendor_flags, tmp_path_factory) -> dict[Path, BuildResult]:
+    """Every hostile and honest candidate (CUB aside), built once, in parallel."""
     dirs = [*HOSTILE, *HONEST, *EXAMPLES, *BENCH, CPU_HONEST]
     build_kernels(CPU_HONEST / "kernels", native_cache)  # the support object, once, before the crowd
 
     def one(d: Path) -> tuple[Path, BuildResult]:
-        return d, build_kernels(d / "kernels", native_cache, out_dir=tmp_path_factory.mktemp("lib"))
+        return d, build_kernels(d / "kernels", native_cache, extra_flags=vendor_flags,
+                                out_dir=tmp_path_factory.mktemp("lib"))
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(pool.map(one, dirs))
@@ -158,37 +164,30 @@ def test_honest_library_passes(entry, built):
     assert audit_library(result) == []
 
 
-def _has_cublas(nvcc: Path) -> bool:
-    probe = subprocess.run([str(nvcc), "-E", "-x", "cu", "-"], input="#include <cublas_v2.h>\n",
+def _has_header(nvcc: Path, header: str) -> bool:
+    probe = subprocess.run([str(nvcc), "-E", "-x", "cu", "-"], input=f"#include <{header}>\n",
                            capture_output=True, text=True)
     return probe.returncode == 0
 
 
-@pytest.fixture(scope="session")
-def cublas_flags(tmp_path_factory) -> list[str]:
-    """[] where the toolkit has cuBLAS; else a stand-in header and libcublas.so with the same names, so the
-    build links -lcublas as it would (the audit only reads symbols)."""
-    nvcc = _nvcc()
-    if _has_cublas(nvcc):
-        return []
-    stub = tmp_path_factory.mktemp("cublas-stub")
-    (stub / "include").mkdir()
-    (stub / "include" / "cublas_v2.h").write_text(CUBLAS_STUB_HEADER)
-    (stub / "stub.cu").write_text(CUBLAS_STUB_LIB)
-    subprocess.run([str(nvcc), "-shared", "-Xcompiler", "-fPIC", "-o", str(stub / "libcublas.so"),
-                    str(stub / "stub.cu")], check=True, capture_output=True)
-    return [f"-I{stub / 'include'}", f"-L{stub}"]
+@pytest.mark.parametrize("entry", HONEST_WHOLE, ids=ids(HONEST_WHOLE))
+def test_honest_candidate_passes_every_static_guard(entry):
+    """The idioms of issue 25 item 9 (handles in statics, algorithm caches, compiler barriers, SKILL.md's
+    launcher idioms): no finding of any severity from model_new.py's or kernels/' rules."""
+    assert check_candidate_static(entry, task_fp32=True) == []
+    launchers = {l.name: l for l in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
+    for node in ast.walk(ast.parse((entry / "model_new.py").read_text())):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels":
+            assert len(node.args) == len([p for p in launchers[node.func.attr].params if p.kind != "stream"])
 
 
-def test_cublas_candidate_with_its_handle_in_a_static_passes(native_cache, cublas_flags, tmp_path):
-    result = build_kernels(NATIVE / "honest" / "cublas_gemm" / "kernels", native_cache, extra_flags=cublas_flags,
-                           out_dir=tmp_path)
-    assert result.ok, result.errors
-    assert "-lcublas" in result.commands[-1]
-    assert audit_library(result) == []
+def test_vendor_candidates_link_their_libraries(built):
+    for name, lib in (("cublas_gemm", "-lcublas"), ("cublaslt_algo_cache", "-lcublasLt"), ("cudnn_conv", "-lcudnn")):
+        assert lib in built[NATIVE / "honest" / name].commands[-1], name
 
 
-def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, cublas_flags, tmp_path):
+def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, vendor_flags, tmp_path):
     kernels = tmp_path / "cand" / "kernels"
     kernels.mkdir(parents=True)
     src = (NATIVE / "honest" / "cublas_gemm" / "kernels" / "linear.cu").read_text()
@@ -196,13 +195,13 @@ def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, cublas_f
         "  static cublasHandle_t handle = nullptr;\n",
         "  static cublasHandle_t handle = nullptr;\n  static const float* last_x = nullptr;\n"
         "  if (x == last_x) return 0;\n  last_x = x;\n"))
-    result = build_kernels(kernels, native_cache, extra_flags=cublas_flags, out_dir=tmp_path / "out")
+    result = build_kernels(kernels, native_cache, extra_flags=vendor_flags, out_dir=tmp_path / "out")
     assert result.ok, result.errors
     assert [f.guard for f in audit_library(result)] == ["static_state"]
     assert "last_x" in audit_library(result)[0].message
 
 
-def test_a_handle_static_used_as_a_pointer_cache_is_state(native_cache, cublas_flags, tmp_path):
+def test_a_handle_static_used_as_a_pointer_cache_is_state(native_cache, vendor_flags, tmp_path):
     """The handle allowance holds only while the static is used as a handle (created, passed to cuBLAS,
     compared with null): a cast into it makes it a place for any pointer."""
     kernels = tmp_path / "cand" / "kernels"
@@ -211,7 +210,7 @@ def test_a_handle_static_used_as_a_pointer_cache_is_state(native_cache, cublas_f
     kernels.joinpath("linear.cu").write_text(src.replace(
         "  cublasSetStream(handle, stream);\n",
         "  cublasSetStream(handle, stream);\n  if ((const float*)handle == x) return 0;\n"))
-    result = build_kernels(kernels, native_cache, extra_flags=cublas_flags, out_dir=tmp_path / "out")
+    result = build_kernels(kernels, native_cache, extra_flags=vendor_flags, out_dir=tmp_path / "out")
     assert result.ok, result.errors
     findings = audit_library(result)
     assert [f.guard for f in findings] == ["static_state"] and "linear::handle" in findings[0].message
@@ -299,6 +298,10 @@ def test_reader_agrees_with_pyelftools(built):
     ("_ZSt20__throw_length_errorPKc", set(), True),
     ("_ZNSt13runtime_errorC1EPKc", set(), True),
     ("pthread_create", set(), False),
+    ("pthread_once", set(), True),  # std::call_once: the callable runs on this thread
+    ("_ZNKSt8__detail20_Prime_rehash_policy14_M_need_rehashEmmm", set(), True),
+    ("_ZSt29_Rb_tree_insert_and_rebalancebPSt18_Rb_tree_node_baseS0_RS_", set(), True),
+    ("pthread_key_create", set(), False),
     ("dlopen", set(), False),
     ("getenv", set(), False),
     ("mprotect", set(), False),
@@ -372,6 +375,15 @@ def cu(src: str):
     ('__host__ __device__ void f() {\n#ifdef __CUDA_ARCH__\n#else\nasm("rdtsc");\n#endif\n}', "forbidden_call"),
     ('#define HOOK asm(".pushsection .init_array\\n.quad hook\\n.popsection")\n__global__ void k() {}',
      "load_time_code"),
+    # a compiler barrier is an empty template with no operands, and nothing else
+    ('void f() { asm volatile(" " ::: "memory"); }', "forbidden_call"),
+    ('void f() { asm volatile("\\n" ::: "memory"); }', "forbidden_call"),
+    ('void f() { asm volatile("" "syscall" ::: "memory"); }', "forbidden_call"),
+    ('#define CODE "rdtsc"\nvoid f() { asm volatile(CODE ::: "memory"); }', "forbidden_call"),
+    ('void f(long x) { asm volatile("" : "+r"(x) :: "memory"); }', "forbidden_call"),
+    ('void f(long x) { asm volatile("" :: "r"(x)); }', "forbidden_call"),
+    ('void f() { asm volatile("" ::: "memory", "rax"); }', "forbidden_call"),
+    ('void f() { asm goto("" :::: out); out:; }', "forbidden_call"),
 ])
 def test_source_rule(src, guard):
     assert guard in cu(src), check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
@@ -392,7 +404,105 @@ def test_source_rule(src, guard):
     'void f() { const char* s = "__attribute__((weak)) asm(\\".section\\")"; }',
     "template <typename T> struct cuda_like { T v; };\nstatic int nv_like = 0;",
     "std::vector<int> make(int n) { return std::vector<int>(n); }",
+    'void f(float* t) { for (int i = 0; i < 4; ++i) { t[i] = 0.f; asm volatile("" ::: "memory"); } }',
+    'void f() { __asm__ __volatile__("":::"memory"); asm(""); __asm__ volatile("" : : : "memory"); }',
 ])
 def test_source_look_alikes_do_not_fire(src):
     assert not cu(src) & {"native_symbol", "load_time_code", "forbidden_call"}, \
         check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
+
+
+# -- vendor configuration in a static (native_config.py) -------------------------------------------
+
+VENDOR_INCLUDES = "#include <cublas_v2.h>\n#include <cublasLt.h>\n#include <cstring>\n#include <unordered_map>\n"
+ALGO_MAP = "static std::unordered_map<long, cublasLtMatmulAlgo_t> m;"
+
+
+# what other objects of the library define: functions named like the vendor's, written by the candidate
+DEFINED_ELSEWHERE = frozenset({"cublasStashCreate", "_Z16cublasMineCreatePP12cublasContextPKv"})
+
+
+def judged(src: str) -> dict[str, str | None]:
+    tree = _parser().parse((VENDOR_INCLUDES + src).encode())
+    return {s.name: why for s, why in config_statics([tree], DEFINED_ELSEWHERE)}
+
+
+@pytest.mark.parametrize("src, why", [
+    ("int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); return (const float*)h == x; }",
+     "casts it"),
+    ("void f(const float* x) { static cublasHandle_t h = (cublasHandle_t)x; }", "initialised with"),
+    ("void f(float* x) { static cublasHandle_t h; h = reinterpret_cast<cublasHandle_t>(x); }", "vendor did not make"),
+    ("void f(const float* x) { static cublasHandle_t h; memcpy(&h, &x, 8); }", "address goes to memcpy"),
+    ("void f(const float* x) { static cublasHandle_t h; auto& r = h; r = (cublasHandle_t)x; }", "binds a reference"),
+    ("void stash(cublasHandle_t& r, const float* x) { r = (cublasHandle_t)x; }\n"
+     "void f(const float* x) { static cublasHandle_t h; stash(h, x); }", "non-const reference"),
+    ("cublasHandle_t& get() { static cublasHandle_t h; return h; }", "returned by reference"),
+    ("void f() { static cublasHandle_t h; auto p = &h; }", "address is taken"),
+    ("static cublasHandle_t h;\nvoid set(cublasHandle_t v) { h = v; }", "vendor did not make"),
+    ("void f(const float* x) { cublasHandle_t t = (cublasHandle_t)x; static cublasHandle_t h; h = t; }",
+     "vendor did not make"),
+    ("static void* g;\nstatic cublasHandle_t make() { return (cublasHandle_t)g; }\n"
+     "void f() { static cublasHandle_t h = make(); }", "initialised with"),
+    ("#define CUBLAS_EVIL ((cublasHandle_t)ptr)\nvoid f() { static cublasHandle_t h; h = CUBLAS_EVIL; }",
+     "vendor did not make"),
+    ('extern "C" int cublasStashCreate(cublasHandle_t*, const void*);\n'
+     "void f(const float* x) { static cublasHandle_t h; cublasStashCreate(&h, x); }", "address goes to"),
+    ("int cublasMineCreate(cublasHandle_t*, const void*);\n"
+     "void f(const float* x) { static cublasHandle_t h; cublasMineCreate(&h, x); }", "address goes to"),
+    ("int cublasHereCreate(cublasHandle_t* h, const void* x) { memcpy(h, &x, 8); return 0; }\n"
+     "void f(const float* x) { static cublasHandle_t h; cublasHereCreate(&h, x); }", "in cublasHereCreate"),
+    ("#define cublasFakeCreate(h, x) memcpy(h, &x, 8)\n"
+     "void f(const float* x) { static cublasHandle_t h; cublasFakeCreate(&h, x); }", "address goes to"),
+    ("void f(const float* d) { static cublasHandle_t h; cublasGetVector(1, 8, d, 1, &h, 1); }", "does not create"),
+    ("int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); cudaStream_t s; "
+     "cublasGetStream(h, &s); return s == (cudaStream_t)x; }", "reads a setting back"),
+    ("void f(cublasHandle_t v) { static cublasHandle_t h; std::swap(h, v); }", "not declared in kernels"),
+    ("void f(const float* x) { static cublasLtMatmulAlgo_t a; a.data[0] = (uint64_t)x; }", "vendor did not make"),
+    ("void f() { static cublasLtMatmulAlgo_t a; a.data[0]++; }", "not a use a handle has"),
+    ("static void fill(cublasLtMatmulAlgo_t* out, const float* x) { memcpy(out, &x, 8); }\n"
+     "void f(const float* x) { static cublasLtMatmulAlgo_t a; fill(&a, x); }", "in fill"),
+    (f"void f(const float* x, long n) {{ {ALGO_MAP} cublasLtMatmulAlgo_t a; memcpy(&a, &x, 8); m.emplace(n, a); }}",
+     "stores something"),
+    (f"void f(const float* x, long n) {{ {ALGO_MAP} m[n].data[0] = (uint64_t)x; }}", "vendor did not make"),
+    (f"void f(const float* x, long n) {{ {ALGO_MAP} auto it = m.find(n); it->second.data[0] = (uint64_t)x; }}",
+     "vendor did not make"),
+    (f"void f(long n) {{ {ALGO_MAP} auto& a = m[n]; a.data[0] = 1; }}", "binds a reference"),
+    (f"void f() {{ {ALGO_MAP} for (auto& kv : m) kv.second.data[0] = 1; }}", "find, emplace"),
+    ("void f(const float* x) { static std::once_flag o; memcpy(&o, &x, 4); }", "outside std::call_once"),
+])
+def test_configuration_static_written_by_the_candidate_is_state(src, why):
+    verdicts = judged("#include <mutex>\n" + src)
+    assert verdicts and all(w is not None for w in verdicts.values()), verdicts
+    assert any(why in w for w in verdicts.values()), verdicts
+
+
+@pytest.mark.parametrize("src", [
+    "static std::unordered_map<const float*, cublasLtMatmulAlgo_t> by_pointer;",
+    "static std::unordered_map<long, float*> results;",
+    "static cublasHandle_t handles[4];",
+    "thread_local cublasHandle_t h;",
+    "cublasHandle_t exported = nullptr;",
+])
+def test_only_configuration_types_and_shape_keys_count(src):
+    assert judged(src) == {}  # an ordinary static: reported as state like any other
+
+
+@pytest.mark.parametrize("src", [
+    "cublasHandle_t get() { static cublasHandle_t h; if (h == NULL) cublasCreate(&h); return h; }",
+    # a vendor header's own declarations and aliases, as the build reads them where it is not the toolkit's
+    "cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);\n#define cublasCreate cublasCreate_v2\n"
+    "cublasHandle_t get() { static cublasHandle_t h; if (!h) cublasCreate(&h); return h; }",
+    "cublasHandle_t get() { static cublasHandle_t h = nullptr; if (h) return h; cublasCreate(&h); return h; }",
+    "void run(const cublasHandle_t& h);\nvoid f() { static cublasHandle_t h; if (!h) cublasCreate(&h); run(h); }",
+    "static cublasHandle_t make() { cublasHandle_t x; cublasCreate(&x); return x; }\n"
+    "cublasHandle_t get() { static cublasHandle_t h; if (!h) h = make(); return h; }",
+    "cublasHandle_t get() { static cublasHandle_t h = [] { cublasHandle_t x = nullptr; "
+    "return cublasCreate(&x) == CUBLAS_STATUS_SUCCESS ? x : nullptr; }(); return h; }",
+    "using Cache = std::unordered_map<int64_t, cublasLtMatmulHeuristicResult_t>;\n"
+    "cublasLtMatmulHeuristicResult_t pick(cublasLtHandle_t lt, int64_t n) { static Cache c; "
+    "auto it = c.find(n); if (it != c.end()) return it->second; cublasLtMatmulHeuristicResult_t r[2]; int k = 0; "
+    "cublasLtMatmulAlgoGetHeuristic(lt, 0, 0, 0, 0, 0, 0, 2, r, &k); c[n] = r[0]; return r[0]; }",
+])
+def test_configuration_static_used_as_configuration_is_allowed(src):
+    verdicts = judged(src)
+    assert verdicts and all(w is None for w in verdicts.values()), verdicts

@@ -151,3 +151,30 @@ def test_scratch_of_a_killed_evaluator_is_swept_by_the_next(tmp_path):
         (d / "sub").mkdir(parents=True)
     assert sweep_stale(tmp_path) == 1
     assert not gone.exists() and mine.exists() and other.exists()
+
+
+def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_path, monkeypatch, no_static_guard):
+    """The review's counter in model_new.py: the real plan for the first recordings, a forward that
+    launches nothing and returns nothing after. The recorder is asked once per correctness set and
+    never by the timing, which replays the plan whose outputs were checked: the switch never
+    reaches a timed call, and the checked work is what is timed."""
+    from cuda_agent.eval.channel import JailedChild
+
+    records: list[str] = []
+    request = JailedChild.request
+
+    def spy(self, msg, timeout):
+        if msg.get("op") == "record":
+            records.append(self.name)
+        return request(self, msg, timeout)
+
+    monkeypatch.setattr(JailedChild, "request", spy)
+    counter = ("        if next(_calls) >= 2:\n            return ()\n"
+               "        out = torch.empty_like(x)\n        kernels.scale_add(x, y, out, self.alpha, x.numel())\n"
+               "        return out")
+    cand = _candidate(tmp_path, counter, "_calls = iter(range(1 << 30))\n")
+    cfg = _config(tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        v = ev.evaluate(cand)
+    assert records == ["recorder"] * cfg.n_sets, records
+    assert v.correct and v.timing is not None and v.timing.reps > 0, (v.findings, v.timing)

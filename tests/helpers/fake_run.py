@@ -56,8 +56,8 @@ def _timing(ms: float) -> Timing:
                   input_sets=3)
 
 
-def build(root: Path, monkeypatch) -> Path:
-    """Write the run folder `root/scale_add-demo` and return it."""
+def build(root: Path, monkeypatch, best_reward: int = 2) -> Path:
+    """Write the run folder `root/scale_add-demo` and return it; `best_reward`: what version 2 scored."""
     run = root / "scale_add-demo"
     ws = run / "workspace"
     (ws / "kernels").mkdir(parents=True)
@@ -72,9 +72,9 @@ def build(root: Path, monkeypatch) -> Path:
                                         eager=_timing(0.0104), compiled=_timing(0.0073), speedup_vs_eager=1.14,
                                         speedup_vs_compile=0.80))
     (ws / "kernels" / "scale_add.cu").write_text(KERNEL_V2)
-    v2 = history.commit_version(Verdict(status="correct", correct=True, reward=2, timing=_timing(0.0078),
-                                        eager=_timing(0.0104), compiled=_timing(0.0073), speedup_vs_eager=1.33,
-                                        speedup_vs_compile=0.94))
+    v2 = history.commit_version(Verdict(status="correct", correct=True, reward=best_reward,
+                                        timing=_timing(0.0078), eager=_timing(0.0104), compiled=_timing(0.0073),
+                                        speedup_vs_eager=1.33, speedup_vs_compile=0.94))
     v3 = history.commit_version(Verdict(status="guard_violation", reward=-1, findings=[
         Finding(guard="torch_compute", message="aten::add.Tensor ran in forward")]))
 
@@ -93,8 +93,8 @@ def build(root: Path, monkeypatch) -> Path:
          "0.80x vs torch.compile\nversion 1 committed", "ok", (1, v1)),
         ("Larger blocks.", "edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "overwrite": True},
          "overwrote kernels/scale_add.cu (11 lines, 512 B)", "ok", None),
-        ("Benchmark again.", "benchmark", {}, "status: correct (reward 2)\ntime: 0.0078 ms\nspeedup: 1.33x vs eager, "
-         "0.94x vs torch.compile\nversion 2 committed", "ok", (2, v2)),
+        ("Benchmark again.", "benchmark", {}, f"status: correct (reward {best_reward})\ntime: 0.0078 ms\n"
+         "speedup: 1.33x vs eager, 0.94x vs torch.compile\nversion 2 committed", "ok", (2, v2)),
         ("Try torch for the add.", "verify", {}, "status: guard_violation (reward -1)\ntorch_compute: aten::add.Tensor "
          "ran in forward\nversion 3 committed", "error", (3, v3)),
         ("Done.", "finish", {"summary": "fused, 512-thread blocks"}, "finished", "ok", None),
@@ -113,8 +113,8 @@ def build(root: Path, monkeypatch) -> Path:
                                speedup_compile=info.speedup_compile))
         if n == 3:
             w.write(UserMessage(time=t + 2, step=n, content="keep fp32 everywhere"))
-    w.write(Closing(time=T0 + 100, stop_reason="finished", best_version=2, best_commit=v2.sha, best_reward=2,
-                    steps=6, tokens=27600, cost=0.06, wall_s=95.0))
+    w.write(Closing(time=T0 + 100, stop_reason="finished", best_version=2, best_commit=v2.sha,
+                    best_reward=best_reward, steps=6, tokens=27600, cost=0.06, wall_s=95.0))
     w.close()
     os.utime(run, (T0, T0))
     return run

@@ -8,6 +8,7 @@ sources it is about.
 from __future__ import annotations
 
 import importlib.util
+import json
 import shutil
 import sys
 import textwrap
@@ -74,9 +75,10 @@ def cache_dir(tmp_path, warm_cache) -> Path:
     """A fresh cache for this test, with only the support objects in it."""
     cache = tmp_path / "cache"
     (cache / "obj").mkdir(parents=True)
-    for meta in (warm_cache / "obj").glob("*.json"):
-        if SUPPORT_SOURCE.name in meta.read_text():
-            for path in (meta, meta.with_suffix(".o")):
+    for manifest in (warm_cache / "obj").glob("*.json"):
+        entries = json.loads(manifest.read_text())["entries"]
+        if all(SUPPORT_SOURCE.name in e["source"] for e in entries):
+            for path in (manifest, *(manifest.with_name(f"{e['object']}.o") for e in entries)):
                 shutil.copy2(path, cache / "obj" / path.name)
     return cache
 

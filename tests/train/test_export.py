@@ -2,6 +2,7 @@
 field by field; marked turns, filters, redaction, and a real scripted run end to end."""
 
 import json
+import os
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -24,10 +25,10 @@ def edit_records(run_dir: Path, change) -> None:
 
 @pytest.fixture
 def runs(tmp_path, monkeypatch):
-    """Three runs of one task: plain (reward 2), edited by a person + a leaked key (reward 3),
-    and one that never closed."""
+    """Three runs of one task: plain (reward 2), edited by a person + a leaked key (reward 3, as its
+    verdict ledger says), and one that never closed."""
     plain = build(tmp_path / "a", monkeypatch)
-    edited = build(tmp_path / "b", monkeypatch)
+    edited = build(tmp_path / "b", monkeypatch, best_reward=3)
 
     def edit(r):
         if r["type"] == "model_turn" and r["step"] == 3:
@@ -35,8 +36,6 @@ def runs(tmp_path, monkeypatch):
             r["tool_calls"][0]["original_arguments"] = '{"path": "x"}'
         if r["type"] == "tool_result" and r["step"] == 1:
             r["observation"] += f" key={SECRET}"  # as if an older writer had let it through
-        if r["type"] == "closing":
-            r["best_reward"] = 3
         return r
 
     edit_records(edited, edit)
@@ -126,3 +125,56 @@ def test_cli_export_of_a_scripted_run_is_empty_and_says_why(tmp_path):
     assert "no run folder" in r.stderr
     r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "dpo", "--out", str(tmp_path / "o")])
     assert r.exit_code == 2 and "use sft, rft or verl" in r.output
+
+
+# -- the reward is the verdict ledger's; a trajectory that disagrees is refused -----------------------
+
+
+def test_a_best_reward_edited_by_hand_is_refused_and_the_rest_goes_on(tmp_path, monkeypatch):
+    honest = build(tmp_path / "a", monkeypatch)
+    edited = build(tmp_path / "b", monkeypatch)
+    edit_records(edited, lambda r: {**r, "best_reward": 3} if r["type"] == "closing" else r)
+    report = export([tmp_path], "rft", tmp_path / "rft.jsonl", min_reward=2)
+    (row,) = lines(tmp_path / "rft.jsonl")
+    assert Path(row["metadata"]["run"]) == honest and row["metadata"]["reward"] == 2
+    (line,) = report.refused
+    assert line.startswith(str(edited)) and "best_reward 3" in line and "reward 2" in line and "\n" not in line
+    assert f"refused {line}" in report.lines()
+
+
+def test_an_evaluation_record_edited_by_hand_is_refused(tmp_path, monkeypatch):
+    run = build(tmp_path, monkeypatch)
+    edit_records(run, lambda r: {**r, "reward": 3} if r["type"] == "evaluation" and r["version"] == 1 else r)
+    report = export([run], "sft", tmp_path / "sft.jsonl")
+    assert report.written == 0 and "evaluation record of version 1 says correct, reward 3" in report.refused[0]
+    assert "refused" in report.why_empty()
+
+
+def test_the_exported_reward_is_the_ledgers(tmp_path, monkeypatch):
+    run = build(tmp_path, monkeypatch, best_reward=3)
+    export([run], "sft", tmp_path / "sft.jsonl")
+    assert lines(tmp_path / "sft.jsonl")[0]["metadata"]["reward"] == 3
+
+
+def test_a_run_without_a_ledger_is_refused_saying_to_run_it_again(tmp_path, monkeypatch):
+    old = build(tmp_path / "old", monkeypatch)
+    (old / "ledger.jsonl").unlink()  # a run made before the harness kept one
+    report = export([old], "rft", tmp_path / "rft.jsonl", min_reward=None)
+    assert report.written == 0 and "no verdict ledger" in report.refused[0] and "re-run" in report.refused[0]
+    assert export([old], "verl", tmp_path / "t.parquet").written == 1  # tasks only: no reward taken
+
+
+def test_a_fifo_in_the_ledgers_place_is_refused_not_a_hang(tmp_path, monkeypatch):
+    run = build(tmp_path, monkeypatch)
+    (run / "ledger.jsonl").unlink()
+    os.mkfifo(run / "ledger.jsonl")
+    report = export([run], "sft", tmp_path / "sft.jsonl")
+    assert report.written == 0 and "not a regular file" in report.refused[0]
+
+
+def test_cli_export_prints_the_refused_run(tmp_path, monkeypatch):
+    run = build(tmp_path, monkeypatch)
+    edit_records(run, lambda r: {**r, "best_reward": 3} if r["type"] == "closing" else r)
+    r = CliRunner().invoke(app, ["export", str(run), "--format", "rft", "--out", str(tmp_path / "o.jsonl")])
+    assert r.exit_code == 3 and not (tmp_path / "o.jsonl").exists()
+    assert f"refused {run}: its closing record says best_reward 3" in r.stderr

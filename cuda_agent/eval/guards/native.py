@@ -15,7 +15,8 @@ the candidate's .cu and the linked libkernels-<hash>.so are read (pyelftools + s
 - `static_state`: writable data (.data, .bss, TLS, common, any writable section) of a candidate
   object beyond nvcc's own (fatbin handle, the statics of its __device_stub_ functions), the
   toolkit headers' inline statics (COMDAT, in cub::/cuda::/thrust::...), `__constant__` shadows and
-  cuBLAS/cuDNN handles kept in a static (native_source.py reads the declarations).
+  vendor configuration that only the vendor writes (a cuBLAS handle, an algorithm cached per shape:
+  native_source.py and native_config.py read the declarations and every use).
 """
 
 from __future__ import annotations
@@ -76,9 +77,11 @@ def _plan(build: BuildResult) -> tuple[list[Unit], str, list[str]]:
         if argv[:1] == ["cd"] and "-c" in argv and "-o" in argv:
             cwd = Path(argv[1])
             source = cwd / argv[argv.index("-c") + 1]
-            units.append(Unit(source.relative_to(cwd.parent).as_posix() if source.is_relative_to(cwd.parent)
-                              else source.name, source, Path(argv[argv.index("-o") + 1]),
-                              source.name == SUPPORT_SOURCE.name and cwd.resolve() == _SUPPORT_DIR))
+            inside = source.is_relative_to(cwd.parent)
+            shown = source.relative_to(cwd.parent).as_posix() if inside else source.name
+            reads = tuple(cwd.parent / name for name in build.reads.get(shown, []))  # what nvcc read for it
+            units.append(Unit(shown, source, Path(argv[argv.index("-o") + 1]),
+                              source.name == SUPPORT_SOURCE.name and cwd.resolve() == _SUPPORT_DIR, reads))
         elif "-shared" in argv:
             link = argv
     if link is None or not units:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from cuda_agent.eval.guards.native_config import GETTER
 from cuda_agent.eval.guards.native_elf import (
     SHF_ALLOC, SHF_EXEC, SHF_GROUP, SHF_WRITE, SHN_COMMON, SHN_UNDEF, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE,
     STT_FUNC, STT_GNU_IFUNC, STT_SECTION, STT_TLS, Elf, Section, Symbol,
@@ -35,6 +36,7 @@ class Unit:
     source: Path
     obj: Path
     own: bool  # support.cu: the project's, not audited
+    reads: tuple[Path, ...] = ()  # every file its compile read outside the toolkit (BuildResult.reads)
 
 
 class ObjectAudit:
@@ -95,11 +97,12 @@ class ObjectAudit:
             weak = "a weak reference to " if sym.bind == STB_WEAK else ""
             sites = self.sites.get(name, [])
             if name in EXIT_HOOKS:
-                bad = sorted({s for s in sites if s not in self.accepted_init})
+                bad = sorted({s for s in sites if s not in self.accepted_init and not self.container_dtor(s)})
                 if bad:
                     self.named.add(("native_symbol", name))
                     self.add("native_symbol", f"{name} registers code to run at exit (from {pretty(bad[0])}); "
-                             "launchers must not leave anything behind them")
+                             "launchers must not leave anything behind them (a static std::map of cached "
+                             "algorithms is fine as a function-local static)")
             elif why := import_problem(name, self.libs, self.extra):
                 self.named.add(("native_symbol", name))
                 self.add("native_symbol", f"the object imports {weak}{name}: {why}; a launcher may call the "
@@ -112,6 +115,30 @@ class ObjectAudit:
                 elif bad:
                     self.add("native_symbol", f"{name} is called from {pretty(bad[0])}, not from nvcc's "
                              "registration code: no registering or loading code at run time")
+
+    def container_dtor(self, site: str) -> bool:
+        """g++ registers a function-local static's destructor with __cxa_atexit when the function first runs:
+        accepted in a function (or the launcher it was inlined into) that refers to a std::map/unordered_map
+        of vendor configuration the audit allows, when the sources never name an exit hook themselves."""
+        hints = self.hints
+        if hints.exit_calls or not hints.containers:
+            return False
+        base = site.removesuffix(".cold")
+        for fn in self.symbols:
+            if fn.type != STT_FUNC or fn.shndx == SHN_UNDEF or fn.name not in (base, base + ".cold"):
+                continue
+            for r in self.elf.relocations.get(fn.shndx, []):
+                if not fn.value <= r.offset < fn.value + fn.size or r.symbol is None:
+                    continue
+                target = self.data_at(r.symbol.shndx, r.addend) if r.symbol.type == STT_SECTION else r.symbol
+                if target is not None and any(names_handle(target.name, f, v) for f, v in hints.containers):
+                    return True
+        return False
+
+    def data_at(self, shndx: int, addend: int) -> Symbol | None:
+        """The data symbol a section-relative relocation points at (PC-relative ones are 4 bytes short)."""
+        return next((s for s in self.symbols if s.shndx == shndx and s.type not in (STT_SECTION, STT_FUNC, STT_FILE)
+                     and any(s.value <= a < s.value + max(s.size, 1) for a in (addend, addend + 4))), None)
 
     # -- load_time_code ------------------------------------------------------------------------
 
@@ -149,7 +176,9 @@ class ObjectAudit:
             if calls := self.calls_in(fn) if fn is not None else []:
                 what += f" (calling {', '.join(calls)})"
             self.add("load_time_code", f"{s.name} runs {what} when the library loads or unloads (constructor, "
-                     "global object or section placement); do all work inside the launchers")
+                     "global object or section placement); do all work inside the launchers: a handle or a "
+                     "std::map made at first use is a function-local static (`static std::map<...> cache;` or "
+                     "`static cublasHandle_t h = nullptr; if (!h) cublasCreate(&h);` inside the function)")
 
     def calls_in(self, fn: Symbol) -> list[str]:
         """Up to three functions that `fn` references, by readable name."""
@@ -191,11 +220,13 @@ class ObjectAudit:
 
     @functools.cached_property
     def hints(self) -> SourceHints:
+        if self.unit.reads:
+            return source_hints(self.unit.reads, self.defined)
         try:
             headers, _ = local_headers(self.unit.source, self.unit.source.parent)
         except OSError:
             headers = []
-        return source_hints([self.unit.source, *headers])
+        return source_hints([self.unit.source, *headers], self.defined)
 
     def statics(self) -> None:
         sections = self.elf.sections
@@ -235,7 +266,8 @@ class ObjectAudit:
         hints = self.hints
         if any(names_variable(name, c) for c in hints.constant - hints.device):
             return True
-        return any(names_handle(name, fn, var) for fn, var in hints.handles) and sym.size <= 8
+        # a handle is 8 bytes, a cached algorithm 64, a heuristic result 96, a std::unordered_map 56
+        return any(names_handle(name, fn, var) for fn, var in hints.handles) and sym.size <= 128
 
     def static_message(self, sym: Symbol) -> str:
         name = pretty(sym.name)
@@ -243,8 +275,15 @@ class ObjectAudit:
         if any(names_variable(sym.name, d) for d in self.hints.device):
             return (f"{name} is a __device__/__managed__ variable: device state that outlives a call; "
                     "pass buffers from forward (torch.empty) and keep nothing between calls")
+        misused = next((why for (fn, var), why in self.hints.misused.items() if names_handle(sym.name, fn, var)),
+                       None)
+        if misused is not None:
+            return (f"{name} is state: {misused}; keep a vendor handle, descriptor or chosen algorithm only "
+                    f"as the vendor made it, e.g. `{GETTER}` (copy or pass it by value, never cast it)")
         if sym.name.startswith(("_ZZ", "_ZGVZ")):
             return (f"{name} is a {tls}static local variable: it keeps state between calls (a cache of "
-                    "pointers or results); compute everything on every call")
+                    "pointers or results); compute everything on every call (query device attributes on "
+                    f"each call; only vendor handles and chosen algorithms may stay in a static: `{GETTER}`)")
         return (f"{name} is {tls}writable static data: it keeps state between calls; use locals and "
-                "buffers passed in, or `__constant__`/`static const` tables")
+                "buffers passed in, or `__constant__`/`static const` tables (a vendor handle may stay in a "
+                f"static: `{GETTER}`)")

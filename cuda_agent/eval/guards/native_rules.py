@@ -88,11 +88,19 @@ SYMBOL_GROUPS: tuple[SymbolGroup, ...] = (
         "_ZSt9terminatev __cxa_call_terminate _GLOBAL_OFFSET_TABLE_ "
         "__tls_get_addr "  # reaches thread_local data (which static_state reports)
         "_ZNSt8ios_base4InitC1Ev _ZNSt8ios_base4InitD1Ev "  # <iostream> with gcc < 13 (see EXIT_HOOKS)
-        "_ZSt21ios_base_library_initv"),  # <iostream> with gcc >= 13: a reference, no initialiser
+        "_ZSt21ios_base_library_initv "  # <iostream> with gcc >= 13: a reference, no initialiser
+        # std::call_once (create a handle once): pthread_once runs the callable on this thread
+        "pthread_once __once_proxy _ZSt11__once_call _ZSt15__once_callable "
+        # std::map / std::unordered_map (an algorithm cached per shape): libstdc++'s tree and hash helpers
+        "_ZSt18_Rb_tree_incrementPSt18_Rb_tree_node_base _ZSt18_Rb_tree_incrementPKSt18_Rb_tree_node_base "
+        "_ZSt18_Rb_tree_decrementPSt18_Rb_tree_node_base _ZSt18_Rb_tree_decrementPKSt18_Rb_tree_node_base "
+        "_ZSt29_Rb_tree_insert_and_rebalancebPSt18_Rb_tree_node_baseS0_RS_ "
+        "_ZSt28_Rb_tree_rebalance_for_erasePSt18_Rb_tree_node_baseRS_"),
         pattern=(r"_ZSt\d+__throw_\w+"  # std::__throw_length_error... (std::vector, std::string)
                  rf"|_ZNK?St\d+(?:{_STD_EXCEPTIONS})\w*"  # std::runtime_error's ctor, dtor, what()
                  rf"|_ZT[ISV]St\d+(?:{_STD_EXCEPTIONS})"  # their typeinfo and vtables
-                 r"|_ZTVN10__cxxabiv1\d+__\w*class_type_infoE")),  # vtables of typeinfo objects
+                 r"|_ZTVN10__cxxabiv1\d+__\w*class_type_infoE"  # vtables of typeinfo objects
+                 r"|_ZNKSt8__detail20_Prime_rehash_policy\w+")),  # std::unordered_map's bucket counts
 )
 
 # Checked before SYMBOL_GROUPS: (regex, why). Each is a way around the harness's rules.
@@ -147,8 +155,18 @@ STUB_LOCALS = {"5__tmp": 1, "8__handle": 8, "3__f": 8}
 # to define anything in them, so such data can only come from the headers.
 TOOLKIT_NAMESPACES = frozenset({"cub", "thrust", "cuda", "nvtx3", "cooperative_groups", "nvcuda", "cutlass",
                                 "cute", "std", "__gnu_cxx"})
-# Handle types a launcher may keep in a static (docs: create the cuBLAS/cuDNN handle once).
-HANDLE_TYPES = frozenset({"cublasHandle_t", "cublasLtHandle_t", "cudnnHandle_t"})
+# Vendor configuration a launcher may keep in a static (SKILL.md: create the handle once, cache the
+# algorithm per shape): opaque handles and descriptors, the algorithm a heuristic chose. native_config.py
+# checks that only the vendor writes such a static.
+CONFIG_TYPES = re.compile(
+    r"cublasHandle_t|cublasLtHandle_t|cudnnHandle_t"
+    r"|cublasLt(?:MatmulDesc|MatrixLayout|MatmulPreference|MatrixTransformDesc)_t"
+    r"|cublasLtMatmulAlgo_t|cublasLtMatmulHeuristicResult_t"
+    r"|cudnn\w+Descriptor_t|cudnnConvolution(?:Fwd|BwdData|BwdFilter)Algo(?:Perf)?_t")
+ONCE_TYPES = re.compile(r"(?:std::)?once_flag")
+CONFIG_CONTAINERS = frozenset({"map", "unordered_map"})  # of CONFIG_TYPES values, keyed by INTEGER_TYPES
+INTEGER_TYPES = re.compile(r"(?:std::)?(?:u?int(?:8|16|32|64)_t|size_t|ptrdiff_t)|bool|char"
+                           r"|(?:(?:un)?signed )?(?:int|long|long long|short|char|long int|long long int)|(?:un)?signed")
 # Libraries a kernel library may need at run time (DT_NEEDED); vendor ones only when linked.
 NEEDED_BASE = ("libstdc++.so", "libgcc_s.so", "libc.so", "libm.so", "ld-linux", "librt.so", "libpthread.so",
                "libdl.so")

@@ -1,11 +1,13 @@
 """Static guards over a candidate folder: model_new.py through `ast`, kernels/ through tree-sitter.
 
 Static checks run before anything is built or imported, so a hack named here never
-gets to run; the dynamic guards in the worker catch what only shows at run time.
+gets to run; the dynamic guards in the worker catch what only shows at run time. After the build,
+check_build_inputs runs the same rules over every other file nvcc read (its dependency lists).
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -42,12 +44,39 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
             findings.append(Finding(guard="forbidden_call", where=rel, message=(
                 f"{rel} is prebuilt code; ship sources, the harness compiles them")))
         elif path.suffix in SOURCE_EXTS and path.is_file():
-            data = path.read_bytes()
-            try:
-                data.decode("utf-8")
-            except UnicodeDecodeError as e:  # what is not text cannot be checked as text
-                findings.append(Finding(guard="forbidden_call", where=rel, message=(
-                    f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8")))
-                continue
-            findings.extend(check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision))
+            findings += _check_source(path.read_bytes(), rel, task_fp32=task_fp32,
+                                      allow_precision=allow_precision)
     return dedupe(findings)
+
+
+def check_build_inputs(candidate_dir: Path, inputs: dict[str, str], *, task_fp32: bool,
+                       allow_precision: bool = False) -> list[Finding]:
+    """The kernels/ rules over the files the build read that check_candidate_static did not scan:
+    nvcc's dependency lists (BuildResult.inputs: name relative to the candidate dir or absolute ->
+    sha256) name each file a compile read, however it was included; its suffix says nothing
+    (`impl.inc`, none). A file whose bytes are no longer the ones the build read is a finding."""
+    candidate_dir = Path(candidate_dir).resolve()
+    kernels = candidate_dir / "kernels"
+    findings: list[Finding] = []
+    for shown, sha in sorted(inputs.items()):
+        path = candidate_dir / shown  # an absolute name stays itself
+        try:
+            data = path.read_bytes()
+        except OSError:
+            data = b""
+        if hashlib.sha256(data).hexdigest() != sha:
+            findings.append(Finding(guard="forbidden_call", where=shown, message=(
+                f"{shown} changed or went away after the build read it: "
+                "leave kernels/ alone while it is judged")))
+        elif not (path.suffix in SOURCE_EXTS and path.resolve().is_relative_to(kernels)):  # else scanned
+            findings += _check_source(data, shown, task_fp32=task_fp32, allow_precision=allow_precision)
+    return dedupe(findings)
+
+
+def _check_source(data: bytes, rel: str, *, task_fp32: bool, allow_precision: bool) -> list[Finding]:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as e:  # what is not text cannot be checked as text
+        return [Finding(guard="forbidden_call", where=rel, message=(
+            f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8"))]
+    return check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision)

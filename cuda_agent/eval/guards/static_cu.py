@@ -39,6 +39,29 @@ PRECISION_PREFIXES = (
     "__float22bfloat162", "__half", "__bfloat16", "__nv_fp8", "__nv_fp6", "__nv_fp4",
     "__float_to_tf32", "__hadd", "__hsub", "__hmul", "__hfma", "__hdiv", "__hneg", "__hmax", "__hmin",
 )
+# Math-mode and compute-type enums a number (or a non-enumerator) may be cast to, or passed as, to reach TF32
+# or fp16 math with no name the token rule sees: `cublasSetMathMode(h, (cublasMath_t)3)`. Numbers that
+# name a downgrade, for the message (cublas_api.h); any number there is a note (the numeric check judges).
+MATH_ENUMS = frozenset({"cublasMath_t", "cublasComputeType_t", "cudnnMathType_t", "cudaDataType", "cudaDataType_t"})
+MATH_ENUM_ARGS = {  # function -> index of its math-mode / compute-type argument
+    "cublasSetMathMode": 1, "cublasLtMatmulDescCreate": 1, "cublasLtMatmulDescInit": 1,
+    "cudnnSetConvolutionMathType": 1, "cublasGemmEx": 17, "cublasGemmBatchedEx": 18,
+    "cublasGemmStridedBatchedEx": 21,
+}
+DOWNGRADE_NUMBERS = {"cublasMath_t": {1: "CUBLAS_TENSOR_OP_MATH", 3: "CUBLAS_TF32_TENSOR_OP_MATH"},
+                     "cublasComputeType_t": {64: "CUBLAS_COMPUTE_16F", 65: "CUBLAS_COMPUTE_16F_PEDANTIC",
+                                             74: "CUBLAS_COMPUTE_32F_FAST_16F", 75: "CUBLAS_COMPUTE_32F_FAST_16BF",
+                                             77: "CUBLAS_COMPUTE_32F_FAST_TF32"},
+                     "cudnnMathType_t": {1: "CUDNN_TENSOR_OP_MATH", 2: "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION"}}
+ENUMERATOR_PREFIXES = ("CUBLAS_", "CUDNN_", "CUDA_R_", "CUDA_C_")
+_MATH_CAST = re.compile(r"\(\s*(?:const\s+)?(%s)\s*\)|\b(?:static|reinterpret|const)_cast\s*<\s*(%s)\s*>"
+                        r"|\b(%s)\s*(?=\()" % (("|".join(sorted(MATH_ENUMS)),) * 3))
+_MATH_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(MATH_ENUM_ARGS))
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?!\()[ \t]+([^\n]*)$", re.M)
+_CONST_INT = re.compile(r"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|short|auto|"
+                        r"size_t|int32_t|uint32_t|int64_t|uint64_t|cublasMath_t|cublasComputeType_t)\s+(\w+)\s*="
+                        r"\s*([^;]*);")
+_NUMBER = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b")
 FORBIDDEN = frozenset({
     "dlopen", "dlsym", "dlmopen", "dlvsym", "system", "popen", "fork", "vfork", "execl", "execlp",
     "execle", "execv", "execvp", "execvpe", "execve", "fexecve", "posix_spawn", "posix_spawnp",
@@ -159,7 +182,7 @@ class _Scan:
         if n.parent is None or n.parent.type != "expression_statement":
             self.add("native_symbol", "asm label", line, "an asm label on a declaration renames the symbol it "
                      "imports or defines; declare and call functions by their own names")
-        elif not _in_device_code(n):
+        elif not _in_device_code(n) and not _compiler_barrier(n):
             self.add("forbidden_call", "host asm", line, "inline assembly outside device code (file scope or a host "
                      "function) runs unchecked native code; asm belongs in __device__/__global__ functions (PTX)")
 
@@ -258,6 +281,104 @@ class _Scan:
                 self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing")
 
 
+def _operand(code: str, start: int) -> str:
+    """The expression starting at `start`: a balanced (...) group, or one token."""
+    i = start
+    while i < len(code) and code[i] in " \t\n":
+        i += 1
+    if i < len(code) and code[i] == "(":
+        depth = 0
+        for j in range(i, len(code)):
+            depth += {"(": 1, ")": -1}.get(code[j], 0)
+            if depth == 0:
+                return code[i + 1:j]
+        return code[i + 1:]
+    m = re.match(r"[\w:]+", code[i:])
+    return m.group() if m else ""
+
+
+def _arguments(code: str, open_paren: int) -> list[str]:
+    """Top-level comma-separated arguments of the call whose "(" is at `open_paren`."""
+    args, depth, start = [], 0, open_paren + 1
+    for j in range(open_paren, len(code)):
+        c = code[j]
+        if c in "([{":
+            depth += 1
+        elif c in ")]}":
+            depth -= 1
+            if depth == 0:
+                return args + [code[start:j]]
+        elif c == "," and depth == 1:
+            args.append(code[start:j])
+            start = j + 1
+    return args
+
+
+def _resolve(expr: str, constants: dict[str, str], depth: int = 0) -> tuple[list[int], list[str]]:
+    """The numbers and the names other than enumerators in `expr`, through the file's own #defines and
+    integer constants."""
+    numbers = [int(m.group(1), 0) for m in _NUMBER.finditer(expr) if not expr[:m.start()].endswith(("_", "."))]
+    others: list[str] = []
+    for word in _WORD.findall(expr):
+        if word in constants and depth < 8:
+            more, rest = _resolve(constants[word], constants, depth + 1)
+            numbers += more
+            others += rest
+        elif not word.startswith(ENUMERATOR_PREFIXES) and not word[0].isdigit():
+            others.append(word)
+    return numbers, others
+
+
+def math_mode_numbers(code: str) -> list[tuple[int, str, str, list[int]]]:
+    """(line, enum, expression, its numbers) for each number or non-enumerator cast to a math-mode or
+    compute-type enum and each number passed where cuBLAS/cuDNN expects one; `code` has its comments
+    and strings blanked."""
+    constants = {m.group(1): m.group(2) for m in _DEFINE.finditer(code)}
+    constants.update({m.group(1): m.group(2) for m in _CONST_INT.finditer(code)})
+    hits = []
+    for m in _MATH_CAST.finditer(code):
+        enum = m.group(1) or m.group(2) or m.group(3)
+        start = m.end() if m.group(1) else code.find("(", m.end() - 1)
+        expr = " ".join(_operand(code, start).split()) if start >= 0 else ""
+        numbers, others = _resolve(expr, constants)
+        if numbers or others:
+            hits.append((code.count("\n", 0, m.start()), enum, expr, numbers))
+    for m in _MATH_CALL.finditer(code):
+        args, index = _arguments(code, m.end() - 1), MATH_ENUM_ARGS[m.group(1)]
+        if index < len(args) and not _MATH_CAST.search(args[index]):  # a cast was judged above
+            numbers, _ = _resolve(args[index], constants)
+            if numbers:
+                enum = ("cublasMath_t" if m.group(1) == "cublasSetMathMode" else
+                        "cudnnMathType_t" if m.group(1).startswith("cudnn") else "cublasComputeType_t")
+                hits.append((code.count("\n", 0, m.start()), enum, " ".join(args[index].split()), numbers))
+    return hits
+
+
+def _math_mode_message(enum: str, expr: str, numbers: list[int]) -> str:
+    names = DOWNGRADE_NUMBERS.get(enum, {})
+    named = sorted({names[n] for n in numbers if n in names})
+    meaning = f" (that is {', '.join(named)}: TF32/fp16 math)" if named else ""
+    return (f"({enum}){expr}: a math mode or compute type given by number or variable{meaning}; in an fp32 task "
+            "name the mode (CUBLAS_DEFAULT_MATH or CUBLAS_PEDANTIC_MATH, CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH): "
+            "the numeric precision check judges what it computes")
+
+
+def _compiler_barrier(n: tree_sitter.Node) -> bool:
+    """`asm volatile("" ::: "memory")`: an empty template with no operands emits no instruction; it only
+    stops the compiler moving memory accesses across it, so host code may have it."""
+    code = n.child_by_field_name("assembly_code")
+    if code is None or code.type != "string_literal" or any(c.type != '"' for c in code.children):
+        return False
+    if any(c.type in ("gnu_asm_goto_list",) for c in n.children):
+        return False
+    for field in ("output_operands", "input_operands"):
+        operands = n.child_by_field_name(field)
+        if operands is not None and operands.named_children:
+            return False
+    clobbers = n.child_by_field_name("clobbers")
+    return clobbers is None or all(c.text == b'"memory"' for c in clobbers.named_children)
+
+
 def _in_device_code(n: tree_sitter.Node) -> bool:
     """Inside a __global__/__device__ function (a __host__ __device__ one: under #ifdef __CUDA_ARCH__)."""
     arch = False
@@ -295,5 +416,11 @@ def check_cuda_source(source: bytes, where: str, *, task_fp32: bool, allow_preci
     """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu")."""
     scan = _Scan(where, task_fp32, allow_precision)
     scan.node(_parser().parse(source).root_node)
-    scan.text(source.decode(errors="replace"))
+    text = source.decode(errors="replace")
+    scan.text(text)
+    if task_fp32:  # a note, whatever allow_precision: only the numeric check can tell what the number does
+        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), text)
+        for line, enum, expr, numbers in math_mode_numbers(code):
+            scan.findings.append(Finding(guard="precision", severity="warn", where=f"{where}:{line + 1}",
+                                         message=_math_mode_message(enum, expr, numbers)))
     return scan.findings
