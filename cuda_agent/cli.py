@@ -1,4 +1,4 @@
-"""The command line: thin commands composing the parts (see DESIGN.md).
+"""The command line: thin commands composing the parts (see docs/architecture.md).
 
 Every command module imports its heavy dependencies (torch, litellm...) inside the command, so
 `cuda-agent --help` starts fast.

@@ -1,1 +1,1 @@
-"""The agent: a short ReAct loop over a Model and an Environment (see DESIGN.md)."""
+"""The agent: a short ReAct loop over a Model and an Environment (see docs/agent.md)."""

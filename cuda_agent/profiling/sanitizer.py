@@ -1,7 +1,7 @@
 """compute-sanitizer (memcheck, racecheck, initcheck) on one forward of a candidate, without
 warm-up. PyTorch's caching allocator is switched off for the run (PYTORCH_NO_CUDA_MEMORY_CACHING):
-with it, an off-by-one write lands inside a larger cached block and memcheck sees nothing
-(DESIGN.md). initcheck sees global memory only (compute-sanitizer 2025.3 has no option for
+with it, an off-by-one write lands inside a larger cached block and memcheck sees nothing.
+initcheck sees global memory only (compute-sanitizer 2025.3 has no option for
 shared memory); racecheck covers shared memory's hazards. The report is parsed by sanitizer_parse."""
 
 from __future__ import annotations
