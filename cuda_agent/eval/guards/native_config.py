@@ -17,6 +17,7 @@ import re
 from dataclasses import dataclass
 
 from cuda_agent.eval.guards.native_rules import CONFIG_CONTAINERS, CONFIG_TYPES, INTEGER_TYPES, ONCE_TYPES
+from cuda_agent.eval.guards.static_cu import _descendants as _walk  # one tree walk for the guards
 
 _VENDOR = re.compile(r"(?:cublas|cudnn)\w*")
 _CONSTANT = re.compile(r"(?:CUBLAS|CUDNN)[A-Z0-9_]*")
@@ -515,14 +516,6 @@ def _split(args: str) -> list[str]:
             start = i + 1
     out.append(args[start:].strip())
     return [a for a in out if a]
-
-
-def _walk(n):
-    stack = [n] if n is not None else []
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n.children)
 
 
 def _up(n, kinds):

@@ -404,8 +404,9 @@ def _blank(text: str) -> str:
     return re.sub(r"[^\n]", " ", text)
 
 
-def _descendants(n: tree_sitter.Node):
-    stack = [n]
+def _descendants(n: tree_sitter.Node | None):
+    """`n` and every node below it, parents first (nothing for None)."""
+    stack = [n] if n is not None else []
     while stack:
         n = stack.pop()
         yield n
