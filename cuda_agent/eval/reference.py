@@ -85,6 +85,14 @@ def tensors_bytes(xs: list) -> int:
     return sum(x.numel() * x.element_size() for x in xs if isinstance(x, torch.Tensor))
 
 
+def _to_doubles(inputs: list) -> list:
+    """float64 copies of an input set, emptying `inputs` as it goes: one fp32 input at a time beside them."""
+    doubles = []
+    while inputs:
+        doubles.append(_to_double(inputs.pop(0)))
+    return doubles
+
+
 def _to_double(x: Any) -> Any:
     import torch
 
@@ -163,9 +171,7 @@ class Reference:
                 ref = [o.detach() for o in flatten(self.model(*inputs))]
             ref64 = None
             if self.model64 is not None:
-                doubles = []
-                while inputs:
-                    doubles.append(_to_double(inputs.pop(0)))
+                doubles = _to_doubles(inputs)
                 self.release_cached()  # the fp32 inputs' blocks: the float64 outputs cannot reuse them
                 try:
                     with self._code("forward in float64"):
@@ -186,9 +192,7 @@ class Reference:
 
         if not (self.fp32 and self.probe_rounds and self.model64 is not None):
             return None
-        inputs, doubles = self.inputs(seed), []
-        while inputs:
-            doubles.append(_to_double(inputs.pop(0)))
+        doubles = _to_doubles(self.inputs(seed))
         # A second forward must not move buffers the task's forward updates (running statistics).
         buffers = {k: v.clone() for k, v in self.model64.named_buffers()}
         try:
