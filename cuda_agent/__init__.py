@@ -1,6 +1,14 @@
 """cuda-agent: turn a PyTorch module into a verified, faster custom CUDA kernel."""
 
+import os
+
 __version__ = "0.1.0"
+
+# litellm fetches its price map from GitHub when it is first imported, whoever imports it (a test, a
+# plugin, our own client), and a background retry then logs warnings into whatever stderr is current:
+# set before any import can happen, its bundled copy is used and nothing reaches the network
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 
 def install_hint(extra: str) -> str:

@@ -7,6 +7,7 @@ stored on the object, and key-like text is scrubbed from every error raised."""
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 import warnings
@@ -60,8 +61,8 @@ class EmptyReply(Exception):
 
 
 def _litellm():
-    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # the bundled price map: no network
-    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")  # nor for its other catalogs and tokenizers
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")  # as cuda_agent/__init__.py: no network
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")  # (again: a caller may have removed them)
     # litellm's TypedDicts make pydantic warn on first use: noise no user can act on
     warnings.filterwarnings("ignore", message=".*ReadOnly. qualifier", category=UserWarning)
     try:
@@ -73,6 +74,9 @@ def _litellm():
                          "(or use --script for a scripted model)") from None
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
+    # its own warnings (price-map fetches, deprecations) are noise no user can act on, and would break
+    # the one-line error the commands print; errors still reach us as exceptions
+    logging.getLogger("LiteLLM").setLevel(logging.ERROR)
     return litellm
 
 
