@@ -9,10 +9,11 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
-                                     MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_GPU, NO_SANDBOX,
-                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, eval_flags, fail, fail_on,
-                                     llm_flags, out_folder_problem, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, API_KEY_ENV, CONTEXT_TOKENS, MAX_CALLS, MAX_COST,
+                                     MAX_OUTPUT_TOKENS, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL,
+                                     NO_COMPILE, NO_GPU, NO_SANDBOX, PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE,
+                                     TOOLS, eval_flags, fail, fail_on, llm_flags, model_or_exit, out_folder_problem,
+                                     per_task, require_device, resolve_or_exit, run_flags)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -47,6 +48,24 @@ def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
+CANDIDATE_LAYOUTS = ("<task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py as "
+                     "examples/ has them (--candidates examples/ with the task folder examples/)")
+
+
+def _scripts_or_exit(script: Path, entries: list, settings) -> None:
+    """--script: one file every task replays, or a folder with <task id>.json for each task; every
+    file there and parsed, before the batch's folder is made."""
+    if not script.exists():
+        fail(f"script not found: {script}")
+    if not script.is_dir():
+        model_or_exit(settings, script)
+        return
+    if lacking := [e.id for e in entries if not (script / f"{e.id}.json").is_file()]:
+        fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
+    for e in entries:
+        model_or_exit(settings, script / f"{e.id}.json")
+
+
 def _eval_config(path: Optional[Path], **flags) -> dict:
     """--eval-config's JSON: EvalConfig fields, on the command line's layer; `flags` given win."""
     from cuda_agent.eval.settings import EvalConfig
@@ -73,9 +92,10 @@ def batch_command(
     max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
     price_in: Optional[float] = PRICE_IN,
     price_out: Optional[float] = PRICE_OUT,
-    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one JSON file for every task, or a folder of <task id>.json."),
+    api_key_env: Optional[str] = API_KEY_ENV,
+    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of <task id>.json."),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
-    candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task."),
+    candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself)."),
     gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0)."),
     device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu: host-only test kernels, nothing a GPU does; setting: eval.device)."),
     concurrency: Optional[int] = typer.Option(None, "--concurrency", "-j", min=1, help="Tasks at once (default: 2 per device)."),
@@ -86,11 +106,11 @@ def batch_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
     task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
-    max_steps: Optional[int] = MAX_STEPS,
-    max_cost: Optional[float] = MAX_COST,
+    max_steps: Optional[int] = per_task(MAX_STEPS),
+    max_cost: Optional[float] = per_task(MAX_COST),
     max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
-    max_tokens: Optional[int] = MAX_TOKENS,
-    max_wall: Optional[float] = MAX_WALL,
+    max_tokens: Optional[int] = per_task(MAX_TOKENS),
+    max_wall: Optional[float] = per_task(MAX_WALL),
     max_calls_per_turn: Optional[int] = MAX_CALLS,
     target_speedup: Optional[float] = TARGET_SPEEDUP,
     allow_shell: bool = ALLOW_SHELL,
@@ -98,6 +118,7 @@ def batch_command(
     no_compile: bool = NO_COMPILE,
     memory_budget: Optional[float] = MEMORY_BUDGET,
     ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray)."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr (the bar, or a line per task started and finished); the summary line still."),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
@@ -106,13 +127,13 @@ def batch_command(
 
     from cuda_agent.batch.render import headline
     from cuda_agent.batch.session import BatchError, BatchSettings, run_batch
-    from cuda_agent.batch.tasks import TaskDirError, discover
+    from cuda_agent.batch.tasks import TaskDirError, candidate_folder, discover
 
     if eval_only:
         if candidates is None or model or script:
             fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
         if not candidates.is_dir():
-            fail(f"candidates folder not found: {candidates} (it needs <task id>/model_new.py per task)")
+            fail(f"candidates folder not found: {candidates} (it needs {CANDIDATE_LAYOUTS})")
         if max_total_cost is not None:
             fail("--max-total-cost caps model spending: --eval-only runs no model, leave it out")
     elif candidates is not None:
@@ -123,7 +144,7 @@ def batch_command(
         model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
         no_sandbox=no_sandbox, max_calls_per_turn=max_calls_per_turn,
-        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out),
+        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out, api_key_env),
         **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
@@ -133,12 +154,15 @@ def batch_command(
     devices = _ray_devices(gpus, device) if ray else _devices(gpus, device)
     with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
+    if eval_only and not any(candidate_folder(candidates, e) for e in entries):
+        fail(f"{candidates} has a candidate for none of the {len(entries)} task(s) in {task_dir} (e.g. "
+             f"{entries[0].id}): it needs {CANDIDATE_LAYOUTS}")
     if script is not None:
-        if not script.exists():
-            fail(f"script not found: {script}")
-        if lacking := [e.id for e in entries if script.is_dir() and not (script / f"{e.id}.json").is_file()]:
-            fail(f"{script} has no script for {len(lacking)} task(s), e.g. {script / (lacking[0] + '.json')}")
-    if not eval_only and (problem := out_folder_problem(out)):
+        _scripts_or_exit(script, entries, resolved.settings)
+    elif not eval_only:  # the key the tasks' model needs; on a Ray cluster its nodes' environment has it, not ours
+        model_or_exit(resolved.settings, None, key=not ray)
+    if problem := (out_folder_problem(out, "a batch's run folder is output (results, verdicts, logs), not source")
+                   if eval_only else out_folder_problem(out)):
         fail(problem)
     if ray:
         from cuda_agent.pool.ray_cluster import RayError, check_address, disconnect, import_ray
@@ -158,7 +182,7 @@ def batch_command(
     console = Console(stderr=True)
     try:
         with fail_on(BatchError):
-            summary, stopped = run_batch(settings, entries, console)
+            summary, stopped = run_batch(settings, entries, console, quiet=quiet)
     finally:
         if ray:
             disconnect()
@@ -203,23 +227,29 @@ def baselines_command(
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (timing, compile_mode...)."),
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Time eager only."),
+    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr (which task, what it does now): the result lines only."),
 ) -> None:
     """Time eager and torch.compile for every task once per GPU type, into the baseline cache that
-    evaluations read. Exit codes: 0 all timed, 1 some failed, 2 bad usage."""
+    evaluations read: a line per task on stdout; while each is timed, progress on stderr (a live display on a
+    terminal). Exit codes: 0 all timed, 1 some failed, 2 bad usage."""
     from rich.console import Console
 
     from cuda_agent.batch.baselines import cache_path, one_device_per_type, time_baselines
     from cuda_agent.batch.tasks import TaskDirError, discover
     from cuda_agent.eval.settings import EvalConfig
+    from cuda_agent.progress import Progress
 
     with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
     cfg = EvalConfig.model_validate(eval_flags(no_compile, **_eval_config(eval_config)))
     console, failed = Console(), 0
     ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
-    for name, dev in one_device_per_type(_devices(gpus, device)).items():
-        for e in entries:
-            r = time_baselines(e, dev, cfg)
+    todo = [(name, dev, e) for name, dev in one_device_per_type(_devices(gpus, device)).items() for e in entries]
+    with Progress(quiet=quiet).job("baselines", total=len(todo)) as job:
+        for name, dev, e in todo:
+            job.step(f"baselines of {e.id} on {name}")
+            r = time_baselines(e, dev, cfg, say=job.phase)
+            job.advance()
             failed += r.error is not None
             state = "cached" if r.cached else "timed"
             console.print(f"{name} {e.id}: eager {ms(r.eager_ms)}, compile {ms(r.compile_ms)} ({state})"

@@ -30,21 +30,27 @@ def eval_command(
     no_server: bool = typer.Option(False, "--no-server", help="Evaluate in this process, not in the warm eval server that later evals of the same task reuse (setting: eval.server_idle_s = 0)."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
-    4 runtime error or timeout, 5 task unscorable or harness error. Errors go to stderr; the verdict
-    to stdout (with --json, one JSON object). The first eval starts a warm server in the background
+    4 runtime error or timeout, 5 task unscorable or harness error. Bad usage is one line on stderr;
+    the verdict goes to stdout (with --json, one JSON object), with what went wrong in the candidate
+    (a compile log, a runtime error's traceback). The first eval starts a warm server in the background
     (stderr says so); later evals of the same task and settings skip the start-up (the same judge,
     jail and checks; a fresh recorder and judge for each candidate)."""
     from rich.console import Console
 
     from cuda_agent.eval.tolerance import Tolerances
-    from cuda_agent.task import TaskError, load_task
+    from cuda_agent.task import TaskError, load_task, parse_task_ref
 
     cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
                                               timeout_s=timeout, allow_precision=True if allow_precision else None,
                                               memory_budget_gib=memory_budget, server_idle_s=0 if no_server else None)
                            }).settings.eval
+    with fail_on(TaskError):  # the path only (torch is not loaded yet): a missing task is said first
+        parse_task_ref(task)
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
+    if not (candidate / "model_new.py").is_file():  # nothing to evaluate: bad usage, not a verdict
+        fail(f"{candidate} has no model_new.py: a candidate folder holds model_new.py (class ModelNew) and "
+             "kernels/*.cu")
     if (rejected := _static_rejection(candidate, cfg.allow_precision)) is not None:
         _report(rejected, {"path": task}, f"{task} <- {candidate}", candidate, cfg.device, json_out)
     if tolerance is not None:
@@ -121,8 +127,6 @@ def _static_rejection(candidate: Path, allow_precision: bool):
     from cuda_agent.eval.guards.static import check_candidate_static
     from cuda_agent.eval.verdict import Verdict
 
-    if not (candidate / "model_new.py").is_file():
-        return None  # the evaluator says what the layout lacks
     findings = check_candidate_static(candidate, task_fp32=False, allow_precision=allow_precision)
     if not any(f.severity == "fail" for f in findings):
         return None

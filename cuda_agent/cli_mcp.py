@@ -7,6 +7,7 @@ Over stdio, stdout is the protocol's; every line for a person goes to stderr (th
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Optional
 
@@ -33,7 +34,8 @@ def mcp_command(
     """The run starts with the client's first tool call and ends with `finish`, a limit, or the client
     disconnecting; it is then re-verified and reported as `optimize`'s is. Exit codes (when the client
     disconnects): as optimize's (0 improved, 1 correct, 3 none, 4 failed, 5 unscorable), 0 when no tool
-    was ever called (no run folder is made), 2 bad usage (a bad --http, a port that cannot be bound)."""
+    was ever called (nothing is left: no run folder, nor the --out folder if this made it), 2 bad usage
+    (one line before anything is made: a bad --http, a port that cannot be bound, a tracked --out...)."""
     from cuda_agent import install_hint
     from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
     from cuda_agent.run import RunSpec, finished_line, finished_run
@@ -57,6 +59,7 @@ def mcp_command(
     settings = resolved.settings
     keep_run_device(resolved, resume)
     require_device(settings.eval.device)
+    made = _missing(settings.out) if resume is None else []  # what a run that never starts must not leave
     spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
     opened = open_or_exit(spec, settings)
@@ -66,7 +69,17 @@ def mcp_command(
         done = serve_task(spec, settings, opened, settings_record=resolved.record(), http=listening)
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
         crashed(e, opened[0].workspace.root.parent)
+    if done is None:  # no tool was called: the run folder is gone (serve_task), and --out if this made it
+        for folder in made:
+            with contextlib.suppress(OSError):  # not empty: something else writes there now
+                folder.rmdir()
     raise typer.Exit(done.exit_code if done is not None else 0)
+
+
+def _missing(folder: Path) -> list[Path]:
+    """`folder` and those of its parents that do not exist yet, deepest first."""
+    folder = folder.absolute()
+    return [f for f in (folder, *folder.parents) if not f.exists()]
 
 
 def _listen_or_exit(value: str):

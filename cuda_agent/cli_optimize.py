@@ -16,10 +16,11 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, CONTEXT_TOKENS, MAX_CALLS, MAX_COST, MAX_OUTPUT_TOKENS,
-                                     MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL, NO_COMPILE, NO_SANDBOX,
-                                     PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS, fail, keep_run_device,
-                                     llm_flags, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, API_KEY_ENV, CONTEXT_TOKENS, MAX_CALLS, MAX_COST,
+                                     MAX_OUTPUT_TOKENS, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL,
+                                     NO_COMPILE, NO_SANDBOX, PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS,
+                                     fail, keep_run_device, llm_flags, model_or_exit, require_device, resolve_or_exit,
+                                     run_flags)
 from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
 
 
@@ -33,7 +34,8 @@ def optimize_command(
     max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
     price_in: Optional[float] = PRICE_IN,
     price_out: Optional[float] = PRICE_OUT,
-    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model (JSON list of responses) instead of calling an LLM; on --resume the turns already taken are skipped."),
+    api_key_env: Optional[str] = API_KEY_ENV,
+    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with \"responses\" (and \"name\"), as examples/scale_add_small/demo_session.json; on --resume the turns already taken are skipped."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."),
     out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in): outside any git repository, or in a folder its .gitignore lists (a clone's runs/)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
@@ -54,11 +56,13 @@ def optimize_command(
     tui: bool = typer.Option(False, "--tui", help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach)."),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
-    2 bad usage, 3 no correct version, 4 the run failed (a model error or a fault: one line on stderr,
-    the traceback in RUN_DIR/error.log). Settings: `cuda-agent config show`."""
+    2 bad usage (one line on stderr, nothing made: a missing or malformed --script, no API key...),
+    3 no correct version, 4 the run failed (a model error or a fault: one line on stderr, the
+    traceback in RUN_DIR/error.log), 5 the task cannot be scored. Settings: `cuda-agent config show`."""
     from rich.console import Console
     from rich.markup import escape
 
+    from cuda_agent.agent.script_device import cpu_refusal as script_cpu_refusal
     from cuda_agent.run import RunRequest, RunSpec, finished_line, finished_run, run_task
 
     console = Console(stderr=json_out, quiet=quiet and not json_out)
@@ -77,12 +81,15 @@ def optimize_command(
         model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
         max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
         no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn, memory_budget_gib=memory_budget,
-        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out)))
+        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out, api_key_env)))
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")
     keep_run_device(resolved, resume)
     require_device(settings.eval.device)  # before the task loads or the model is called
+    model_or_exit(settings, script)  # a bad script or no key: one line now, not a failed run in a new folder
+    if script is not None and settings.eval.device == "cpu" and (refusal := script_cpu_refusal(script, task)):
+        fail(refusal)  # its kernels need a GPU: every version would be a runtime error
     spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
                    workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
     if tui:
@@ -92,6 +99,7 @@ def optimize_command(
                              settings_record=resolved.record())
         raise typer.Exit(launch_with_tui(request, settings.out if resume is None else resume.parent))
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
+    from cuda_agent.progress import Progress
 
     opened = open_or_exit(spec, settings)
     run_dir = opened[0].workspace.root.parent
@@ -101,19 +109,23 @@ def optimize_command(
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
     writer = (lambda path, llm: LiveWriter(path, console, llm.name)) if live else None  # None: run_task's plain writer
+    # the first evaluation and the re-verification, shown as they go: below the status line on a
+    # terminal (the same console, so rich nests the two), else as lines on stderr
+    progress = Progress(console if live else Console(stderr=True), quiet=quiet)
     try:
         done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
-                        approval=ConsoleApproval(Console()) if confirm else None,
-                        on_finalize=lambda: console.print("re-verifying the best version, writing report.md and the "
-                                                          "drop-in..."))
+                        approval=ConsoleApproval(Console()) if confirm else None, progress=progress)
     except Exception as e:
         crashed(e, run_dir)
     if json_out:
         print(json.dumps(done.summary(), indent=1))
     else:
         v = done.verified
+        # no compile baseline (--no-compile-baseline): no ratio to it, rather than "0.00x"
+        vs_compile = ("no torch.compile baseline" if v is None or v.speedup_vs_compile is None
+                      else f"{v.speedup_vs_compile:.2f}x vs torch.compile")
         line = (f"best: version {done.best.version}, re-verified, reward {v.reward}, "
-                f"{v.timing.median_ms if v.timing else 0:.4f} ms, {v.speedup_vs_compile or 0:.2f}x vs torch.compile"
+                f"{v.timing.median_ms if v.timing else 0:.4f} ms, {vs_compile}"
                 if v else "no correct version passed re-verification")
         Console().print(f"{done.stop_reason} after {done.steps} steps; {line}; {run_dir}", highlight=False,
                         soft_wrap=True)

@@ -54,12 +54,23 @@ def run_flags(*, model: str | None, api_base: str | None, max_steps: int | None,
 
 def llm_flags(tools: str | None = None, context_tokens: int | None = None, temperature: float | None = None,
               max_output_tokens: int | None = None, price_in: float | None = None,
-              price_out: float | None = None) -> dict[str, Any]:
-    """`[llm]` as the model-option flags (TOOLS ... PRICE_OUT below) give it."""
+              price_out: float | None = None, api_key_env: str | None = None) -> dict[str, Any]:
+    """`[llm]` as the model-option flags (TOOLS ... API_KEY_ENV below) give it."""
     if tools is not None and tools not in ("native", "text", "auto"):
         fail(f"--tools {tools}: give native, text or auto")
     return {"tools": tools, "context_tokens": context_tokens, "temperature": temperature,
-            "max_output_tokens": max_output_tokens, "price_in": price_in, "price_out": price_out}
+            "max_output_tokens": max_output_tokens, "price_in": price_in, "price_out": price_out,
+            "api_key_env": api_key_env}
+
+
+def model_or_exit(settings, script: Path | None, *, key: bool = True) -> None:
+    """Stop with one line (exit code 2) when the model the run would make could not answer: a script
+    that is missing or not a script, no API key for the model (run.model_problem). Before any run
+    folder is made, so a wrong flag never leaves a failed run behind."""
+    from cuda_agent.run import model_problem
+
+    if problem := model_problem(settings, script, key=key):
+        fail(problem)
 
 
 def resolve_or_exit(flags: dict[str, Any]):
@@ -84,8 +95,11 @@ def keep_run_device(resolved, run_dir: Path | None) -> None:
         resolved.settings.eval.device = read_trajectory(run_dir / "trajectory.jsonl")[0].config["eval"]["device"]
 
 
+# the README's route to a first verdict without a GPU: the example's host-only candidate (tests read it there)
+CPU_EXAMPLE = ("cuda-agent eval examples/scale_add_small/model.py --candidate examples/scale_add_small/candidate_cpu "
+               "--device cpu --no-compile-baseline")
 NO_GPU = ("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
-          "host-only test kernels (nothing a GPU does is run or timed)")
+          f"host-only kernels (nothing a GPU does is run or timed), e.g. from a clone's root: `{CPU_EXAMPLE}`")
 
 
 def require_device(device: str) -> None:
@@ -104,13 +118,19 @@ def require_device(device: str) -> None:
         fail(f"device {device}: torch sees {n} GPU(s) (cuda:0..cuda:{n - 1}); pick one of them")
 
 
-def out_folder_problem(out: Path) -> str | None:
+WORKSPACES_ARE_REPOSITORIES = "each run's workspace is a git repository of its own"
+
+
+def out_folder_problem(out: Path, why: str = WORKSPACES_ARE_REPOSITORIES) -> str | None:
     """Why `out` cannot hold run folders, or None: each run's workspace is a git repository, never one
-    nested in the user's tracked tree, so `out` is outside any git work tree or in a folder it ignores."""
+    nested in the user's tracked tree, and a batch's results are output, not source; so `out` is outside
+    any git work tree or in a folder it ignores. `why`: the reason the message gives."""
     import subprocess
 
     from cuda_agent.workspace.paths import enclosing_git_root
 
+    if Path(out).exists() and not Path(out).is_dir():
+        return f"--out {out} is a file: give a folder (a new one, or one this command wrote before)"
     if (owner := enclosing_git_root(out)) is None:
         return None
     inside = Path(out).resolve().relative_to(owner)
@@ -120,8 +140,8 @@ def out_folder_problem(out: Path) -> str | None:
                               capture_output=True, timeout=30).returncode == 0:
                 return None
     ignore = f", or list {inside.as_posix()}/ in {owner / '.gitignore'}" if inside != Path(".") else ""
-    return (f"{out} is inside the git repository at {owner}, which does not ignore it: each run's workspace is a "
-            f"git repository of its own; pass --out DIR outside it{ignore}")
+    return (f"{out} is inside the git repository at {owner}, which does not ignore it: {why}; pass --out DIR "
+            f"outside it{ignore}")
 
 
 @config_app.command("show")
@@ -148,14 +168,14 @@ def show_command(
     Console().print(table)
 
 
-# The flags optimize and batch share, declared once; each is a setting too (docs/settings.md), so
-# None means "not given": the files and CUDA_AGENT_* decide. In a batch the limits are per task.
+# The flags optimize, mcp and batch share, declared once; each is a setting too (docs/settings.md), so
+# None means "not given": the files and CUDA_AGENT_* decide. A batch's limits are per task (per_task).
 MODEL = typer.Option(None, "--model", "-m", help="litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen (setting: model).")
 API_BASE = typer.Option(None, "--api-base", help="OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama) (setting: api_base).")
-MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Steps at most (per task in a batch): each tool call that runs is one step, a model reply that runs none is one; no tool call starts past it (setting: limits.max_steps; default 50).")
-MAX_COST = typer.Option(None, "--max-cost", help="Dollars at most over priced turns (per task) (setting: limits.max_cost).")
-MAX_TOKENS = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most (per task) (setting: limits.max_tokens).")
-MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most (per task): a deadline; no model request lasts past it (its timeout is the time left, retries included) and no tool call starts past it; the re-verification at the end comes after it (setting: limits.max_wall_s).")
+MAX_STEPS = typer.Option(None, "--max-steps", min=1, help="Steps at most: each tool call that runs is one step, a model reply that runs none is one; no tool call starts past it (setting: limits.max_steps; default 50).")
+MAX_COST = typer.Option(None, "--max-cost", help="Dollars at most over priced turns (setting: limits.max_cost).")
+MAX_TOKENS = typer.Option(None, "--max-tokens", help="Prompt + completion tokens at most (setting: limits.max_tokens).")
+MAX_WALL = typer.Option(None, "--max-wall", help="Seconds of agent wall time at most: a deadline; no model request lasts past it (its timeout is the time left, retries included) and no tool call starts past it; the re-verification at the end comes after it (setting: limits.max_wall_s).")
 MAX_CALLS = typer.Option(None, "--max-calls-per-turn", min=1, help="Tool calls of one model reply that run; the rest are answered as skipped and never run (setting: limits.max_calls_per_turn; default 8).")
 TARGET_SPEEDUP = typer.Option(None, "--target-speedup", help="Stop once the best version is this much faster than torch.compile (setting: limits.target_speedup).")
 ALLOW_SHELL = typer.Option(False, "--allow-shell", help="Give the model a shell tool, in the jail (setting: tools.allow_shell).")
@@ -168,4 +188,14 @@ TEMPERATURE = typer.Option(None, "--temperature", min=0.0, max=2.0, help="Sampli
 MAX_OUTPUT_TOKENS = typer.Option(None, "--max-output-tokens", min=1, help="Tokens one reply may take (setting: llm.max_output_tokens; default: the provider's).")
 PRICE_IN = typer.Option(None, "--price-in", min=0.0, help="USD per million prompt tokens, with --price-out (setting: llm.price_in). Without them a turn is priced from litellm's table only at the provider's own endpoint; with --api-base elsewhere it is unpriced.")
 PRICE_OUT = typer.Option(None, "--price-out", min=0.0, help="USD per million completion tokens, with --price-in (setting: llm.price_out).")
+API_KEY_ENV = typer.Option(None, "--api-key-env", metavar="VARIABLE", help="The environment variable that holds the model's API key, e.g. MY_GATEWAY_KEY (setting: llm.api_key_env; default: the provider's usual one, e.g. OPENAI_API_KEY). Its name only is recorded, never its value.")
 NO_COMPILE = typer.Option(False, "--no-compile-baseline", help="Skip the torch.compile baseline (setting: eval.baselines).")
+
+
+def per_task(option):
+    """A limit's option as a batch declares it: the same flag and setting, said to count per task."""
+    import copy
+
+    batch = copy.copy(option)
+    batch.help = f"Per task: {option.help[0].lower()}{option.help[1:]}"
+    return batch

@@ -9,14 +9,14 @@ from typing import Optional
 import typer
 
 from cuda_agent import install_hint
-from cuda_agent.cli_settings import fail, keep_run_device, resolve_or_exit
+from cuda_agent.cli_settings import fail, keep_run_device, model_or_exit, resolve_or_exit
 
 
 def tui_command(
     run_dir: Path = typer.Argument(..., help="A run folder (what optimize wrote: workspace/, trajectory.jsonl)."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for resuming, if the run was not started from the app."),
     api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible server URL, for resuming."),
-    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model for resuming (JSON)."),
+    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model for resuming (optimize --script's file)."),
 ) -> None:
     """Keys: p pause/resume, a approve mode, m message the model, s stop, r resume, f profile,
     x diff base, y copy the workspace path, q quit (detach or stop); ctrl+p lists them all."""
@@ -32,5 +32,6 @@ def tui_command(
     if model or script:  # the settings here, with the model given now
         resolved = resolve_or_exit({"model": model, "api_base": api_base})
         keep_run_device(resolved, run_dir)
+        model_or_exit(resolved.settings, script)  # a bad script or no key: one line now, not a failed resume
         resume_with = (resolved.settings, str(script.resolve()) if script else None)
     RunApp(run_dir.resolve(), resume_with=resume_with).run()

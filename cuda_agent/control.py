@@ -19,6 +19,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from cuda_agent.follow import read_new_lines
+from cuda_agent.pid_alive import pid_alive
 from cuda_agent.settings import Settings
 
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
@@ -49,6 +50,9 @@ class AgentState(BaseModel):
     pending: list[PendingCall] = []  # calls of the current turn waiting for a decision
     stopping: bool = False  # a stop was asked for; the run ends at the next step
     stop_reason: str | None = None
+    # what takes a while now (cuda_agent/progress.py's line): an evaluation, or after the loop
+    # (running False) the re-verification and report; None when nothing long is going on
+    activity: str | None = None
     updated: float = Field(default_factory=time.time)
 
 
@@ -95,15 +99,12 @@ def agent_running(run_dir: Path, state: AgentState | None = None) -> bool:
     """Whether an agent is attached to this run folder now (its process exists and says it runs);
     `state`: one already read, so a caller that has it does not read the file again."""
     state = state if state is not None else read_state(run_dir)
-    if state is None or not state.running:
-        return False
-    try:
-        os.kill(state.pid, 0)
-    except ProcessLookupError:
-        return False  # killed without closing: the run is resumable
-    except PermissionError:
-        return True
-    return True
+    return state is not None and state.running and pid_alive(state.pid)  # not alive: killed, resumable
+
+
+def agent_activity(state: AgentState | None) -> str | None:
+    """What the agent's process is busy with now (its state's `activity`), while it is alive."""
+    return state.activity if state is not None and state.activity and pid_alive(state.pid) else None
 
 
 def read_launch(run_dir: Path) -> Launch | None:

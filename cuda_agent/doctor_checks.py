@@ -170,11 +170,13 @@ def check_model(f: Facts) -> Found:
 def check_jail(f: Facts) -> Found:
     """Whether a jailed evaluation process starts here: the same probe the evaluator uses."""
     from cuda_agent.jail import find_bwrap, jail_problem
+    from cuda_agent.jail_limits import pids_route
 
     if problem := jail_problem():
         return Found(False, problem, "apt-get install bubblewrap (and allow user namespaces), or evaluate with "
                      "--no-sandbox, knowing that candidate code then runs unjailed")
-    return Found(True, f"bubblewrap jail works ({find_bwrap()}): no network, own PID namespace, writes only to scratch")
+    return Found(True, f"bubblewrap jail works ({find_bwrap()}): no network, own PID namespace, writes only to "
+                 f"scratch; processes limited by {pids_route()}")
 
 
 CHECKS: list[tuple[str, Literal["required", "optional"], Callable[[Facts], Found]]] = [

@@ -89,7 +89,7 @@ class Environment(contextlib.AbstractContextManager):
                             "make a new workspace from the task file")
         write_private(folder / "model.py", source)
         inputs = None if sidecar is None else folder / "model.inputs.py"
-        if inputs is not None:
+        if inputs is not None and sidecar is not None:
             write_private(inputs, sidecar)
         self._reference = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
                                     module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)

@@ -15,7 +15,10 @@ gets, from one bwrap command line:
   and writes only to the folders it is given; folders it must not see (the run folder around
   the shell's workspace: the verdict ledger, the trajectory) shown empty, whatever bind holds them;
 - rlimits: no core files, bounded file size and open files, bounded address space where no GPU
-  is needed.
+  is needed;
+- limits on what it takes of the machine (cuda_agent/jail_limits.py): processes and threads, the
+  size of its /tmp and /dev/shm, the folders it writes on the host disk (`quota`); each one reached
+  is a one-line note on the process (`JailedProcess.limit_hits`), which the caller reports.
 
 bubblewrap (Debian/Ubuntu package `bubblewrap`) is preferred to hand-written namespace code:
 it is small, audited and used by Flatpak. Where it cannot run, `JailUnavailable` says what is
@@ -37,12 +40,16 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from cuda_agent.jail_limits import NPROC_WRAPPER, LimitSettingError, Watch, new_cgroup, pids_base, setting
+
 # what a jailed process may read of /etc: the dynamic loader, names of users and groups, time
 _ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
         "alternatives", "nvidia")
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
-# procfs entries that must not be writable even by a process whose uid maps to root
-_PROC_RO = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus")
+# procfs entries that must not be writable even by a process whose uid maps to root: /proc/driver holds
+# the NVIDIA driver's files (registry, suspend: 0644, root's), which CUDA only reads
+_PROC_RO = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/driver", "/proc/mtrr",
+            "/proc/pressure")
 # environment variables a jailed process may receive (values are paths or plain settings)
 ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
              "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
@@ -70,7 +77,10 @@ def jail_problem() -> str | None:
     bwrap = find_bwrap()
     if not bwrap:
         return f"bubblewrap (bwrap) is not installed: {NO_SANDBOX_HINT}"
-    probe = Jail().argv(["/bin/true"], bwrap=bwrap)
+    try:
+        probe = Jail().argv(["/bin/true"], bwrap=bwrap)
+    except JailUnavailable as e:  # a limit's variable holds no number
+        return str(e)
     try:
         r = subprocess.run(probe, capture_output=True, text=True, timeout=30, env=minimal_env(),
                            preexec_fn=_limits(None))
@@ -140,6 +150,24 @@ def _covered(path: Path, roots: list[Path]) -> bool:
     return any(path == r or r in path.parents for r in roots)
 
 
+@functools.lru_cache(maxsize=4)
+def _sizes_tmpfs(bwrap: str) -> bool:
+    """Whether this bubblewrap has --size for a --tmpfs (0.8 and later); without it the watch
+    stops a jail whose /tmp or /dev/shm grows past its limit."""
+    try:
+        r = subprocess.run([bwrap, "--help"], capture_output=True, text=True, timeout=30, env=minimal_env())
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+    return "--size" in r.stdout + r.stderr
+
+
+def _limit(what: str) -> int:
+    try:
+        return setting(what)
+    except LimitSettingError as e:
+        raise JailUnavailable(str(e)) from None
+
+
 def _limits(address_space: int | None, file_size: int = 256 << 30):
     def apply() -> None:
         resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
@@ -165,13 +193,28 @@ class Jail:
     # folders shown empty and read-only (the run folder around a workspace: its verdict ledger and
     # trajectory), even where a path bound for the interpreter holds them; binds inside still show
     hidden: list[Path] = field(default_factory=list)
+    # what it may take of the machine (jail_limits.py; the defaults and their variables are there)
+    pids: int = field(default_factory=lambda: _limit("pids"))  # processes and threads, all together
+    tmp_bytes: int = field(default_factory=lambda: _limit("tmp"))  # its /tmp
+    shm_bytes: int = field(default_factory=lambda: _limit("shm"))  # its /dev/shm
+    quota: dict[Path, int] = field(default_factory=dict)  # a writable folder -> bytes it may hold (watched)
+    file_size: int = 256 << 30  # RLIMIT_FSIZE: the largest file it may write
 
-    def argv(self, cmd: list[str], bwrap: str | None = None) -> list[str]:
+    def argv(self, cmd: list[str], bwrap: str | None = None, nproc_inside: bool | None = None,
+             block_fd: int | None = None) -> list[str]:
+        """The bwrap command line. `nproc_inside`: RLIMIT_NPROC is set first thing in the jail (the
+        pids limit where no cgroup holds it and the jail's uid is not root); default: where no
+        pids cgroup can be made here. `block_fd`: bwrap sets the jail up, then waits for a byte
+        on it before it starts `cmd` (so that the watch opens the jail's /tmp first)."""
         if not self.enabled:
             return list(cmd)
         bwrap = bwrap or find_bwrap()
         if not bwrap:
             raise JailUnavailable(f"bubblewrap (bwrap) is not installed: {NO_SANDBOX_HINT}")
+        if nproc_inside is None:
+            nproc_inside = pids_base() is None
+        if nproc_inside and os.getuid() != 0:
+            cmd = [sys.executable, "-I", "-S", "-c", NPROC_WRAPPER, str(self.pids), *cmd]
         a = [bwrap, "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL"]
         if os.getuid() == 0:  # inside, a uid of its own (the process still maps to root outside)
             a += ["--uid", "65534", "--gid", "65534"]
@@ -186,7 +229,11 @@ class Jail:
         a += ["--proc", "/proc"]
         for p in _PROC_RO:
             a += ["--ro-bind-try", p, p]
-        a += ["--dev", "/dev", "--tmpfs", "/tmp", "--tmpfs", "/dev/shm", "--ro-bind-try", "/sys", "/sys"]
+        sized = _sizes_tmpfs(bwrap)
+        a += ["--dev", "/dev"]
+        for mount, size in (("/tmp", self.tmp_bytes), ("/dev/shm", self.shm_bytes)):
+            a += [*(["--size", str(size)] if sized else []), "--tmpfs", mount]
+        a += ["--ro-bind-try", "/sys", "/sys"]
         for name in _ETC:
             p = Path("/etc") / name
             if p.exists():
@@ -206,21 +253,89 @@ class Jail:
         for flag, paths in (("--ro-bind", self.readable), ("--bind", self.writable)):
             a += [arg for p in paths for arg in (flag, str(p), str(p))]
         a += [arg for p in hidden for arg in ("--remount-ro", str(p))]
-        a += ["--remount-ro", "/"]  # the sandbox's own root (where bwrap made mount points) too
+        # /dev's own tmpfs (its nodes, /dev/shm and /dev/pts are mounts of their own) and the sandbox's
+        # root, where bwrap made mount points: read-only, or each could take half the memory unbounded
+        a += ["--remount-ro", "/dev", "--remount-ro", "/"]
         if self.cwd:
             a += ["--chdir", str(self.cwd)]
+        if block_fd is not None:
+            a += ["--block-fd", str(block_fd)]
         a += ["--clearenv"]
         for k, v in minimal_env(self.env).items():
             a += ["--setenv", k, v]
         return a + ["--", *cmd]
 
-    def popen(self, cmd: list[str], **kwargs) -> subprocess.Popen:
-        """Start `cmd` in the jail, in a process group of its own (so it can be killed whole)."""
+    def popen(self, cmd: list[str], **kwargs) -> JailedProcess:
+        """Start `cmd` in the jail, in a process group of its own (so it can be killed whole), in a
+        pids cgroup of its own where one can be made, watched for its limits (jail_limits.Watch)."""
         problem = jail_problem() if self.enabled else None
         if problem:
             raise JailUnavailable(problem)
-        return subprocess.Popen(self.argv(cmd), env=minimal_env(self.env), start_new_session=True,
-                                preexec_fn=_limits(None if self.gpu else self.address_space), **kwargs)
+        cgroup = new_cgroup(self.pids) if self.enabled else None
+        rlimits = _limits(None if self.gpu else self.address_space, self.file_size)
+
+        def before_exec() -> None:
+            if cgroup is not None:
+                cgroup.join()
+            rlimits()
+
+        block_r, block_w = os.pipe() if self.enabled else (None, None)
+        pass_fds = (*kwargs.pop("pass_fds", ()), *([block_r] if self.enabled else []))
+        try:
+            proc = JailedProcess(self.argv(cmd, nproc_inside=cgroup is None, block_fd=block_r),
+                                 env=minimal_env(self.env), start_new_session=True, preexec_fn=before_exec,
+                                 pass_fds=pass_fds, **kwargs)
+        except BaseException:
+            if cgroup is not None:
+                cgroup.remove(wait_s=0)
+            if block_w is not None:
+                os.close(block_w)
+            raise
+        finally:
+            if block_r is not None:
+                os.close(block_r)
+        if cgroup is not None:
+            cgroup.started()
+        if block_w is not None:
+            proc.watch = self._watch(proc, cgroup)
+            try:
+                proc.watch.attach(lambda: proc.poll() is None)
+            finally:
+                with contextlib.suppress(OSError):  # bwrap already gone: its exit says why
+                    os.write(block_w, b"go")
+                os.close(block_w)
+            proc.watch.start(lambda: proc.poll() is None)
+        return proc
+
+    def _watch(self, proc: JailedProcess, cgroup) -> Watch:
+        """What the parent measures of this jail while it runs: what no cgroup, rlimit or tmpfs size holds."""
+        return Watch(pid=proc.pid, kill=lambda: kill_group(proc.pid) or proc.kill(), children=_children,
+                     tasks=thread_count, pids=self.pids, cgroup=cgroup,
+                     pids_enforced=cgroup is not None or os.getuid() != 0,  # not root: RLIMIT_NPROC (argv)
+                     tmpfs={"/tmp": self.tmp_bytes, "/dev/shm": self.shm_bytes},
+                     tmpfs_enforced=_sizes_tmpfs(find_bwrap() or ""),
+                     quota={Path(p): n for p, n in self.quota.items()})
+
+
+class JailedProcess(subprocess.Popen):
+    """A jailed command's process (bwrap's), with the watch over its limits."""
+
+    watch: Watch | None = None
+
+    def limit_hits(self) -> list[str]:
+        """One line per limit the jail reached so far ("filled its /tmp (limit 2 GiB): ..."), checked
+        once more now: a /tmp it filled just before it failed, a fork refused since the last poll."""
+        if self.watch is None:
+            return []
+        self.watch.check()
+        return list(self.watch.hits)
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(k) for k in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def descendants(pid: int) -> list[int]:

@@ -21,9 +21,10 @@ from cuda_agent.workspace.trailers import VersionInfo, metrics_of
 
 if TYPE_CHECKING:
     from cuda_agent.agent.loop import RunResult
-    from cuda_agent.agent.protocol import Model
+    from cuda_agent.agent.interfaces import Model
     from cuda_agent.agent.resume import ResumeState
     from cuda_agent.environment import Environment
+    from cuda_agent.progress import Progress
     from cuda_agent.results.finalize import FinalOutputs
     from cuda_agent.trajectory import TrajectoryWriter
 
@@ -43,7 +44,7 @@ class RunSpec(BaseModel):
     inputs: Path | None = None  # get_inputs()/get_init_inputs() when the task file lacks them
     resume: Path | None = None  # a run folder to continue (its task, eval settings and tools are its own)
     workspace: Path | None = None  # the new run's workspace (a batch's task folder); default: under settings.out
-    script: Path | None = None  # a scripted model (JSON list of responses) instead of settings.model
+    script: Path | None = None  # a scripted model (agent/scripted_model.py's file) instead of settings.model
 
 
 class RunRequest(BaseModel):
@@ -153,20 +154,32 @@ def open_run(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeStat
         raise RunError(str(e)) from None
 
 
-def make_model(settings: Settings, script: Path | None, skip: int = 0) -> Model:
-    """The model the run talks to: a scripted one (its first `skip` responses already used) or an
-    LLM through litellm (imported only here: GPU machines need not have it)."""
-    if script is not None:
-        from cuda_agent.agent.scripted_model import ScriptedModel
+def make_model(settings: Settings, script: Path | None, skip: int = 0, kind: str | None = None) -> Model:
+    """The model the run talks to, of kind `kind` from agent/model_kinds.py's registry (None: a
+    scripted one when there is a script, its first `skip` responses already used, else an LLM through
+    litellm, imported only then: GPU machines need not have it)."""
+    from cuda_agent.agent.model_kinds import ModelKindError, make_model as make_of_kind
 
-        scripted = ScriptedModel.from_json(script)
-        del scripted.responses[:skip]  # one response per turn: a resumed replay goes on where it stopped
-        return scripted
-    if not settings.model:
-        raise RunError("no model: pass --model, set CUDA_AGENT_MODEL, or put model = \"...\" in cuda-agent.toml")
-    from cuda_agent.agent.litellm_model import LitellmModel
+    try:
+        return make_of_kind(settings, script, skip, kind)
+    except ModelKindError as e:
+        raise RunError(str(e)) from None
 
-    return LitellmModel(settings.model, api_base=settings.api_base, **settings.llm.client_settings())
+
+def model_problem(settings: Settings, script: Path | None, *, key: bool = True) -> str | None:
+    """Why make_model's model could not answer, in one line, or None: a script that does not parse
+    (each entry checked), no key for the model (`key=False`: the key lives elsewhere, a Ray cluster's
+    nodes), no litellm. The commands ask before any run folder is made: bad usage, not a failed run."""
+    from cuda_agent.agent.errors import ModelError
+    from cuda_agent.agent.scripted_model import ScriptError
+
+    try:
+        model = make_model(settings, script)
+        if key and (check := getattr(model, "check_key", None)):  # a model that needs a key (litellm's)
+            check()
+    except (ScriptError, RunError, ModelError) as e:
+        return str(e)
+    return None
 
 
 def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, ResumeState | None] | None = None,
@@ -174,14 +187,15 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
              remote: Any = None, evaluator_factory: Callable[[Environment], Callable[[], Any]] | None = None,
              finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
              finalize_interrupted: bool = True, closed_only_finalize: bool = False,
-             on_finalize: Callable[[], None] | None = None, settings_record: dict | None = None,
-             model: Model | None = None) -> RunOutcome:
+             settings_record: dict | None = None, model: Model | None = None,
+             progress: Progress | None = None) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
     `opened`: open_run()'s result, when the caller has it; `writer(path, model)` makes the trajectory writer;
     `remote` is a control channel (RemoteControl); `evaluator_factory(env)` replaces the environment's
     evaluators (a batch's pool); `finalize_slot()` is held while the best version is re-verified.
     `finalize_interrupted=False` leaves a run the batch stopped for its next start; `closed_only_finalize`:
-    a resumed run whose trajectory ends with a closing (stopped while re-verifying) is only finalized."""
+    a resumed run whose trajectory ends with a closing (stopped while re-verifying) is only finalized.
+    `progress` shows the long steps: the first evaluation, the re-verification (cuda_agent/progress.py)."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
@@ -195,6 +209,7 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
         closed_only_finalize and last.stop_reason != "interrupted"))
     if evaluator_factory is not None:
         env.ctx.evaluator_factory = evaluator_factory(env)
+    env.ctx.progress = progress
     result: RunResult | None = None
     final, final_error = None, None
     with env:
@@ -215,10 +230,8 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                 if remote is not None:
                     remote.close(result.stop_reason if result else "error")
         if result.stop_reason != "interrupted" or finalize_interrupted:
-            if on_finalize is not None:
-                on_finalize()
             with finalize_slot():
-                final, final_error = finalize(env, run_dir, result)
+                final, final_error = finalize(env, run_dir, result, progress)
     verified = final.reverification.verified if final else None
     done = RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
                       cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
@@ -228,12 +241,13 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
     return done
 
 
-def finalize(env: Environment, run_dir: Path, result: RunResult) -> tuple[FinalOutputs | None, str | None]:
+def finalize(env: Environment, run_dir: Path, result: RunResult,
+             progress: Progress | None = None) -> tuple[FinalOutputs | None, str | None]:
     """Re-verify the run's best version, write report.md and the drop-in: (outputs, None), or (None, why not)."""
     from cuda_agent.results import finalize_run
 
     try:  # the result is what passes again with more input sets, not the run's own check
-        return finalize_run(env, run_dir, result, run_dir / TRAJECTORY), None
+        return finalize_run(env, run_dir, result, run_dir / TRAJECTORY, progress=progress), None
     except Exception as e:  # the run's records stay; say why there is no report
         return None, f"finalizing the run failed: {type(e).__name__}: {e}"
 
@@ -242,6 +256,7 @@ def main(argv: list[str]) -> int:
     """`python -m cuda_agent.run REQUEST.json`: a run in its own process, steered through its run
     folder (what `optimize --tui` and the app's resume start)."""
     from cuda_agent.agent.remote import RemoteControl
+    from cuda_agent.progress import Progress
 
     request = RunRequest.model_validate_json(Path(argv[1]).read_text())
     if request.spec.resume is not None and (saved := finished_run(request.spec.resume)) is not None:
@@ -256,8 +271,10 @@ def main(argv: list[str]) -> int:
     remote = RemoteControl(run_dir, approve_mode=request.approve) if request.control else None
     if request.announce is not None:
         request.announce.write_text(str(run_dir))
+    # the long steps as lines in the agent's log, and to the app's status line through the control state
+    progress = Progress(on_change=remote.activity if remote else None)
     done = run_task(request.spec, request.settings, opened=opened, remote=remote,
-                    settings_record=request.settings_record)
+                    settings_record=request.settings_record, progress=progress)
     print(f"{done.stop_reason} after {done.steps} steps; {run_dir}")
     return done.exit_code
 

@@ -23,7 +23,7 @@ import json
 import os
 import re
 import sys
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Protocol
 from urllib.parse import quote, quote_plus
 
 REDACTED = "[redacted]"
@@ -149,15 +149,21 @@ def _variants(value: str) -> set[str]:
     return {v for v in out if len(v) >= MIN_LENGTH}
 
 
-def configured_secrets(model: Any) -> list[tuple[str, str]]:
-    """The keys a model was configured with: credential-named string settings of its `config`
-    (a pydantic model or dict), the variables its `*_env` settings name (api_key_env), what its
-    `secret_values()` reports, and litellm's module-level keys when litellm is loaded."""
+class KeyHolder(Protocol):
+    """What configured_secrets reads of a model: the part of agent/interfaces.py's Model it needs,
+    declared here so that this low module imports nothing of the agent's."""
+
+    def client_config(self) -> dict[str, Any]: ...
+
+    def secret_values(self) -> list[tuple[str, str]]: ...
+
+
+def configured_secrets(model: KeyHolder) -> list[tuple[str, str]]:
+    """The keys a model was configured with: credential-named string settings of its
+    client_config(), the variables its `*_env` settings name (api_key_env), what its
+    secret_values() reports, and litellm's module-level keys when litellm is loaded."""
     found: list[tuple[str, str]] = []
-    config = getattr(model, "config", None)
-    if hasattr(config, "model_dump"):
-        config = config.model_dump()
-    for key, value in config.items() if isinstance(config, dict) else ():
+    for key, value in model.client_config().items():
         if not isinstance(value, str) or not value:
             continue
         if str(key).lower().endswith("_env"):  # names a variable: its value is the secret
@@ -165,10 +171,8 @@ def configured_secrets(model: Any) -> list[tuple[str, str]]:
                 found.append((value, os.environ[value]))
         elif looks_secret_name(str(key)):
             found.append((str(key), value))
-    own = getattr(model, "secret_values", None)
-    if callable(own):
-        with contextlib.suppress(Exception):  # reporting its keys must not end a run
-            found += [v if isinstance(v, tuple) else ("api_key", v) for v in own() if v]
+    with contextlib.suppress(Exception):  # reporting its keys must not end a run
+        found += [(name, value) for name, value in model.secret_values() if value]
     litellm = sys.modules.get("litellm")
     for attr in dir(litellm) if litellm is not None else ():
         value = getattr(litellm, attr, None) if attr == "api_key" or attr.endswith("_key") else None

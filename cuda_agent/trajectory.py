@@ -14,6 +14,9 @@ from pathlib import Path
 
 from cuda_agent.records import Record, map_strings, parse_record
 from cuda_agent.secrets import Redactor
+from cuda_agent.untrusted_files import UnreadableFile, read_bytes
+
+MAX_BYTES = 1 << 30  # a trajectory read back whole: thousands of steps fit; a bigger file is not one of ours
 
 
 class TrajectoryWriter(contextlib.AbstractContextManager):
@@ -54,8 +57,11 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
 def read_trajectory(path: Path | str) -> list[Record]:
     """Every record of a trajectory. A torn last line (a crash mid-write) is skipped; a bad line
     anywhere else is corruption and raises ValueError naming the line. Bytes that are not UTF-8 and
-    lone surrogate escapes read as U+FFFD (records.parse_record)."""
-    lines = Path(path).read_text(encoding="utf-8", errors="replace").split("\n")
+    lone surrogate escapes read as U+FFFD (records.parse_record). The file is read as
+    untrusted_files says, in its run folder: a symlink, a FIFO or a file over MAX_BYTES is an
+    UnreadableFile (an OSError; FileNotFoundError-like when missing: `.missing`), never followed."""
+    path = Path(path)
+    lines = read_bytes(path, root=path.parent, limit=MAX_BYTES).decode("utf-8", "replace").split("\n")
     records = []
     for i, line in enumerate(lines):
         if not line.strip():
@@ -70,7 +76,12 @@ def read_trajectory(path: Path | str) -> list[Record]:
 
 
 def _drop_torn_tail(path: Path) -> None:
-    data = path.read_bytes() if path.is_file() else b""
+    try:
+        data = read_bytes(path, root=path.parent, limit=MAX_BYTES)
+    except UnreadableFile as e:
+        if e.missing:
+            return
+        raise
     if not data or data.endswith(b"\n"):
         return
     tail = data[data.rfind(b"\n") + 1:]

@@ -3,6 +3,7 @@ the commands are told to run on the CPU (CUDA_AGENT_EVAL__DEVICE=cpu)."""
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -30,6 +31,16 @@ if not has_gpu():
 # `cuda-agent eval` in-process unless a test asks for its warm server (tests/eval/test_eval_server.py):
 # a server per test environment would outlive the test by its idle time
 os.environ.setdefault("CUDA_AGENT_EVAL__SERVER_IDLE_S", "0")
+
+
+# pytest-textual-snapshot writes its failure report to ./snapshot_report.html, into the checkout: put it
+# in the temporary folder instead (the terminal summary names it), unless a run asks for a place
+SNAPSHOT_REPORT = Path(tempfile.gettempdir()) / "cuda-agent-snapshot-report.html"
+
+
+def pytest_configure(config):
+    if getattr(config.option, "snapshot_report", None) == "snapshot_report.html":  # the plugin's default
+        config.option.snapshot_report = str(SNAPSHOT_REPORT)
 
 
 def pytest_collection_modifyitems(config, items):

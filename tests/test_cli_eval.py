@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,8 @@ import torch
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
+from cuda_agent.cli_settings import CPU_EXAMPLE
+from readme_commands import ROOT, as_argv, readme_command
 
 TASK = Path(__file__).parent / "harness" / "cpu_task"
 ARGS = ["--device", "cpu", "--no-compile-baseline", "--sets", "2"]
@@ -79,6 +82,7 @@ def test_without_a_gpu_eval_stops_at_once_unless_the_cpu_is_asked_for(tmp_path):
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr[-2000:]
         assert proc.stderr.count("\n") == 1 and "no CUDA GPU is visible to torch" in proc.stderr
         assert "cuda-agent doctor" in proc.stderr and "--device cpu" in proc.stderr
+        assert f"`{readme_cpu_command()}`" in proc.stderr  # the README's route to a first verdict
     (tmp_path / "cuda-agent.toml").write_text('[eval]\ndevice = "cpu"\n')
     proc = subprocess.run(base + ["--json"], capture_output=True, text=True, timeout=300, env=no_gpu_env(), cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr[-2000:]
@@ -97,10 +101,44 @@ def test_a_kernel_launch_in_host_only_mode_is_a_runtime_error_that_says_so(tmp_p
                            str(cand), *ARGS, "--json"], capture_output=True, text=True, timeout=300)
     verdict = json.loads(proc.stdout)["verdict"]
     assert proc.returncode == 4 and verdict["status"] == "runtime_error", proc.stdout[-3000:]
-    first = verdict["error"].splitlines()[0]
-    assert "scale_add: a kernel launch failed: cuda" in first, first
-    assert "--device cpu runs host code only: launchers must loop on the host" in first
-    assert verdict["sets"][0]["error"].splitlines()[0] == first
+    error = verdict["error"]
+    assert error.startswith("scale_add launched a CUDA kernel: this candidate needs a GPU (--device cpu runs "
+                            "launchers on the host"), error
+    assert "\n" not in error and "Traceback" not in error and "insufficient" not in error  # one line, no frames
+    assert verdict["sets"][0]["error"] == error
+
+
+def readme_cpu_command() -> str:
+    """The README's no-GPU command (its set-up section), which the no-GPU line names too."""
+    command = readme_command("cuda-agent eval", "--device cpu")
+    assert command == CPU_EXAMPLE, "README.md and cli_settings.CPU_EXAMPLE name different commands"
+    return command
+
+
+def test_the_readmes_no_gpu_command_gives_a_correct_verdict_on_a_machine_without_one():
+    """A new user without a GPU copies the README's command in a clone: the example's host-only
+    candidate builds, passes every check and is timed, exit code 0, the verdict table on stdout."""
+    proc = subprocess.run(as_argv(readme_cpu_command()), capture_output=True, text=True, timeout=600,
+                          env=no_gpu_env(COLUMNS="200"), cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"^status\s+correct\s*$", proc.stdout, re.M), proc.stdout
+    assert re.search(r"^input sets\s+5/5 correct\s*$", proc.stdout, re.M), proc.stdout
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a machine without a GPU: the launch fails at once there")
+def test_a_gpu_example_with_device_cpu_says_in_one_line_that_its_kernels_need_a_gpu():
+    """The GPU candidate beside it, run as the no-GPU line suggests (--device cpu): a runtime_error
+    (exit code 4) whose one error line says the kernels need a GPU and names the host-only twin; no
+    traceback anywhere in the output."""
+    command = readme_cpu_command().replace("/candidate_cpu", "/candidate")
+    proc = subprocess.run(as_argv(command), capture_output=True, text=True, timeout=600,
+                          env=no_gpu_env(COLUMNS="400"), cwd=ROOT)
+    assert proc.returncode == 4, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert re.search(r"^status\s+runtime_error\s*$", proc.stdout, re.M), proc.stdout
+    errors = [line for line in proc.stdout.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "scale_add launched a CUDA kernel: this candidate needs a GPU" in errors[0], proc.stdout
+    assert errors[0].rstrip().endswith("as examples/scale_add_small/candidate_cpu does"), errors  # all on one line
+    assert "Traceback" not in proc.stdout + proc.stderr
 
 
 LAUNCHING_KERNEL = """#include <cuda_runtime.h>

@@ -47,3 +47,26 @@ def test_install_hint_from_a_checkout_and_from_an_index(monkeypatch, tmp_path):
     installed.mkdir(parents=True)
     monkeypatch.setattr(cuda_agent, "__file__", str(installed / "__init__.py"))
     assert install_hint("tui") == "pip install 'cuda-agent[tui]'"
+
+
+def test_flags_show_no_type_and_options_keep_theirs():
+    """A flag takes no value: typer 0.29 would show `<bool>` beside each (--help too)."""
+    for path, cmd in commands(typer.main.get_command(app)):
+        r = CliRunner().invoke(app, [*path, "--help"], env={"COLUMNS": "200"})
+        assert "<bool>" not in r.output and "BOOLEAN" not in r.output, f"`cuda-agent {' '.join(path)} --help`"
+    shown = CliRunner().invoke(app, ["eval", "--help"], env={"COLUMNS": "200"}).output
+    json_row = next(line for line in shown.splitlines() if line.strip("│ ").startswith("--json "))
+    assert json_row.split("--json")[1].split()[0] == "Print"  # the help text comes right after the flag
+    assert "<path>" in shown and "<int range>" in shown  # options that take a value still say which
+
+
+def test_limits_say_per_task_only_where_a_batch_runs_many():
+    def row(command: str, flag: str) -> str:
+        shown = CliRunner().invoke(app, [command, "--help"], env={"COLUMNS": "400"}).output
+        return next(line for line in shown.splitlines() if line.strip("│ ").split(" ")[0] == flag)
+
+    for flag in ("--max-steps", "--max-wall"):
+        for single in ("optimize", "mcp"):
+            assert "per task" not in row(single, flag).lower() and "batch" not in row(single, flag), (single, flag)
+        assert "Per task:" in row("batch", flag)
+    assert "Per task:" in row("batch", "--max-cost") and "per task" not in row("optimize", "--max-cost").lower()

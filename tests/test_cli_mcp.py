@@ -116,10 +116,17 @@ async def list_only(out: Path) -> None:
         await c.list_tools()
 
 
-def test_a_client_that_only_lists_leaves_no_run_folder(tmp_path):
-    out = tmp_path / "runs"
+def test_a_client_that_only_lists_leaves_nothing_behind(tmp_path):
+    """docs/mcp.md: no run folder, nor the --out folder this server made for it; one that was there stays."""
+    said = " ".join((ROOT / "docs" / "mcp.md").read_text().split())
+    assert "never calls a tool leaves nothing behind" in said and "the `--out` folder when this server made it" in said
+    out = tmp_path / "new" / "runs"
     anyio.run(list_only, out)
-    assert not out.exists() or not any(out.iterdir())
+    assert not (tmp_path / "new").exists()
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    anyio.run(list_only, kept)
+    assert kept.is_dir() and not any(kept.iterdir())
 
 
 async def leave_after_one_call(out: Path) -> str:

@@ -46,12 +46,14 @@ def test_model_or_script_is_required(tmp_path):
     assert r.exit_code == 2 and "--model" in r.output
 
 
-def test_missing_key_ends_the_run_cleanly_with_exit_4(tmp_path, monkeypatch):
+def test_a_missing_key_is_bad_usage_before_any_run_folder(tmp_path, monkeypatch):
+    """Not a failed run (exit 4) in a new folder: one line naming the variable, exit 2, nothing made
+    (more cases in tests/test_cli_usage.py)."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "anthropic/claude-sonnet-4-5",
                                  "--out", str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline"])
-    assert r.exit_code == 4, r.output
-    assert "model_error" in r.output and "ANTHROPIC_API_KEY" in r.output
+    assert r.exit_code == 2, r.output
+    assert "ANTHROPIC_API_KEY" in r.stderr and "re-verifying" not in r.output and not (tmp_path / "runs").exists()
 
 
 def test_confirm_asks_before_each_call_and_a_rejection_reaches_the_model(tmp_path):

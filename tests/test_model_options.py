@@ -48,7 +48,7 @@ def test_the_llm_section_comes_from_every_layer(clean_env, monkeypatch):
                          "llm.price_in": "project file", "llm.price_out": "project file",
                          "llm.temperature": "environment", "llm.max_output_tokens": "flag"}
     assert llm.client_settings() == {"native_tools": False, "context_tokens": 8192, "temperature": 0.3,
-                                     "max_tokens": 256, "price_in": 0.1, "price_out": 0.2}
+                                     "max_tokens": 256, "price_in": 0.1, "price_out": 0.2, "api_key_env": None}
 
 
 @pytest.mark.parametrize("toml, says", [

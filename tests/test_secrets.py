@@ -12,6 +12,7 @@ from urllib.parse import quote
 import pytest
 from pydantic import BaseModel
 
+from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.secrets import (REDACTED, Redactor, configured_secrets, looks_like_credential, looks_secret_name,
                                 scrub_config, secret_values)
 
@@ -214,17 +215,22 @@ def test_configured_secrets(monkeypatch):
         api_base: str = "http://localhost:8000/v1"
         max_tokens: int = 512
 
-    class Model:
-        config = Config()
-
+    class Model(ScriptedModel):
         def secret_values(self):
-            return ["from-the-model-itself"]
+            return [("own_key", "from-the-model-itself"), ("empty", "")]
 
-    found = {(n, v) for n, v in configured_secrets(Model()) if not n.startswith("litellm.")}
+    found = {(n, v) for n, v in configured_secrets(Model([], settings=Config().model_dump()))
+             if not n.startswith("litellm.")}
     assert found == {("api_key", "from-a-config-file-1"), ("MY_LLM_SERVER", "vllm-local-key-9"),
-                     ("api_key", "from-the-model-itself")}
+                     ("own_key", "from-the-model-itself")}
     # a model with no settings has nothing of its own to report
-    assert [n for n, _ in configured_secrets(SimpleNamespace(name="scripted")) if not n.startswith("litellm.")] == []
+    assert [n for n, _ in configured_secrets(ScriptedModel([])) if not n.startswith("litellm.")] == []
+
+    class Broken(ScriptedModel):
+        def secret_values(self):
+            raise RuntimeError("its key store is down")
+
+    assert configured_secrets(Broken([], settings={"api_key": "still-found-1"}))[:1] == [("api_key", "still-found-1")]
 
 
 def test_litellm_module_keys_are_configured_secrets(monkeypatch):
@@ -232,7 +238,7 @@ def test_litellm_module_keys_are_configured_secrets(monkeypatch):
 
     monkeypatch.setitem(sys.modules, "litellm", SimpleNamespace(api_key="set-in-litellm-1", openai_key=None,
                                                                 anthropic_key="ant-module-key", model_cost={}))
-    assert set(configured_secrets(SimpleNamespace())) == {("litellm.api_key", "set-in-litellm-1"),
+    assert set(configured_secrets(ScriptedModel([]))) == {("litellm.api_key", "set-in-litellm-1"),
                                                           ("litellm.anthropic_key", "ant-module-key")}
 
 

@@ -16,9 +16,12 @@ from __future__ import annotations
 
 import json
 import math
-from typing import Callable, Literal
+from typing import TYPE_CHECKING, Callable, Literal
 
 from pydantic import BaseModel
+
+if TYPE_CHECKING:
+    from cuda_agent.agent.interfaces import Model
 
 TokenCounter = Callable[[list[dict]], int]
 
@@ -58,42 +61,28 @@ def approx_tokens(messages: list[dict]) -> int:
     return math.ceil(chars / CHARS_PER_TOKEN) + 4 * len(messages)
 
 
-def counter_for(model) -> TokenCounter:
-    """The model's own counter (`count_tokens`), litellm's for a litellm model, else approx_tokens.
-    litellm is imported only for a model that uses it anyway, and any failure falls back."""
-    own = getattr(model, "count_tokens", None)
-    if callable(own):
-        return own
-    from cuda_agent.agent.litellm_model import LitellmModel, _litellm
-
-    if not isinstance(model, LitellmModel):
-        return approx_tokens
-    try:
-        litellm = _litellm()
-    except Exception:
-        return approx_tokens
+def counter_for(model: Model) -> TokenCounter:
+    """The model's own counter (Model.count_tokens), approx_tokens where it answers None."""
 
     def count(messages: list[dict]) -> int:
-        try:
-            return int(litellm.token_counter(model=model.config.model, messages=messages))
-        except Exception:  # a message shape its tokenizer path rejects: an estimate beats a crash
-            return approx_tokens(messages)
+        own = model.count_tokens(messages)
+        return approx_tokens(messages) if own is None else own
 
     return count
 
 
-def budget_parts(model, tools: list[dict], count_tokens: TokenCounter) -> tuple[int, int, int] | None:
+def budget_parts(model: Model, tools: list[dict], count_tokens: TokenCounter) -> tuple[int, int, int] | None:
     """(window, tokens kept for the answer, tokens of the tool schemas), or None: the window is unknown."""
     window = model.context_window()
     if not window:
         return None
-    answer = getattr(getattr(model, "config", None), "max_tokens", None) or ANSWER_TOKENS
+    answer = model.max_tokens or ANSWER_TOKENS
     answer = min(answer, window // 4)  # a small window still leaves room for the history
     schemas = count_tokens([{"role": "system", "content": json.dumps(tools)}]) if tools else 0
     return window, answer, schemas
 
 
-def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
+def context_budget(model: Model, tools: list[dict], count_tokens: TokenCounter) -> int | None:
     """Tokens the history may take: FRACTION of the window, less room for the answer and the tool
     schemas sent with every request; None when the model does not say its window."""
     if (parts := budget_parts(model, tools, count_tokens)) is None:
@@ -103,16 +92,16 @@ def context_budget(model, tools: list[dict], count_tokens: TokenCounter) -> int 
 
 
 _WINDOW_FROM = {"context_tokens": "given by --context-tokens", "server": "as its server reports it",
-                "litellm": "from litellm's table"}
+                "litellm": "from litellm's table", "model": "as the model says"}
 
 
-def too_long(model, tools: list[dict], count_tokens: TokenCounter, needed: int, budget: int, turns: int) -> str:
+def too_long(model: Model, tools: list[dict], count_tokens: TokenCounter, needed: int, budget: int, turns: int) -> str:
     """One line for a conversation that does not fit even trimmed: the sizes, and which flag or model would help."""
     window, answer, schemas = budget_parts(model, tools, count_tokens) or (0, 0, 0)
-    source = getattr(model, "window_source", None)
+    source = model.window_source
     what = ("the system prompt and the task need" if turns == 0
             else "the conversation needs, with every old observation and reply trimmed,")
-    given = getattr(getattr(model, "config", None), "max_tokens", None)
+    given = model.max_tokens
     fixes = ["give a larger --context-tokens if the server has more (llama.cpp: start it with a larger --n_ctx)"
              if source == "context_tokens" else "start the server with a larger window and give it as --context-tokens N",
              f"a smaller --max-output-tokens ({answer} tokens are kept for the reply{'' if given else ' by default'})",
@@ -235,7 +224,7 @@ def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
     for note in removed:
         role, call_id = note.get("role"), note.get("call_id", "")
         if (i := _find(out, note.get("index", -1), role, call_id)) is not None:
-            shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(note.get("what"),
+            shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(note.get("what", ""),
                                                                                          _shorten_sources)
             out[i] = shorten(out[i], i, names)[0]
     return out

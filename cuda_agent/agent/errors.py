@@ -54,7 +54,7 @@ class LimitsExceeded(RunEnded):
     """A run limit (steps, dollars, tokens, wall time) was reached; `reason` names it."""
 
 
-def error_kind(e: Exception) -> ModelErrorKind:
+def error_kind(e: BaseException) -> ModelErrorKind:
     """What a model client's exception means for the run; only "unavailable" is worth another attempt."""
     kinds = {cls.__name__ for cls in type(e).__mro__}
     status = getattr(e, "status_code", None)

@@ -18,7 +18,7 @@ from typing import Any
 
 from cuda_agent.agent.context import replay_trim
 from cuda_agent.agent.protocol import assistant_message
-from cuda_agent.records import ModelTurn, Record, ToolResultRecord
+from cuda_agent.records import Header, ModelTurn, Record, ToolResultRecord
 
 INTERRUPTED = ("[interrupted: the run stopped before this call's result was recorded, so it may not have run; "
                "the workspace shows what changed; call it again if you still need it]")
@@ -47,7 +47,9 @@ class ResumeState:
 
 def rebuild(records: list[Record]) -> ResumeState:
     """The conversation and counters a trajectory describes; calls without a result are answered."""
-    header = records[0]
+    header = records[0] if records else None
+    if not isinstance(header, Header):
+        raise ValueError("a trajectory to rebuild starts with its header record")
     state = ResumeState(run_id=header.run_id, messages=[dict(m) for m in header.messages])
     # results by (step, call id): ids repeat across scripts, and an answer made on an earlier
     # resume sits after that resume's marker, not after its turn

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import signal
 import threading
+from types import FrameType
+from typing import Any, Callable
 
 
 class InterruptLatch:
@@ -15,7 +17,8 @@ class InterruptLatch:
     and `check()` raises it again if that was swallowed. Elsewhere it changes nothing."""
 
     def __init__(self) -> None:
-        self.seen, self._previous = False, None
+        self.seen = False
+        self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # the handler it replaced
 
     def __enter__(self) -> InterruptLatch:
         if threading.current_thread() is threading.main_thread() and \

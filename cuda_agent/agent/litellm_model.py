@@ -81,6 +81,8 @@ def _litellm():
 
 
 class LitellmModel:
+    """The Model protocol (agent/interfaces.py) through litellm."""
+
     def __init__(self, model: str, api_base: str | None = None, api_key_env: str | None = None, **settings: Any):
         """settings: the other LitellmModelConfig fields (temperature, max_tokens, native_tools,
         retries, timeout_s, backoff_s, max_backoff_s, context_tokens); unknown names are an error."""
@@ -143,7 +145,27 @@ class LitellmModel:
     def window_source(self) -> str:
         """Where context_window() came from: context_tokens, server, litellm or unknown."""
         self.context_window()
-        return self._window[1]
+        return self._window[1] if self._window else "unknown"
+
+    @property
+    def max_tokens(self) -> int | None:
+        return self.config.max_tokens
+
+    def count_tokens(self, messages: list[dict]) -> int | None:
+        """litellm's tokenizer for the model's name; None (the loop's estimate) when litellm cannot
+        load or rejects a message's shape: an estimate beats a crash."""
+        try:
+            return int(_litellm().token_counter(model=self.config.model, messages=messages))
+        except Exception:
+            return None
+
+    def client_config(self) -> dict[str, Any]:
+        return self.config.model_dump(mode="json")
+
+    def secret_values(self) -> list[tuple[str, str]]:
+        """None beyond client_config's: the key is in the variable api_key_env names (configured_secrets
+        reads it), or in the provider's usual one (OPENAI_API_KEY...), redacted by its name."""
+        return []
 
     def _find_window(self) -> tuple[int | None, str]:
         c = self.config
@@ -177,8 +199,9 @@ class LitellmModel:
 
     def _cost(self, litellm, response, prompt_tokens: int, completion_tokens: int) -> float | None:
         """Dollars for one reply; None when the price is unknown (see `pricing`), never zero for it."""
-        if self.pricing == "flags":
-            return (prompt_tokens * self.config.price_in + completion_tokens * self.config.price_out) / 1e6
+        c = self.config
+        if c.price_in is not None and c.price_out is not None:  # pricing "flags"
+            return (prompt_tokens * c.price_in + completion_tokens * c.price_out) / 1e6
         if self.pricing == "unpriced":
             return None
         try:
@@ -205,23 +228,30 @@ class LitellmModel:
                 "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
                 **{k: v for k, v in optional.items() if v not in (None, "", [])}}  # temperature 0 stays
 
+    def check_key(self) -> None:
+        """Raise the ModelError the first request would for want of a key or of litellm (the commands
+        ask before any run folder is made); litellm is imported here, as a first request would."""
+        self._api_key()
+
     def _api_key(self) -> str | None:
         c = self.config
         if c.api_key_env:
             key = os.environ.get(c.api_key_env)
             if not key:
-                raise ModelError("auth", f"{c.api_key_env} is not set: export it with your API key for {c.model}")
+                raise ModelError("auth", f"{c.api_key_env} is not set (llm.api_key_env names it): export it with "
+                                         f"your API key for {c.model}")
             return key
+        litellm = _litellm()  # not installed: that ModelError says how to install it
         try:
-            missing = _litellm().validate_environment(model=c.model, api_base=c.api_base)["missing_keys"]
+            missing = litellm.validate_environment(model=c.model, api_base=c.api_base)["missing_keys"]
         except Exception:
             return None
         # Only plain API keys are checked: cloud credentials (AWS, Vertex) have other sources.
         if missing and all(k.endswith("_API_KEY") for k in missing):
             if c.api_base:
                 return _LOCAL_PLACEHOLDER_KEY
-            raise ModelError("auth", f"set {' or '.join(missing)} to use {c.model} "
-                                     "(or name another variable with api_key_env)")
+            raise ModelError("auth", f"set {' or '.join(missing)} to use {c.model} (or name the variable that "
+                                     "holds the key with --api-key-env, setting llm.api_key_env)")
         return None
 
     def _retrying(self) -> tenacity.Retrying:
@@ -232,9 +262,14 @@ class LitellmModel:
         half, half_cap = c.backoff_s / 2, c.max_backoff_s / 2
         backoff = (tenacity.wait_exponential(multiplier=half, max=half_cap)
                    + tenacity.wait_random_exponential(multiplier=half, max=half_cap))
+
+        def wait(state: tenacity.RetryCallState) -> float:
+            left = self._time_left()
+            return backoff(state) if left is None else min(backoff(state), left)
+
         return tenacity.Retrying(
             stop=tenacity.stop_after_attempt(c.retries + 1),
-            wait=lambda state: min(backoff(state), self._time_left() if self.deadline is not None else float("inf")),
+            wait=wait,
             retry=tenacity.retry_if_exception(lambda e: error_kind(e) == "unavailable"),
             reraise=True)  # the provider's own exception, not tenacity's RetryError, reaches _error
 

@@ -22,16 +22,16 @@ import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from cuda_agent.agent.context import approx_tokens, context_budget, counter_for, fit_messages, too_long
+from cuda_agent.agent.context import TokenCounter, approx_tokens, context_budget, counter_for, fit_messages, too_long
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import protocol_of, run_config, run_header
 from cuda_agent.agent.interrupts import InterruptLatch
 from cuda_agent.agent.prompts import env_task_message, system_message
-from cuda_agent.agent.protocol import (Approval, Decision, Model, ModelResponse, ToolCall, assistant_message,
-                                       valid_arguments, valid_response)
+from cuda_agent.agent.protocol import (Approval, Decision, ModelResponse, ToolCall, assistant_message, valid_arguments,
+                                       valid_response)
 from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, ToolResultRecord,
                                 Trim, UserMessage, valid_text)
@@ -41,6 +41,7 @@ from cuda_agent.workspace import VersionInfo
 from cuda_agent.workspace.ledger import LedgerError
 
 if TYPE_CHECKING:
+    from cuda_agent.agent.interfaces import AgentEnvironment, Model
     from cuda_agent.agent.resume import ResumeState
 
 LOW_WATER = 0.8  # a trimming pass goes down to this share of the budget, so passes are rare
@@ -61,7 +62,7 @@ class RunResult:
 
 
 class Agent:
-    def __init__(self, model: Model, env, config: AgentConfig, writer: TrajectoryWriter,
+    def __init__(self, model: Model, env: AgentEnvironment, config: AgentConfig, writer: TrajectoryWriter,
                  approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
                  checkpoint: Callable[[], None] | None = None, settings_record: dict | None = None):
         self.model, self.env, self.config, self.writer = model, env, config, writer
@@ -69,22 +70,20 @@ class Agent:
         self.settings_record = settings_record  # the run's resolved settings and their origins
         keys = configured_secrets(model)  # the model's api key(s): redacted like the environment's
         self.redact = Redactor(extra=keys)
-        for holder in (env, writer):
-            add = getattr(holder, "add_secrets", None)
-            if keys and callable(add):
-                add(*keys)
-        self.native = getattr(model, "native_tools", True)
+        if keys:
+            env.add_secrets(*keys)
+            writer.add_secrets(*keys)
+        self.native = model.native_tools
         self.tools = env.tool_schemas()
-        # argument models to tell a malformed call from a failing one (an env without them: names only)
-        self.tool_args = {s["function"]["name"]: None for s in self.tools}
-        self.tool_args.update({t.name: t.Args for t in getattr(env, "tools", [])})
+        # argument models to tell a malformed call from a failing one
+        self.tool_args: dict[str, type[BaseModel]] = {t.name: t.Args for t in env.tools}
         self.messages: list[dict] = []
         self.steps = self.tokens = self.unpriced = self.format_errors = 0  # steps: see the module's docstring
         self.unscorable: str | None = None  # set by an evaluation that found the task itself cannot be scored
         self.turns = 0  # model turns: records' `step`
         self.cost: float | None = None
         self.started = time.monotonic()
-        self.count_tokens = approx_tokens  # the model's own counter once the run starts (litellm loads lazily)
+        self.count_tokens: TokenCounter = approx_tokens  # counter_for(model) once the run starts
         self.budget: int | None = None  # history tokens allowed; None: the window is unknown, no trimming
 
     def run(self, run_id: str | None = None, resume: ResumeState | None = None) -> RunResult:
@@ -99,7 +98,7 @@ class Agent:
                                              self.messages, self.tools))
             else:
                 self._resume(resume)
-            if self.config.max_wall_s is not None and hasattr(self.model, "deadline"):  # its requests end by then
+            if self.config.max_wall_s is not None:  # its requests end by then
                 self.model.deadline = self.started + self.config.max_wall_s
             self.count_tokens = counter_for(self.model)
             self.budget = context_budget(self.model, self.tools, self.count_tokens)
@@ -154,7 +153,7 @@ class Agent:
             problem = NO_CALL_NATIVE if self.native else f"Your reply had no action. {FORMAT_HELP}"
         allowed = min(self.config.max_calls_per_turn, self.config.max_steps - self.steps)  # the rest: skipped
         malformed = [self._malformed(c) for c in calls]
-        decisions = [None if bad or i >= allowed or not self.approval else self._approve(c)
+        decisions = [None if bad or i >= allowed or not self.approval else self._approve(self.approval, c)
                      for i, (c, bad) in enumerate(zip(calls, malformed))]
         self._record_turn(response, calls, decisions)
         if problem is not None:
@@ -236,8 +235,8 @@ class Agent:
             self.writer.write(r.version.evaluation(self.turns))
         return out.done, out.reward
 
-    def _approve(self, call: ToolCall) -> Decision:
-        d = self.approval(call)
+    def _approve(self, approval: Approval, call: ToolCall) -> Decision:
+        d = approval(call)
         edited = d.edited_arguments  # a person's arguments are cleaned like the model's
         return d if edited is None else d.model_copy(update={"edited_arguments": valid_arguments(edited)})
 
@@ -249,8 +248,7 @@ class Agent:
             args = json.loads(call.arguments) if call.arguments.strip() else {}
             if not isinstance(args, dict):
                 return True
-            if self.tool_args[call.name] is not None:
-                self.tool_args[call.name].model_validate(args)
+            self.tool_args[call.name].model_validate(args)
         except (json.JSONDecodeError, ValidationError):
             return True
         return False
@@ -282,7 +280,7 @@ class Agent:
         return run_config(self.model, self.env, self.config, self.settings_record)
 
 
-def run_agent(model: Model, env, config: AgentConfig, writer: TrajectoryWriter, *,
+def run_agent(model: Model, env: AgentEnvironment, config: AgentConfig, writer: TrajectoryWriter, *,
               approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
               checkpoint: Callable[[], None] | None = None,
               run_id: str | None = None, resume_state: ResumeState | None = None,

@@ -1,5 +1,5 @@
 """How the model is called (the `[llm]` settings; --tools, --context-tokens, --temperature,
---max-output-tokens, --price-in/--price-out), and two facts about its server that litellm's
+--max-output-tokens, --price-in/--price-out, --api-key-env), and two facts about its server that litellm's
 tables cannot know: whether a price looked up by the model's name is this server's price, and the
 context window the server reports. Plain data and the standard library: no litellm here."""
 
@@ -34,6 +34,9 @@ class ModelOptions(BaseModel):
     max_output_tokens: int | None = Field(None, ge=1)  # per reply
     price_in: float | None = Field(None, ge=0)  # USD per million prompt tokens
     price_out: float | None = Field(None, ge=0)  # USD per million completion tokens
+    # the environment variable that holds the key (its name only: the key never enters a setting or a record);
+    # None: the provider's usual one (OPENAI_API_KEY...), as litellm knows it
+    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
 
     @model_validator(mode="after")
     def _both_prices(self) -> ModelOptions:
@@ -45,7 +48,8 @@ class ModelOptions(BaseModel):
     def client_settings(self) -> dict[str, Any]:
         return {"native_tools": {"auto": None, "native": True, "text": False}[self.tools],
                 "context_tokens": self.context_tokens, "temperature": self.temperature,
-                "max_tokens": self.max_output_tokens, "price_in": self.price_in, "price_out": self.price_out}
+                "max_tokens": self.max_output_tokens, "price_in": self.price_in, "price_out": self.price_out,
+                "api_key_env": self.api_key_env}
 
 
 def official_endpoint(api_base: str | None) -> bool:
@@ -64,7 +68,9 @@ def server_window(api_base: str, model: str, api_key: str | None = None,
     entries = [e for e in listed.get("data") or [] if isinstance(e, dict)]
     bare = model.split("/", 1)[1] if "/" in model else model
     entry = next((e for e in entries if e.get("id") in (model, bare)), entries[0] if len(entries) == 1 else None)
-    window = window_of(entry) if entry else None
+    if not entry:
+        return None
+    window = window_of(entry)
     if window and isinstance(entry.get("meta"), dict):  # llama-server: n_ctx_train is the model's; /props the slot's
         window = min(window, _llama_server_ctx(api_base, api_key, timeout_s) or window)
     return window
@@ -91,6 +97,7 @@ def _llama_server_ctx(api_base: str, api_key: str | None, timeout_s: float) -> i
 
 def window_of(entry: dict) -> int | None:
     """The window in one /models entry: its own keys, then llama-server's `meta` (n_ctx, n_ctx_train)."""
-    meta = entry.get("meta") if isinstance(entry.get("meta"), dict) else {}
+    meta = entry.get("meta")
+    meta = meta if isinstance(meta, dict) else {}
     values = [entry.get(k) for k in _WINDOW_KEYS] + [meta.get("n_ctx"), meta.get("n_ctx_train")]
     return next((v for v in values if isinstance(v, int) and not isinstance(v, bool) and v > 0), None)

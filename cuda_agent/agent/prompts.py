@@ -7,16 +7,20 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
 from cuda_agent.profiling.roofline import OVERRIDES, GpuFacts, gpu_facts
 from cuda_agent.task import Task, describe_value, task_label
 
+if TYPE_CHECKING:
+    from cuda_agent.agent.interfaces import AgentEnvironment
+
 # Which system/task prompt a run was shown: recorded in the run header and in every exported record,
 # so training data can be split by it. Bump it whenever the templates or SKILL.md change what a model sees.
-PROMPT_VERSION = 3  # 3: SKILL.md shows the handle getter, the per-shape algorithm cache and the compiler barrier
+PROMPT_VERSION = 4  # 4: the history is kept outside the workspace (no git in the shell); 3: the handle getter,
+# the per-shape algorithm cache and the compiler barrier
 
 _ENV = jinja2.Environment(undefined=jinja2.StrictUndefined)
 
@@ -57,7 +61,7 @@ def system_message(*, native_tools: bool, skill: str | None = None) -> str:
                                          skill_sections=skill_sections(skill if skill is not None else skill_text()))
 
 
-def env_task_message(env, limits: dict[str, Any]) -> str:
+def env_task_message(env: AgentEnvironment, limits: dict[str, Any]) -> str:
     """task_message for an Environment: the task as its user named it, the GPU its evaluations
     run on (what the profiler's roofline knows), its baselines."""
     ev, record, tools = env.eval_config, env.workspace.record.task, env.tool_settings

@@ -1,10 +1,10 @@
-"""What the loop needs from a model, and what a model answers: plain data, so a scripted model,
-litellm and a recorded trajectory all look the same to the loop."""
+"""What a model answers, as plain data, so a scripted model, litellm and a recorded trajectory all
+look the same to the loop (what the loop needs from a model: interfaces.Model)."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from pydantic import BaseModel, Field
 
@@ -30,18 +30,6 @@ class ModelResponse(BaseModel):
     latency_s: float = 0.0
     model: str = ""
     raw: dict[str, Any] = Field(default_factory=dict)  # provider fields worth keeping (finish_reason...)
-
-
-class Model(Protocol):
-    """messages are OpenAI-style chat dicts; tools are OpenAI function definitions. A model with a
-    `deadline` attribute (a time.monotonic() value) gets it from the loop's max_wall_s, and ends each
-    query by then (LimitsExceeded("max_wall_time") past it)."""
-
-    name: str
-
-    def query(self, messages: list[dict], tools: list[dict]) -> ModelResponse: ...
-
-    def context_window(self) -> int | None: ...
 
 
 def assistant_message(content: str, calls: list) -> dict:

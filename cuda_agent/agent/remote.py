@@ -59,6 +59,11 @@ class RemoteControl:
             self.state.pending = [p for p in self.state.pending if p.id != call.id]
             write_state(self.run_dir, self.state)
 
+    def activity(self, text: str | None) -> None:
+        """What takes a while now (cuda_agent/progress.py's on_change), for the app's status line."""
+        self.state.activity = text
+        write_state(self.run_dir, self.state)
+
     def close(self, stop_reason: str | None) -> None:
         self.state.running, self.state.paused, self.state.pending = False, False, []
         self.state.stop_reason = stop_reason

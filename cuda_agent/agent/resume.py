@@ -24,8 +24,9 @@ from cuda_agent.agent.history import INTERRUPTED, ResumeState, rebuild
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.settings import ToolSettings
-from cuda_agent.records import Header, Record, UserMessage
+from cuda_agent.records import Header, Record, ToolResultRecord, UserMessage
 from cuda_agent.trajectory import read_trajectory
+from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace import VersionInfo, Workspace
 
 TRAJECTORY = "trajectory.jsonl"
@@ -45,8 +46,14 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     run_dir = Path(run_dir)
     path = run_dir / TRAJECTORY
     if not path.is_file():
+        if (run_dir / "workspace").is_dir():  # optimize made it, and the run failed before its first record
+            raise ResumeError(f"{run_dir} holds no {TRAJECTORY}: its run failed before it started (error.log there "
+                              "says why, if it is there), so there is nothing to continue: start it anew")
         raise ResumeError(f"{run_dir} holds no {TRAJECTORY}: give the run folder that `optimize` printed")
-    records = read_trajectory(path)
+    try:
+        records = read_trajectory(path)
+    except UnreadableFile as e:  # a symlink or a FIFO in its place: never followed (untrusted_files)
+        raise ResumeError(f"{e}: give the run folder that `optimize` printed") from None
     header = records[0] if records else None
     if not isinstance(header, Header):
         raise ResumeError(f"{path} does not start with a header record: the run never started; start it anew")
@@ -78,7 +85,9 @@ def _recover_versions(state: ResumeState, records: list[Record], versions: list[
     evaluated = {r.commit for r in records if r.type == "evaluation"}
     by_sha = {v.sha: v for v in versions}
     for r in records:  # at the step of the tool result that reported it
-        commit = r.data.get("commit") if r.type == "tool_result" else None
+        if not isinstance(r, ToolResultRecord):
+            continue
+        commit = r.data.get("commit")
         if commit in by_sha and commit not in evaluated:
             state.records.append(by_sha[commit].evaluation(r.step))
             state.recovered.append(by_sha[commit].version)

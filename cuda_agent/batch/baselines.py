@@ -6,6 +6,7 @@ per type is enough. Evaluator.time_baselines times each task, the code path an e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Callable
 
 from pydantic import BaseModel
 
@@ -30,25 +31,30 @@ def one_device_per_type(devices: list[str]) -> dict[str, str]:
     return out
 
 
-def time_baselines(entry: TaskEntry, device: str, cfg) -> BaselineResult:
-    from cuda_agent.eval.baselines import REJECTED_NOTE
+def time_baselines(entry: TaskEntry, device: str, cfg, say: Callable[[str], None] = lambda now: None) -> BaselineResult:
+    """`say(what)` is told what it does now (cuda_agent/progress.py's Job.phase)."""
+    from cuda_agent.eval.baselines import CACHE_NOTES
     from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.progress import baseline_names
     from cuda_agent.task import load_task
 
     cfg = cfg.model_copy(update={"device": device})
     out = BaselineResult(task_id=entry.id, device=device, device_name=_device_name(device))
     try:
+        say("loading the task and its reference outputs")
         task = load_task(str(entry.path), module_name="cuda_agent_task_baseline")
         with Evaluator(task, cfg, ahead="none") as ev:
             if ev.unscorable:
                 out.error = ev.unscorable
                 return out
+            sets = f"{cfg.timing_sets} input set" + "s" * (cfg.timing_sets != 1)
+            say(f"timing {baseline_names(cfg)} on {sets} (what the cache holds is read instead)")
             verdict, cached = ev.time_baselines()
             out.cached = cached == len(cfg.baselines)
             out.eager_ms = verdict.eager.median_ms if verdict.eager else None
             out.compile_ms = verdict.compiled.median_ms if verdict.compiled else None
-            # a rejected entry was timed again: not an error
-            out.error = "; ".join(n for n in verdict.notes if n != REJECTED_NOTE) or None
+            # what the cache had (nothing, an entry failing its check: timed now) is not an error
+            out.error = "; ".join(n for n in verdict.notes if n not in CACHE_NOTES) or None
     except Exception as e:  # one task's failure is reported; the others go on
         out.error = f"{type(e).__name__}: {e}".splitlines()[0]
     return out

@@ -62,6 +62,7 @@ def _settings(job: TaskJob):
 
 def run_agent_task(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
+    from cuda_agent.progress import Progress
     from cuda_agent.run import RunError, RunSpec, run_task
     from cuda_agent.workspace.trailers import metrics_of
 
@@ -73,7 +74,7 @@ def run_agent_task(job: TaskJob) -> TaskRow:
         done = run_task(spec, _settings(job),
                         evaluator_factory=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
                         finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
-                        closed_only_finalize=True)
+                        closed_only_finalize=True, progress=Progress())  # its long steps as lines in the task's log
     except RunError as e:
         return job.row("load_error", error=str(e))
     if done.stop_reason == "interrupted":  # re-verified when the batch runs again

@@ -1,5 +1,6 @@
 """The batch's progress bar: tasks done / total, ETA, running cost, pass and faster-than-compile
-rates so far. Off a terminal (logs, tests) it prints one line per finished task instead."""
+rates so far. Off a terminal (logs, tests) it prints a line per task started and per task finished
+instead, each with the count done so far; quiet: nothing (each task's own steps are in its log)."""
 
 from __future__ import annotations
 
@@ -10,11 +11,11 @@ from cuda_agent.batch.rows import TaskRow
 
 
 class BatchProgress:
-    def __init__(self, console: Console, total: int, done: list[TaskRow]):
-        self.console = console
+    def __init__(self, console: Console, total: int, done: list[TaskRow], *, quiet: bool = False):
+        self.console, self.total, self.quiet = console, total, quiet
         self.rows = list(done)
         self.running = 0
-        self.live = console.is_terminal
+        self.live = console.is_terminal and not quiet
         # ETA from the whole run, not rich's default 30 s window: a task takes minutes
         self.progress = Progress(TextColumn("[bold]batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
@@ -32,6 +33,8 @@ class BatchProgress:
     def started(self, task_id: str) -> None:
         self.running += 1
         self.progress.update(self.task, stats=self._stats())
+        if not (self.live or self.quiet):  # on a terminal the bar's "running" says it
+            self._print(f"{task_id}: started ({self._count()}, {self.running} running)")
 
     def ended(self, row: TaskRow) -> None:
         self.running = max(0, self.running - 1)
@@ -43,7 +46,14 @@ class BatchProgress:
             f", {row.speedup_eager:.2f}x vs eager" if row.speedup_eager else "")
         why = f" ({row.error})" if row.error and not row.correct else ""
         line = (f"{row.task_id}: {row.outcome}, {row.stop_reason}, "
-                f"{'correct' if row.correct else 'no correct result'}{speed}{why}")
+                f"{'correct' if row.correct else 'no correct result'}{speed}{why} ({self._count()})")
+        if not self.quiet:
+            self._print(line)
+
+    def _count(self) -> str:
+        return f"{len(self.rows)} of {self.total} done"
+
+    def _print(self, line: str) -> None:
         self.progress.console.print(line, highlight=False, markup=False, soft_wrap=True)
 
     def __enter__(self) -> BatchProgress:

@@ -12,12 +12,12 @@ from pydantic import BaseModel, Field
 from rich.console import Console
 
 from cuda_agent.batch.job import TaskJob
-from cuda_agent.batch.plan import Layout, plan
+from cuda_agent.batch.plan import Layout, Planned, plan
 from cuda_agent.batch.progress import BatchProgress
 from cuda_agent.batch.render import write_summary
 from cuda_agent.batch.rows import TaskRow, read_rows, write_rows
 from cuda_agent.batch.summary import Summary, summarize
-from cuda_agent.batch.tasks import TaskEntry
+from cuda_agent.batch.tasks import CANDIDATE_FILE, TaskEntry, candidate_folder
 from cuda_agent.pool import PoolSpec, make_pool
 from cuda_agent.settings import Settings
 
@@ -40,7 +40,7 @@ class BatchSettings(BaseModel):
     retry_failed: bool = False
     run: Settings = Field(default_factory=Settings)  # every task's run settings (model, limits, eval, tools); the device is the pool's
     script: Path | None = None  # one file for every task, or a folder of <task id>.json
-    candidates: Path | None = None  # eval mode: <candidates>/<task id>/model_new.py
+    candidates: Path | None = None  # eval mode: <candidates>/<task id>/[candidate/]model_new.py
     ray: str | None = None  # a Ray cluster's address, or auto; joined only when there is a task to run
     max_total_cost: float | None = None  # dollars over the whole batch (every row in results.jsonl)
 
@@ -62,28 +62,37 @@ def check_manifest(s: BatchSettings) -> None:
                                indent=1, default=str) + "\n")
 
 
-def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> tuple[Summary, bool]:
-    """Run what is left of the batch; (the summary, whether it was stopped by Ctrl-C)."""
+def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console, *,
+              quiet: bool = False) -> tuple[Summary, bool]:
+    """Run what is left of the batch; (the summary, whether it was stopped by Ctrl-C). `quiet`: no
+    progress (the bar, or a line per task started and finished)."""
     check_manifest(s)
     layout = Layout(s.out)
     rows = read_rows(s.out)
     pool = make_pool(PoolSpec(kind="ray" if s.ray else "local", devices=s.devices, slots_per_device=s.slots_per_device,
                               lock_dir=s.out / "logs" / "slots"))
     jobs: deque[TaskJob] = deque()
+    skipped: list[TaskRow] = []  # finished in an earlier invocation: recorded, or adopted from its process
+    lacking: list[TaskRow] = []  # eval mode: no candidate for the task, recorded now with nothing to run
     for p in plan(entries, rows, layout, redo=s.redo, retry_failed=s.retry_failed, resumable=s.mode == "agent"):
-        if p.action == "adopt":
+        if _candidate_came(s, p):
+            p = p.model_copy(update={"action": "new"})
+        if p.action in ("skip", "adopt"):
             rows[p.entry.id] = p.row
-        elif p.action in ("new", "resume"):
-            job = _job(s, layout, p.entry, pool.spec, resume=p.action == "resume")
-            if s.mode == "eval" and not (job.candidate / "model_new.py").is_file():
-                rows[p.entry.id] = job.row("no_candidate", error=f"no {job.candidate}/model_new.py")
-            else:
-                jobs.append(job)
+            skipped.append(p.row)
+            continue
+        job = _job(s, layout, p.entry, pool.spec, resume=p.action == "resume")
+        if s.mode == "eval" and job.candidate is None:
+            rows[p.entry.id] = job.row("no_candidate", error=f"no {CANDIDATE_FILE} in {s.candidates / p.entry.id} "
+                                       "nor in its candidate/ folder")
+            lacking.append(rows[p.entry.id])
+        else:
+            jobs.append(job)
     write_rows(s.out, rows)
     ids = [e.id for e in entries]
-    skipped = [rows[i] for i in ids if i in rows and rows[i].outcome != "interrupted"]
     where = f"Ray cluster {s.ray} ({s.devices[0]})" if s.ray else ", ".join(s.devices)
-    console.print(f"{len(entries)} tasks: {len(skipped)} done already, {len(jobs)} to run "
+    without = f", {len(lacking)} without a candidate" if lacking else ""
+    console.print(f"{len(entries)} tasks: {len(skipped)} done already{without}, {len(jobs)} to run "
                   f"({sum(j.resume for j in jobs)} resumed) on {where}; run folder {s.out}", highlight=False)
     stopped = False
     concurrency = s.concurrency
@@ -103,7 +112,7 @@ def run_batch(s: BatchSettings, entries: list[TaskEntry], console: Console) -> t
         from cuda_agent.batch.runner import Runner
     budget = CostCap(s.max_total_cost, rows, len(jobs))
 
-    with BatchProgress(console, len(entries), skipped) as bar:
+    with BatchProgress(console, len(entries), skipped + lacking, quiet=quiet) as bar:
         def ended(row: TaskRow) -> None:
             rows[row.task_id] = row
             write_rows(s.out, rows)
@@ -169,6 +178,17 @@ def load_run(out: Path) -> tuple[Summary, dict[str, TaskRow]]:
                       m.get("task_dir", "")), rows
 
 
+def _candidate_came(s: BatchSettings, p: Planned) -> bool:
+    """A task recorded as no_candidate whose candidate is there now (a layout fixed): it is scored."""
+    return (p.action == "skip" and p.row is not None and p.row.outcome == "no_candidate" and s.candidates is not None
+            and candidate_folder(s.candidates, p.entry) is not None)
+
+
+def _candidate(s: BatchSettings, e: TaskEntry) -> Path | None:
+    folder = candidate_folder(s.candidates, e) if s.candidates else None
+    return folder.resolve() if folder else None
+
+
 def _job(s: BatchSettings, layout: Layout, e: TaskEntry, pool: PoolSpec, resume: bool) -> TaskJob:
     script = s.script
     if script is not None and script.is_dir():
@@ -176,4 +196,4 @@ def _job(s: BatchSettings, layout: Layout, e: TaskEntry, pool: PoolSpec, resume:
     return TaskJob(mode=s.mode, task_id=e.id, task_path=e.path, level=e.level, run_dir=layout.run_dir(e.id),
                    result_path=layout.log(e.id, "result.json"), log_path=layout.log(e.id, "log"), pool=pool,
                    settings=s.run.model_copy(deep=True), resume=resume, script=script,
-                   candidate=(s.candidates / e.id).resolve() if s.candidates else None)
+                   candidate=_candidate(s, e))

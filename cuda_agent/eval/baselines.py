@@ -34,6 +34,8 @@ KEY_DIR = ".keys"
 KEY_FILE = "baselines.key"
 KEY_BYTES = 32
 REJECTED_NOTE = "baseline cache entry failed its check; timed again"
+TIMED_NOTE = "baselines not in the cache yet: timed now, cached for the next evaluations"
+CACHE_NOTES = (REJECTED_NOTE, TIMED_NOTE)  # what the cache had, said in a verdict's notes: never an error
 FIELDS = ("task_hash", "device_name", "torch_version", "dtypes", "mode", "timing")
 _RESERVED = ("fields", "tag")  # what the cache adds to an entry on disk
 
@@ -70,18 +72,19 @@ class BaselineCache:
         return dict(zip(FIELDS, [task_hash, *parts]))
 
     # -- reading ---------------------------------------------------------------------------
-    def get(self, key: str, rejected: list[str] | None = None) -> dict | None:
-        """The entry stored under `key` if its tag and key fields check out, else None. An entry
-        that is there but fails its check is reported: its key goes to `self.rejected` and, when
-        `rejected` is given (a verdict's notes), REJECTED_NOTE is appended to it (once)."""
+    def get(self, key: str, notes: list[str] | None = None) -> dict | None:
+        """The entry stored under `key` if its tag and key fields check out, else None, which the
+        evaluator times now and stores. `notes` (a verdict's) say so, each once: TIMED_NOTE when there
+        is no entry, REJECTED_NOTE when one is there but fails its check (its key also goes to
+        `self.rejected`)."""
         record = self._load().get(key)
         if record is None:
+            _note(notes, TIMED_NOTE)
             return None
         entry = self._checked(key, record)
         if entry is None:
             self.rejected.append(key)
-            if rejected is not None and REJECTED_NOTE not in rejected:
-                rejected.append(REJECTED_NOTE)
+            _note(notes, REJECTED_NOTE)
         return entry
 
     def _checked(self, key: str, record) -> dict | None:
@@ -176,6 +179,16 @@ class BaselineCache:
         secret = os.urandom(KEY_BYTES)
         write_atomic(self.key_path, secret, prefix=".key-", sync=True)  # mkstemp: 0600
         return secret
+
+
+def _note(notes: list[str] | None, note: str) -> None:
+    if notes is not None and note not in notes:
+        notes.append(note)
+
+
+def timed_now(notes: list[str]) -> bool:
+    """Whether a verdict's cached baselines were timed in its own evaluation (then stored for later ones)."""
+    return any(note in notes for note in CACHE_NOTES)
 
 
 def timing_from(entry: dict | None) -> Timing | None:

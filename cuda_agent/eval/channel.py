@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import select
-import shutil
 import signal
 import subprocess
 import sys
@@ -20,7 +19,9 @@ import traceback
 from pathlib import Path
 from typing import Callable
 
+from cuda_agent.eval.scratch import remove_tree
 from cuda_agent.jail import Jail, kill_group, thread_count
+from cuda_agent.untrusted_files import tail_of_fd
 
 
 _EXEC_TIME = time.time()  # (in the child) when this module was first imported: about when python started
@@ -60,10 +61,19 @@ class JailedChild:
         self.scratch = scratch
         self.name = module.rsplit(".", 1)[-1]  # recorder, judge
         self.log_path = scratch / f"{self.name}.log"
+        # the log is read through this descriptor, opened before the child runs: whatever the child
+        # puts at log_path later (a symlink to a key file, a FIFO) is never opened (untrusted_files)
+        self._log = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+                            0o600)
         read_fd, write_fd = os.pipe()
-        with open(self.log_path, "ab") as log:
+        try:
             self.proc = jail.popen([sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
-                                   stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_fd,))
+                                   stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
+                                   pass_fds=(write_fd,))
+        except BaseException:
+            for fd in (self._log, read_fd, write_fd):
+                os.close(fd)
+            raise
         os.close(write_fd)
         self._reply = read_fd
         self._buf = b""
@@ -95,8 +105,9 @@ class JailedChild:
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
             if left <= 0:
+                note = self.limits_note()
                 self.kill()
-                raise ChildError("timeout", f"the {self.name} exceeded its {timeout:.0f} s limit while {what}")
+                raise ChildError("timeout", f"{note}the {self.name} exceeded its {timeout:.0f} s limit while {what}")
             ready, _, _ = select.select([self._reply], [], [], min(left, 0.5))
             if ready:
                 chunk = os.read(self._reply, 1 << 20)
@@ -110,27 +121,38 @@ class JailedChild:
             try:
                 msg = json.loads(line)
                 self.peak_bytes = max(self.peak_bytes, int(msg.get("peak_bytes") or 0))
+                if not msg.get("ok") and (note := self.limits_note()):  # e.g. its write to a full /tmp failed
+                    msg["error"] = f"{note}{msg.get('error', 'unknown error')}"
                 return msg
             except (ValueError, TypeError, AttributeError):
                 self.kill()
                 raise ChildError("crash", f"the {self.name} sent an answer that is not JSON while {what}") from None
-        tail = self.log_tail()  # before kill(), which removes the scratch folder the log is in
+        tail = self.log_tail()  # before kill(), which closes the log
+        note = self.limits_note()
         try:
             code = self.proc.wait(2)  # reaped: poll() right after the pipe closed could still say None
         except subprocess.TimeoutExpired:
             code = None
         self.kill()
-        raise ChildError("crash", f"the {self.name} died while {what} ({exit_text(code)}){tail}")
+        raise ChildError("crash", f"{note}the {self.name} died while {what} ({exit_text(code)}){tail}")
+
+    def limits_note(self) -> str:
+        """The jail limits the candidate reached (jail_limits.py), as the start of a sentence ("" when none)."""
+        hits = getattr(self.proc, "limit_hits", list)()
+        return f"the candidate {'; '.join(hits)}; " if hits else ""
 
     def threads(self) -> int:
         """Threads of every process of this child's tree, counted from outside the jail."""
         return thread_count(self.proc.pid) if self.proc.poll() is None else 0
 
     def log_tail(self, n: int = 1500) -> str:
-        try:
-            text = self.log_path.read_text(errors="replace")[-n:].strip()
-        except OSError:
+        """The last `n` bytes the child wrote to its log, as the end of a sentence ("" when none)."""
+        if self._log is None:
             return ""
+        try:
+            text = tail_of_fd(self._log, n, shown=f"the {self.name}'s log").decode(errors="replace").strip()
+        except OSError as e:  # UnreadableFile: its one line stands where the output would
+            return f"; its log was not read: {e}"
         return f"; its output ended with:\n{text}" if text else ""
 
     def alive(self) -> bool:
@@ -153,7 +175,10 @@ class JailedChild:
         if self._reply is not None:
             os.close(self._reply)
             self._reply = None
-        shutil.rmtree(self.scratch, ignore_errors=True)
+        if self._log is not None:
+            os.close(self._log)
+            self._log = None
+        remove_tree(self.scratch)  # nested 3000 folders deep by the candidate, too
 
     def close(self) -> None:
         if self.proc.poll() is None:
@@ -192,8 +217,11 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
         try:
             resp = handlers[req["op"]](req)
         except BaseException as e:  # the candidate's failure is a verdict, not a crash
-            tb = traceback.format_exception(type(e), e, e.__traceback__)
-            resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
+            if getattr(e, "one_line", False):  # its message says all (kernels/binding.py's KernelNeedsGpu)
+                resp = {"ok": False, "error": str(e)}
+            else:
+                tb = traceback.format_exception(type(e), e, e.__traceback__)
+                resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
         if req["op"] in RELEASE_AFTER:
             release_cached()
         try:

@@ -4,6 +4,7 @@ wall clock. Everything here runs in the judge's process on buffers it allocated 
 
 from __future__ import annotations
 
+import os
 import re
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,7 @@ from cuda_agent.eval.precision import downgrade_signature, precision_finding
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
 from cuda_agent.eval.zero_trap import zero_trap as _zero_trap
+from cuda_agent.untrusted_files import open_regular
 
 
 def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, str | None]:
@@ -63,19 +65,33 @@ def read_outputs(files: list[Path], meta: list[dict] | None, refs: list) -> list
     for j, (path, ref) in enumerate(zip(files, refs)):
         want = ref.numel() * ref.element_size()
         ok_meta = meta is None or (j < len(meta) and meta[j].get("dtype") == str(ref.dtype).removeprefix("torch."))
-        try:
-            size = path.stat().st_size
-        except OSError:
-            size = -1
-        if ok_meta and size == want and want:
-            host = torch.from_file(str(path), shared=False, size=ref.numel(), dtype=ref.dtype)
-            out.append(host.view(ref.shape).to(ref.device))
-        elif ok_meta and size == want:
+        data = _output_bytes(path, want) if ok_meta else None
+        if data is not None and want:
+            out.append(torch.frombuffer(data, dtype=ref.dtype).view(ref.shape).to(ref.device))
+        elif data is not None:
             out.append(torch.empty_like(ref))
         else:
             out.append(poisoned_like(ref))
         path.unlink(missing_ok=True)
     return out
+
+
+def _output_bytes(path: Path, want: int) -> bytearray | None:
+    """The `want` bytes of one output file the judge wrote, or None: missing, another size, or not
+    a regular file (the judge's folder is its own: a symlink or a FIFO there is never opened)."""
+    try:
+        fd = open_regular(path, root=path.parent)  # the scratch folder the parent made
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_size != want:
+            return None
+        data, got = bytearray(want), 0
+        while got < want and (n := os.readv(fd, [memoryview(data)[got:]])):  # into place: outputs can be GBs
+            got += n
+        return data if got == want else None
+    finally:
+        os.close(fd)
 
 
 def new_threads(before: int, after: int) -> list[Finding]:

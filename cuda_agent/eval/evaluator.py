@@ -88,6 +88,7 @@ class Evaluator:
         self.state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()} if self.ref else {}
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
         self.overhead_ms: float | None = None  # the judge's cost per timed rep, by our clock
+        self.phases = dict  # makes evaluate()'s phase timings; cuda_agent/progress.py's shows each as it ends
 
     # -- public --------------------------------------------------------------------------
     def evaluate(self, candidate_dir: Path, *, timing: bool = True) -> Verdict:
@@ -99,7 +100,7 @@ class Evaluator:
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
-        seconds: dict[str, float] = {}
+        seconds: dict[str, float] = self.phases()
         if self.refusal:
             return Verdict(status="error", error=self.refusal)
         if self.unscorable:

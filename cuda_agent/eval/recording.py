@@ -15,14 +15,20 @@ from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.dynamic_guards import judge_aten
 from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
 from cuda_agent.eval.verdict import Finding, Verdict
+from cuda_agent.untrusted_files import SOURCE_CAP, read_text
 
 if TYPE_CHECKING:
     from cuda_agent.eval.evaluator import Evaluator
 
 
 def load_recorder(ev: Evaluator, recorder: JailedChild, candidate_dir: Path, spec: dict, verdict: Verdict) -> bool:
+    try:  # the candidate's file, read as untrusted_files says (a FIFO or a link there is not opened)
+        source = read_text(candidate_dir / "model_new.py", root=candidate_dir, limit=SOURCE_CAP, shown="model_new.py")
+    except OSError as e:
+        verdict.status, verdict.error = "error", str(e)
+        return False
     resp = recorder.request({
-        "op": "load", "source": (candidate_dir / "model_new.py").read_text(errors="replace"), "spec": spec,
+        "op": "load", "source": source, "spec": spec,
         "init_inputs": [describe(x) for x in ev.ref.init_inputs], "init_seed": ev.cfg.init_seed,
         "state": sorted(ev.ref.state_dict)}, ev.cfg.timeout_s)
     if not resp.get("ok"):

@@ -6,6 +6,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from cuda_agent.eval.baselines import TIMED_NOTE, timed_now
 from cuda_agent.eval.verdict import Timing, Verdict
 
 # `cuda-agent eval` exit codes (documented in README.md and --help)
@@ -47,9 +48,11 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
     table.add_row("eager", _ms(v.eager))
     table.add_row("torch.compile", _ms(v.compiled))
     if v.baselines:
-        table.add_row("baselines", {"cached": "cached (timed once per task, GPU and torch version)",
-                                    "fresh": "timed again after the candidate",
-                                    "interleaved": "timed again beside the candidate, interleaved rounds"}[v.baselines])
+        table.add_row("baselines", "timed now, cached for the next evaluations (once per task, GPU and torch "
+                      "version)" if v.baselines == "cached" and timed_now(v.notes) else {
+                          "cached": "cached (timed once per task, GPU and torch version)",
+                          "fresh": "timed again after the candidate",
+                          "interleaved": "timed again beside the candidate, interleaved rounds"}[v.baselines])
     table.add_row("speedup vs eager", _x(v.speedup_vs_eager))
     table.add_row("speedup vs compile", _x(v.speedup_vs_compile))
     if v.timing and v.timing.clocks:
@@ -72,7 +75,8 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
     if v.error:
         console.print(f"[red]error[/]: {escape(v.error)}", highlight=False)
     for n in v.notes:
-        console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
+        if n != TIMED_NOTE:  # the baselines' row says it
+            console.print(f"[dim]note: {escape(n)}[/]", highlight=False)
 
 
 def verdict_text(v: Verdict) -> str:

@@ -7,8 +7,11 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import subprocess
 import tempfile
 from pathlib import Path
+
+from cuda_agent.pid_alive import pid_alive
 
 _NAME = re.compile(r"^cuda-agent-(judge|recorder|task)-(\d+)-")
 
@@ -31,18 +34,19 @@ def sweep_stale(root: Path | None = None) -> int:
         if not m or not entry.is_dir(follow_symlinks=False):
             continue
         pid = int(m.group(2))
-        if pid == os.getpid() or _alive(pid):
+        if pid == os.getpid() or pid_alive(pid):
             continue
-        shutil.rmtree(entry.path, ignore_errors=True)
+        remove_tree(Path(entry.path))
         removed += 1
     return removed
 
 
-def _alive(pid: int) -> bool:
+def remove_tree(path: Path) -> None:
+    """Remove `path` and everything below it, however deep the folders a jailed process nested in
+    it: shutil.rmtree recurses once a level, and 3000 levels raised RecursionError out of the
+    evaluator; rm (coreutils) walks any depth."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+        shutil.rmtree(path, ignore_errors=True)
+    except RecursionError:
+        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
+                       capture_output=True, timeout=300)

@@ -9,8 +9,10 @@ and the next pair starts after the answer went out, while the user edits (not du
 
 One task per server (its module runs here: what it sets at import must not reach another task's
 reference), one request at a time, in the order they come (one evaluation at a time on the
-device). It exits after `--idle` seconds without one, or when its task file was edited. Started by server_client.start; `python -m
-cuda_agent.eval.server --address NAME --device D --idle S`, its stderr to a log.
+device). It exits after `--idle` seconds without one, or when its task file was edited. Each client
+first has it prove that it is the server this user started (server_identity.py). Started by
+server_client.start: `python -m cuda_agent.eval.server --address NAME --records DIR --idle S`, its
+stderr to a log.
 """
 
 from __future__ import annotations
@@ -18,13 +20,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import queue
 import signal
 import socket
 import sys
+import threading
 import time
 from pathlib import Path
 
 from cuda_agent.eval.server_address import peer_problem
+from cuda_agent.eval.server_identity import HELLO_TIMEOUT_S, MAX_HELLO, IdentityError, proof, publish, withdraw
 
 MAX_REQUEST = 1 << 20
 
@@ -100,26 +105,37 @@ def task_files(ref: str, inputs: str | None) -> dict[str, bytes | None]:
     return files
 
 
-def serve(sock: socket.socket, idle_s: float) -> None:
+def serve(sock: socket.socket, idle_s: float, name: str, token: str, records: Path) -> None:
+    """Answer evaluations one at a time, in the order they came; a thread of its own greets each
+    client at once, even during an evaluation (the client's identity check has a short deadline)."""
     warm = Warm()
+    greeted: queue.Queue = queue.Queue()  # (connection, its reader): identity shown, request not yet read
+    closing = threading.Event()
+    greeter = threading.Thread(target=greet, args=(sock, name, token, greeted, closing), daemon=True)
+    greeter.start()
+
+    def close() -> None:  # frees the address (the client may start the next server at once), its record first
+        closing.set()
+        greeter.join()
+        withdraw(records, name, os.getpid())
+        sock.close()
+
     try:
         while True:
-            sock.settimeout(idle_s if idle_s > 0 else None)
             try:
-                conn, _ = sock.accept()
-            except TimeoutError:
+                conn, reader = greeted.get(timeout=idle_s if idle_s > 0 else None)
+            except queue.Empty:
                 log(f"idle for {idle_s:g} s: exiting")
                 return
-            with conn:
+            with conn, reader:
+                try:
+                    conn.settimeout(HELLO_TIMEOUT_S)  # a client sends its request as soon as it has the proof
+                    line = reader.readline(MAX_REQUEST)
+                except OSError:
+                    line = b""
+                if not line:  # it went away (the check failed on its side, or Ctrl-C)
+                    continue
                 conn.settimeout(None)
-                why = peer_problem(conn)
-                if why:
-                    log(f"refused a connection: {why}")
-                    _send(conn, {"refused": why})
-                    continue
-                line = conn.makefile("rb").readline(MAX_REQUEST)
-                if not line:  # connected and went away (a client's check that it runs)
-                    continue
                 try:
                     req = json.loads(line)
                     answer = (warm.handle(req) if req.get("op") == "evaluate"
@@ -128,13 +144,58 @@ def serve(sock: socket.socket, idle_s: float) -> None:
                     answer = {"usage": f"a malformed request to the eval server: {type(e).__name__}: {e}"}
                 log(f"answered: {answer.get('verdict', {}).get('status') or answer}")
                 if "restart" in answer:
-                    sock.close()  # free the address first: the client starts the next server at once
+                    close()
                     _send(conn, answer)
                     return
                 _send(conn, answer)
             warm.after()
     finally:
+        close()
+        while not greeted.empty():  # greeted but not served: they start the next server
+            conn, reader = greeted.get()
+            with conn, reader:
+                _send(conn, {"restart": "the server exited before it read this request"})
         warm.drop()
+
+
+def greet(sock: socket.socket, name: str, token: str, greeted: queue.Queue, closing: threading.Event) -> None:
+    """Accept each client of this user's (server_address.peer_problem), prove to it that this is the
+    server it started (server_identity.proof of its nonce), and queue it for serve()."""
+    sock.settimeout(0.25)  # to see `closing`
+    while not closing.is_set():
+        try:
+            conn, _ = sock.accept()
+        except TimeoutError:
+            continue
+        except OSError:
+            return
+        try:
+            _greet(conn, name, token, greeted)
+        except Exception as e:  # never a dead greeter: the server would take connections and answer none
+            log(f"dropped a connection: {type(e).__name__}: {e}")
+            conn.close()
+
+
+def _greet(conn: socket.socket, name: str, token: str, greeted: queue.Queue) -> None:
+    conn.settimeout(HELLO_TIMEOUT_S)
+    why = peer_problem(conn)
+    if why:
+        log(f"refused a connection: {why}")
+        _send(conn, {"refused": why})
+        conn.close()
+        return
+    reader = conn.makefile("rb")
+    try:
+        hello = json.loads(reader.readline(MAX_HELLO) or b"null")
+        nonce = hello["nonce"] if isinstance(hello, dict) and hello.get("op") == "hello" else None
+    except (OSError, ValueError, KeyError):
+        nonce = None
+    if not isinstance(nonce, str) or len(nonce) > 256:  # it went away (a client's check that the server runs)
+        reader.close()
+        conn.close()
+        return
+    _send(conn, {"proof": proof(token, name, nonce)})
+    greeted.put((conn, reader))
 
 
 def _send(conn: socket.socket, answer: dict) -> None:
@@ -151,18 +212,25 @@ def log(message: str) -> None:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.eval.server")
     ap.add_argument("--address", required=True, help="abstract socket name, without its leading NUL")
+    ap.add_argument("--records", required=True, type=Path, help="this user's 0700 folder of server records")
     ap.add_argument("--idle", type=float, default=600.0)
     a = ap.parse_args(argv)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # clean up: the evaluator's spares and task copy
+    name = "\0" + a.address
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
-        sock.bind("\0" + a.address)
+        sock.bind(name)
     except OSError as e:  # another client started one first: it serves
         log(f"not serving {a.address}: {e.strerror}")
         return 0
+    try:  # bound first: the record is this process's only while it holds the address
+        token = publish(a.records, name, os.getpid())
+    except IdentityError as e:
+        log(f"not serving {a.address}: {e}")
+        return 1
     sock.listen(16)
     log(f"serving {a.address}, exits after {a.idle:g} s idle")
-    serve(sock, a.idle)
+    serve(sock, a.idle, name, token, a.records)
     return 0
 
 

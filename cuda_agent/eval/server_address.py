@@ -3,12 +3,14 @@
 The address is an abstract Unix socket (Linux): it has no file, and it lives in a network
 namespace, so a jailed recorder or judge (bubblewrap --unshare-all: a namespace of its own) cannot
 reach it; the server also refuses any peer of another uid or another user namespace. A candidate
-that reached it could ask for an evaluation with the jail off.
+that reached it could ask for an evaluation with the jail off. The other way round, the client
+trusts only the server it started (server_identity.py): a name anyone may bind once it is free.
 
-The name holds the task (a server serves one) and a fingerprint of everything that makes a server's answers differ from the
-in-process evaluation it stands for: this package's files, the interpreter and the environment
-variables the harness, nvcc, torch and the jail read. A client with another fingerprint gets a
-server of its own; an old server idles out.
+The name holds the task (a server serves one), the cache folder the server's record lies in (its
+namespace: another cache, e.g. a test's own, is another set of servers) and a fingerprint of
+everything that makes a server's answers differ from the in-process evaluation it stands for: this
+package's files, the interpreter and the environment variables the harness, nvcc, torch and the
+jail read. A client with another fingerprint gets a server of its own; an old server idles out.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import socket
 import struct
 import sys
@@ -42,16 +45,22 @@ def fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def address(device: str, task: str, inputs: str | None = None) -> str:
+def address(device: str, task: str, inputs: str | None, namespace: Path) -> str:
     """The abstract socket name (leading NUL) of this user's server for `task` (its absolute
-    path[::Class]) with `inputs` on `device`."""
-    which = hashlib.sha256(f"{task}\n{inputs}".encode()).hexdigest()[:12]
-    return f"\0cuda-agent-eval-{os.getuid()}-{device.replace(':', '')}-{which}-{fingerprint()}"
+    path[::Class]) with `inputs` on `device`, whose record lies in the folder `namespace`."""
+    which = hashlib.sha256(f"{task}\n{inputs}\n{namespace}".encode()).hexdigest()[:12]
+    return f"\0cuda-agent-eval-{os.getuid()}-{re.sub('[^A-Za-z0-9]', '', device)}-{which}-{fingerprint()}"
+
+
+def peer_credentials(conn: socket.socket) -> tuple[int, int]:
+    """(pid, uid) of the process at the other end of `conn`, by the kernel (for a server: the one that listened)."""
+    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    return pid, uid
 
 
 def peer_problem(conn: socket.socket) -> str | None:
     """Why the process at the other end of `conn` may not use the server, or None."""
-    pid, uid, _gid = struct.unpack("3i", conn.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("3i")))
+    pid, uid = peer_credentials(conn)
     if uid != os.getuid():
         return f"uid {uid} is not the server's"
     try:

@@ -45,6 +45,9 @@ class EvalConfig(BaseModel):
     # the jail for the recorder and the judge (cuda_agent/jail.py); off only by --no-sandbox or
     # CUDA_AGENT_NO_SANDBOX=1, and every verdict then says so
     sandbox: bool = Field(default_factory=sandbox_enabled)
+    # what the recorder's or judge's scratch folder (host disk: outputs, its log) may hold, and the
+    # largest file either may write; past it the jail is stopped and the verdict says so
+    scratch_gib: float = Field(32.0, gt=0)
     arch: str | None = None  # nvcc arch, default from the device
     cache_dir: Path | None = None  # build and baseline caches; default ~/.cache/cuda-agent
     init_seed: int = 0

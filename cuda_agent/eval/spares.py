@@ -24,6 +24,13 @@ from cuda_agent.task import Task
 Ahead = Literal["keep", "first", "none"]
 
 
+def judge_jail(scratch: Path, readable: list[Path], *, gpu: bool, quota: int, enabled: bool = True) -> Jail:
+    """The judge's jail (its GPU's device nodes where gpu): writes its scratch folder only, up to `quota`
+    bytes; reads the task copy and the build. The jail tests attack this one too."""
+    return Jail(writable=[scratch], readable=readable, gpu=gpu, cwd=scratch, enabled=enabled,
+                quota={scratch: quota}, file_size=quota)
+
+
 class Spares:
     """Processes per kind ("judge", "recorder"), started ahead of need as `ahead` says."""
 
@@ -40,13 +47,14 @@ class Spares:
 
     def start(self, kind: str) -> JailedChild:
         scratch = private_dir(kind)
+        quota = int(self.cfg.scratch_gib * 2**30)  # host disk: watched, and no one file larger
         if kind == "recorder":
-            jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox)
+            jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox,
+                        quota={scratch: quota}, file_size=quota)
             return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)
         verify_snapshot(self.task)  # the judge loads the copy again: it must still be what was hashed
-        task_dir = self.task.path.parent
-        jail = Jail(writable=[scratch], readable=[task_dir, self.cache_dir / "build"], gpu=self.cuda, cwd=scratch,
-                    enabled=self.cfg.sandbox)
+        jail = judge_jail(scratch, [self.task.path.parent, self.cache_dir / "build"], gpu=self.cuda, quota=quota,
+                          enabled=self.cfg.sandbox)
         args = ["--device", self.device, "--task", f"{self.task.path}::{self.task.class_name}",
                 "--init-seed", str(self.cfg.init_seed), "--task-hash", self.task.source_hash]
         if self.task.inputs_path:

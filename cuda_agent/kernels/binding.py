@@ -37,6 +37,20 @@ def _ctype(param: dict):
     return ctypes.c_void_p if param["kind"] == "pointer" else getattr(ctypes, "c_" + param["type"].removesuffix("_t"))
 
 
+class KernelNeedsGpu(RuntimeError):
+    """A launcher launched a CUDA kernel in host-only mode (--device cpu), where no kernel runs: the
+    candidate needs a GPU. The message says all of it in one line, so the judge's reply carries no
+    traceback (channel.serve reads `one_line`): the judge's own frames would say nothing more, and
+    CUDA's error string (without a GPU: "driver version is insufficient") would point at the driver."""
+
+    one_line = True
+
+    def __init__(self, launcher: str):
+        super().__init__(f"{launcher} launched a CUDA kernel: this candidate needs a GPU (--device cpu runs launchers "
+                         "on the host, where no kernel runs); evaluate it on a GPU, or write launchers that loop on "
+                         "the host, as examples/scale_add_small/candidate_cpu does")
+
+
 class RawLibrary:
     """The launchers of one built library as raw ctypes functions (pointers as integers, no checks): the
     judge's, for plans the parent already checked against the launchers' signatures."""
@@ -67,6 +81,4 @@ class RawLibrary:
             if self.read_error(self.error_buf, 512):
                 raise RuntimeError(f"{name}: CUDA error at launch: {self.error_buf.value.decode(errors='replace')}")
         elif self.launches is not None and self.launches():
-            error = self.error_buf.value.decode(errors="replace") if self.read_error(self.error_buf, 512) else ""
-            what = f"a kernel launch failed: {error}" if error else "it launched a kernel (CUDA reported no error)"
-            raise RuntimeError(f"{name}: {what}; --device cpu runs host code only: launchers must loop on the host")
+            raise KernelNeedsGpu(name)

@@ -28,7 +28,9 @@ from cuda_agent.kernels.errors import format_diagnostics, parse_diagnostics
 from cuda_agent.kernels.launchers import SPEC_NAME, LauncherSpec, parse_sources, write_spec
 from cuda_agent.kernels.objects import COMPILE_TIMEOUT_S, CompileJob, compile_job, load_cached, make_job
 from cuda_agent.kernels.ptxas import PtxasInfo, parse_ptxas_report
+from cuda_agent.kernels.source_tree import tree_problems
 from cuda_agent.kernels.toolkit import ToolkitError, detect_arch, find_nvcc, gencode_flags, nvcc_version
+from cuda_agent.untrusted_files import UnreadableFile
 
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
 # every kernel launch passes through support.cu's counter first (host-only mode asks whether a
@@ -83,6 +85,8 @@ def build_kernels(
         return failed("\n".join(f"{name} is a symlink: kernels/ must hold the sources themselves" for name in links))
     kernel_dir, cache_dir = Path(kernel_dir).resolve(), Path(cache_dir).resolve()
     root = kernel_dir.parent
+    if kernel_dir.is_dir() and (odd := tree_problems(kernel_dir, root)):  # a FIFO any #include could name
+        return failed("\n".join(odd))
 
     sources = sorted(kernel_dir.glob("*.cu")) if kernel_dir.is_dir() else []
     if not sources:
@@ -100,16 +104,20 @@ def build_kernels(
         return failed(str(exc))
     flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]
     link_flags = [f for f in extra_flags if _LINK_FLAG.match(f)]
-    jobs = [
-        make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity,
-                 lineinfo=lineinfo, ptxas=ptxas_verbose)
-        for src in sources
-    ]  # fmt: skip
+    try:  # the sources are read as untrusted_files says: a FIFO named kernels/a.cu must not hang the build
+        jobs = [
+            make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity,
+                     lineinfo=lineinfo, ptxas=ptxas_verbose)
+            for src in sources
+        ]  # fmt: skip
+        found = parse_sources(sources, root)
+    except UnreadableFile as e:
+        return failed(f"{e}; kernels/ must hold regular source files: delete it with delete_file and write it "
+                      "with edit_file")
     # The support source has no kernels: the candidate's flags are not its business.
     shown = "cuda_agent/kernels/support.cu"
     jobs.append(make_job(SUPPORT_SOURCE, SUPPORT_SOURCE.parent, shown, nvcc, base, identity,
                          lineinfo=False, ptxas=False))  # fmt: skip
-    found = parse_sources(sources, root)
     misses = [j for j in jobs if not load_cached(j, cache_dir)]
     if misses:
         with ThreadPoolExecutor(max_workers=min(len(misses), os.cpu_count() or 1)) as pool:

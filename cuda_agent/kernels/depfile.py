@@ -11,10 +11,13 @@ import re
 from collections.abc import Iterable
 from pathlib import Path
 
+from cuda_agent.untrusted_files import read_bytes
+
 TARGET = "dep"  # the rule's target (-MT): ours, so the rule's first ':' is known
 # A dependency there is not a file the candidate wrote, and reading it in the parent (to hash or
 # scan it) would read the parent's own process or devices.
 _PSEUDO = (Path("/proc"), Path("/sys"), Path("/dev"))
+INPUT_CAP = 64 << 20  # bytes of one file a compile read, hashed: a bigger one is no source
 
 
 class DepfileError(ValueError):
@@ -85,20 +88,23 @@ def local_inputs(names: Iterable[str], cwd: Path, system_dirs: Iterable[Path]) -
         if any(path.is_relative_to(d) for d in _PSEUDO) or not path.is_file():
             raise DepfileError(f"{name} was read by nvcc but is not a plain file the harness can read again: "
                                "include only files of kernels/")
-        found[name] = file_sha(path)
+        found[name] = file_sha(path, cwd if path.is_relative_to(cwd) else None)
     return found
 
 
 def unchanged(recorded: dict[str, str], cwd: Path) -> bool:
     """Whether every recorded file (named as local_inputs names it) still has its recorded sha256."""
     for name, sha in recorded.items():
+        inside = not Path(name).is_absolute() and ".." not in Path(name).parts  # the candidate's: no link below cwd
         try:
-            if file_sha(cwd / name) != sha:
+            if (file_sha(cwd / name, cwd) if inside else file_sha((cwd / name).resolve())) != sha:
                 return False
-        except OSError:
+        except OSError:  # UnreadableFile too: a FIFO or a link put where a header was is a change, not a hang
             return False
     return True
 
 
-def file_sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def file_sha(path: Path, root: Path | None = None) -> str:
+    """The sha256 of a file a compile read, read as untrusted_files says below `root` (default: its
+    own folder; an UnreadableFile for a FIFO, a link or a file over INPUT_CAP)."""
+    return hashlib.sha256(read_bytes(path, root=root or path.parent, limit=INPUT_CAP)).hexdigest()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from cuda_agent.kernels.toolkit import demangle
+from cuda_agent.untrusted_files import SOURCE_CAP, UnreadableFile, read_text
 
 # EDG (nvcc front end): `relu.cu(12): error: identifier "x" is undefined` (+ excerpt lines).
 _EDG = re.compile(r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)(?: #[\w-]+)?"
@@ -88,7 +89,7 @@ def parse_diagnostics(text: str, cwd: Path, source: str | None = None) -> list[D
 def format_diagnostics(diags: list[Diagnostic], root: Path, max_chars: int = 4000) -> tuple[str, str]:
     """(errors, warnings) as text, duplicates folded, each bounded by max_chars."""
     root = root.resolve()
-    sources: dict[Path, list[str] | None] = {}
+    sources: dict[Path, list[str] | str | None] = {}
     out = []
     for severity in ("error", "warning"):
         folded: dict[tuple, tuple[Diagnostic, int]] = {}
@@ -138,7 +139,7 @@ def _block(d: Diagnostic, count: int, severity: str, root: Path, sources: dict) 
         if d.line is not None:
             where += f"{d.line}:"
             if shown is not None:
-                code = _source_line(path.resolve(), d.line, sources)
+                code = _source_line(path.resolve(), d.line, sources, root, str(shown))
         where += " "
     elif d.tool:
         where = f"{d.tool}: "
@@ -150,13 +151,18 @@ def _block(d: Diagnostic, count: int, severity: str, root: Path, sources: dict) 
     return "\n".join(lines)
 
 
-def _source_line(path: Path, lineno: int, sources: dict) -> str | None:
+def _source_line(path: Path, lineno: int, sources: dict, root: Path, shown: str) -> str | None:
+    """The line the diagnostic cites, read as untrusted_files says: a `#line` directive can make
+    nvcc cite any name in the candidate, a FIFO or a link among them; such a file's one-line
+    finding stands in for the excerpt."""
     if path not in sources:
         try:
-            sources[path] = path.read_text(errors="replace").splitlines()
-        except OSError:
-            sources[path] = None
+            sources[path] = read_text(path, root=root, limit=SOURCE_CAP, shown=shown).splitlines()
+        except UnreadableFile as e:
+            sources[path] = None if e.missing else str(e)
     lines = sources[path]
+    if isinstance(lines, str):
+        return lines
     if lines and 0 < lineno <= len(lines):
         return lines[lineno - 1].strip() or None
     return None

@@ -19,6 +19,7 @@ import tree_sitter_cuda
 from pydantic import BaseModel
 
 from cuda_agent.kernels.objects import write_atomic
+from cuda_agent.untrusted_files import SOURCE_CAP, read_bytes
 
 SPEC_VERSION = 1
 SPEC_NAME = "launchers.json"
@@ -124,10 +125,12 @@ def parse_source(source: bytes, file: str) -> Found:
 
 
 def parse_sources(files: list[Path], root: Path) -> Found:
-    """Launchers and kernels of every file (cited relative to root); duplicates are problems."""
+    """Launchers and kernels of every file (cited relative to root); duplicates are problems. The
+    files are read as untrusted_files says: UnreadableFile for a FIFO, a link, one over the cap."""
     total = Found()
     for path in files:
-        one = parse_source(path.read_bytes(), _relative(path, root))
+        one = parse_source(read_bytes(path, root=root, limit=SOURCE_CAP, shown=_relative(path, root)),
+                           _relative(path, root))
         total.launchers += one.launchers
         total.kernels += [n for n in one.kernels if n not in total.kernels]
         total.problems += one.problems

@@ -9,6 +9,7 @@ import subprocess
 import tempfile
 from pathlib import Path
 
+from cuda_agent.kernels.source_tree import tree_problems
 from cuda_agent.kernels.toolkit import find_nvcc
 
 _MAX_LINES = 400
@@ -28,16 +29,22 @@ def _pick(sections: dict[str, str], kernel: str | None) -> str:
 
 
 def ptx_of(build, kernel_dir: Path, kernel: str | None, arch: str = "sm_90a") -> str:
-    """PTX of the kernel whose (mangled) name contains `kernel`, by nvcc -ptx of each source."""
+    """PTX of the kernel whose (mangled) name contains `kernel`, by nvcc -ptx of each source, jailed
+    as the build's nvcc is (nvcc_run.py), over a kernels/ that holds only what the build may read."""
+    from cuda_agent.kernels.nvcc_run import run_nvcc
+
+    kernel_dir = Path(kernel_dir).resolve()
+    if odd := tree_problems(kernel_dir, kernel_dir.parent):  # a FIFO put there since the build: never waited on
+        return "\n".join(odd)
     nvcc = find_nvcc()
     sections: dict[str, str] = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for src in sorted(kernel_dir.glob("*.cu")):
+        for src in sorted(p for p in kernel_dir.glob("*.cu") if p.is_file() and not p.is_symlink()):
             out = Path(tmp) / (src.stem + ".ptx")
-            proc = subprocess.run([str(nvcc), "-ptx", "-O3", "-std=c++17", f"-arch={arch.replace('sm_', 'compute_')}",
-                                   "-I", str(kernel_dir), str(src), "-o", str(out)],
-                                  capture_output=True, text=True, timeout=120)
-            if proc.returncode != 0:
+            _, ok = run_nvcc([str(nvcc), "-ptx", "-O3", "-std=c++17", f"-arch={arch.replace('sm_', 'compute_')}",
+                              "-I", str(kernel_dir), str(src)], target=out, cwd=kernel_dir, timeout=120,
+                             what=f"nvcc -ptx of {src.name}")
+            if not ok:
                 return f"nvcc -ptx failed for {src.name}: compile first and fix its errors"
             for m in re.finditer(r"^\.(?:visible )?\.entry (\S+)\((.*?)^}", out.read_text(), re.S | re.M):
                 sections[m.group(1)] = m.group(0)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cuda_agent.jail import Jail, jail_problem, kill_group, sandbox_enabled
 from cuda_agent.kernels.depfile import TARGET
+from cuda_agent.untrusted_files import UnreadableFile, open_regular
 
 
 def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: str,
@@ -42,16 +43,29 @@ def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: 
             return f"nvcc error : {what} took over {timeout:.0f} s", False
         if proc.returncode != 0:
             return output, False
+        if (odd := _not_regular(out, made.name)) is not None:  # moved into the cache, read by the parent later
+            return f"nvcc error : {what}: {odd}", False
         if mode is not None:
             os.chmod(made, mode)
         if depfile is not None:
             if not (out / "deps.d").is_file():
                 return f"nvcc error : {what} wrote no list of the files it read", False
+            if (odd := _not_regular(out, "deps.d")) is not None:
+                return f"nvcc error : {what}: {odd}", False
             os.replace(out / "deps.d", depfile)
         os.replace(made, target)
         return output, True
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def _not_regular(out: Path, name: str) -> str | None:
+    """Why what the jailed nvcc left at out/name is not a regular file (untrusted_files), or None."""
+    try:
+        os.close(open_regular(out / name, root=out, shown=name))
+    except UnreadableFile as e:
+        return str(e)
+    return None
 
 
 def _flag_dirs(argv: list[str]) -> list[Path]:

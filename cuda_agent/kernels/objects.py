@@ -25,6 +25,7 @@ from pathlib import Path
 
 from cuda_agent.kernels.depfile import DepfileError, local_inputs, parse_depfile, unchanged
 from cuda_agent.kernels.toolkit import ToolkitError, system_include_dirs
+from cuda_agent.untrusted_files import SOURCE_CAP, UnreadableFile, read_bytes, read_text
 
 COMPILE_TIMEOUT_S = 600
 MANIFEST_ENTRIES = 8  # per job key: a few versions of its headers, to switch back and forth
@@ -64,10 +65,11 @@ class CompileJob:
 def make_job(
     source: Path, cwd: Path, shown: str, nvcc: Path, flags: list[str], identity: dict, *, lineinfo: bool, ptxas: bool
 ) -> CompileJob:
-    """identity: what else the object depends on (arch, nvcc version)."""
+    """identity: what else the object depends on (arch, nvcc version). The source is read as
+    untrusted_files says (UnreadableFile: a FIFO, a link, one over the cap)."""
     _, libs = local_headers(source, cwd)
     parts = {
-        "source": _sha(source.read_bytes()),
+        "source": _sha(read_bytes(source, root=cwd, limit=SOURCE_CAP, shown=shown)),
         "flags": flags,
         **identity,
         # -lineinfo embeds the source path, so that object is only valid where it was built.
@@ -81,13 +83,18 @@ def make_job(
 
 def local_headers(source: Path, kernel_dir: Path) -> tuple[list[Path], set[str]]:
     """Headers on disk that `source` includes by a literal name (recursively), and the vendor
-    libraries it needs. A guess from the text: what a compile really read is CompileJob.reads."""
+    libraries it needs. A guess from the text: what a compile really read is CompileJob.reads.
+    Only files below kernel_dir are read (untrusted_files): the jailed nvcc sees no others."""
     seen: dict[Path, None] = {}
     libs: set[str] = set()
-    pending = [source]
+    pending, root = [source], Path(kernel_dir).resolve()
     while pending:
         current = pending.pop()
-        for quote, name in _INCLUDE.findall(current.read_bytes()):
+        try:
+            text = read_bytes(current.resolve(), root=root, limit=SOURCE_CAP)
+        except (UnreadableFile, ValueError):  # not one to read, or not below kernel_dir: no includes to follow
+            continue
+        for quote, name in _INCLUDE.findall(text):
             header = name.decode(errors="replace").strip()
             libs |= _libs_for(header)
             for d in [current.parent, kernel_dir] if quote == b'"' else [kernel_dir]:
@@ -137,7 +144,8 @@ def compile_job(job: CompileJob, cache: Path) -> None:
         if not job.ok:
             return
         try:
-            names = parse_depfile(depfile.read_text(errors="surrogateescape"))
+            # nvcc wrote it in the jail: read as untrusted_files says (1000s of names fit in the cap)
+            names = parse_depfile(read_text(depfile, root=depfile.parent, limit=64 << 20, errors="surrogateescape"))
             reads = local_inputs(names, job.cwd, system_include_dirs(Path(job.argv[0])))
         except (OSError, DepfileError, ToolkitError) as exc:
             job.output, job.ok = f"nvcc error : {job.shown}: {exc}", False

@@ -284,10 +284,10 @@ def _runtime():
             if cuda and (text := error()):
                 raise RuntimeError(f"{launcher}: CUDA error at launch: {text}")
             if not cuda and launches():
-                text = error()
-                what = f"a kernel launch failed: {text}" if text else "it launched a kernel (CUDA reported no error)"
-                raise RuntimeError(f"{launcher}: {what}; host-only mode (no GPU, or --device cpu) runs host code "
-                                   "only: launchers must loop on the host")
+                # CUDA's error string left out: without a GPU it blames the driver ("insufficient")
+                raise RuntimeError(f"{launcher} launched a CUDA kernel: it needs a GPU (host-only mode, no GPU or "
+                                   "--device cpu, runs launchers on the host, where no kernel runs); launchers "
+                                   "must loop on the host here")
 
         if launches is not None:
             launches.argtypes, launches.restype = [], ctypes.c_ulonglong

@@ -18,6 +18,7 @@ import time
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from cuda_agent.agent.errors import LimitsExceeded, RunEnded
 from cuda_agent.agent.protocol import ModelResponse, ToolCall
@@ -47,11 +48,14 @@ class Answer:
 
 
 class ClientBridge:
-    """The Model protocol with an MCP client behind it. `name` is `mcp:<client>/<version>` from the
-    handshake (set before the loop starts, so the header records it); no window (never trimmed:
-    the client keeps its own context); no price (the client's tokens are not ours to count)."""
+    """The Model protocol (agent/interfaces.py) with an MCP client behind it. `name` is
+    `mcp:<client>/<version>` from the handshake (set before the loop starts, so the header records
+    it); no window (never trimmed: the client keeps its own context), so no tokenizer and no reply
+    limit; no price (the client's tokens are not ours to count); no key, no settings of ours."""
 
     native_tools = True
+    max_tokens: int | None = None
+    window_source = "unknown"
 
     def __init__(self, name: str = "mcp:unknown"):
         self.name = name
@@ -119,6 +123,21 @@ class ClientBridge:
 
     def context_window(self) -> int | None:
         return None
+
+    def count_tokens(self, messages: list[dict]) -> int | None:
+        return None
+
+    def resolved(self) -> dict[str, Any]:
+        return {}
+
+    def client_config(self) -> dict[str, Any]:
+        return {}
+
+    def secret_values(self) -> list[tuple[str, str]]:
+        return []
+
+    def check_key(self) -> None:
+        pass  # the client holds its own keys
 
     def _refused(self, why: str) -> Answer:
         """The answer to a call that will not run: why, and how the run ended."""

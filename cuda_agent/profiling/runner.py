@@ -17,7 +17,9 @@ from pathlib import Path
 
 from cuda_agent.jail import Jail, kill_group, sandbox_enabled
 from cuda_agent.kernels.toolkit import find_cuda_tool
+from cuda_agent.untrusted_files import read_fd
 
+MAX_CAPTURE = 64 << 20  # bytes of a wrapped run's stdout (or stderr) read back: ncu's CSV of one forward fits
 # where each tool lives when it is not next to nvcc or on PATH (standalone installs)
 EXTRA_PLACES = {
     "ncu": ["/opt/nvidia/nsight-compute/*/ncu", "/usr/local/cuda/nsight-compute*/ncu"],
@@ -79,8 +81,8 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, hidden=[cwd.parent],
                 enabled=sandbox_enabled() if sandbox is None else sandbox)
     t0 = time.perf_counter()
-    with tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as out, \
-            tempfile.TemporaryFile("w+", encoding="utf-8", errors="replace") as err:
+    # files the parent opened before the run (untrusted_files): read back from the start, capped
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         proc = jail.popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=err)
         try:
             rc, timed_out = proc.wait(timeout=timeout), False
@@ -88,9 +90,16 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
             rc, timed_out = -signal.SIGKILL, True
         kill_group(proc.pid)
         proc.wait()
-        out.seek(0)
-        err.seek(0)
-        return Wrapped(rc, out.read(), err.read(), timed_out, time.perf_counter() - t0)
+        return Wrapped(rc, _captured(out), _captured(err), timed_out, time.perf_counter() - t0)
+
+
+def _captured(f) -> str:
+    """What the run wrote to `f`, at most MAX_CAPTURE bytes of it (a candidate can print gigabytes)."""
+    os.lseek(f.fileno(), 0, os.SEEK_SET)
+    data = read_fd(f.fileno(), MAX_CAPTURE + 1)
+    cut = f"\n[output cut at {MAX_CAPTURE >> 20} MiB]" if len(data) > MAX_CAPTURE else ""
+    text = data[:MAX_CAPTURE].decode("utf-8", "replace")
+    return text.replace("\r\n", "\n").replace("\r", "\n") + cut  # newlines as a text-mode read gave them
 
 
 def _paths_named(values: list[str], cwd: Path) -> list[Path]:

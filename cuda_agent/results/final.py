@@ -13,6 +13,7 @@ from pathlib import Path
 
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.verdict import Verdict
+from cuda_agent.progress import Progress
 from cuda_agent.workspace import VersionInfo, Workspace
 from cuda_agent.workspace.history import VERSION_PATHS
 
@@ -100,8 +101,9 @@ def reverify_best(env, n_sets: int = 10) -> Verdict | None:
     return reverify(env, n_sets).verdict
 
 
-def reverify(env, n_sets: int = 10, tries: int = 3) -> Reverification:
-    """Re-evaluate correct versions, best first, until one passes (at most `tries` of them)."""
+def reverify(env, n_sets: int = 10, tries: int = 3, progress: Progress | None = None) -> Reverification:
+    """Re-evaluate correct versions, best first, until one passes (at most `tries` of them);
+    `progress` shows which version, which of them, and what its evaluation does now."""
     ws: Workspace = env.workspace
     run_sets = env.eval_config.n_sets
     # always more input sets than the run; the baselines timed again beside the candidate, in
@@ -112,17 +114,25 @@ def reverify(env, n_sets: int = 10, tries: int = 3) -> Reverification:
     candidates = ranked_correct(ws)[:tries]
     if not candidates:
         return out
-    # ahead="first": no spare worker importing torch while this one is timed (it showed up as a
-    # timing_mismatch on a 2-core machine); later tries wait for their worker instead
-    with (Evaluator(env.reference_task(), cfg, ahead="first") as ev,
-          tempfile.TemporaryDirectory(prefix="cuda-agent-final-") as tmp):
-        # the judge's snapshot lives in a temp folder: name the task as the user knows it
-        out.task = replace(verified_task(ev), path=ws.record.task.path, name=ws.record.task.name)
-        for v in candidates:
-            folder = export_version(ws, v.sha, Path(tmp) / f"v{v.version}")
-            out.attempts.append(Attempt(v, ev.evaluate(folder)))
-            if out.attempts[-1].passed:
-                break
+    progress = progress or Progress(quiet=True)
+    with progress.job("re-verifying", total=len(candidates)) as job:
+        job.phase(f"starting the evaluator ({cfg.n_sets} fresh input sets; the run used {run_sets})")
+        # ahead="first": no spare worker importing torch while this one is timed (it showed up as a
+        # timing_mismatch on a 2-core machine); later tries wait for their worker instead
+        with (Evaluator(env.reference_task(), cfg, ahead="first") as ev,
+              tempfile.TemporaryDirectory(prefix="cuda-agent-final-") as tmp):
+            # the judge's snapshot lives in a temp folder: name the task as the user knows it
+            out.task = replace(verified_task(ev), path=ws.record.task.path, name=ws.record.task.name)
+            for v in candidates:
+                job.step(f"re-verifying version {v.version}")
+                folder = export_version(ws, v.sha, Path(tmp) / f"v{v.version}")
+                with job.watch(ev):
+                    out.attempts.append(Attempt(v, ev.evaluate(folder)))
+                verdict = out.attempts[-1].verdict
+                job.advance(f"version {v.version} " + ("passed" if verdict.correct else f"FAILED ({verdict.status})")
+                            + f" re-verification in {job.seconds():.0f} s")
+                if out.attempts[-1].passed:
+                    break
     return out
 
 

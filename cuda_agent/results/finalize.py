@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from cuda_agent.eval.verdict import Verdict
+from cuda_agent.progress import Progress
 from cuda_agent.results.dropin import write_dropin
 from cuda_agent.results.final import Reverification, reverify
 from cuda_agent.results.report import write_report
@@ -19,20 +20,25 @@ class FinalOutputs:
     reverification: Reverification  # every version tried, and why one failed
 
 
-def finalize_run(env, run_dir: Path, result, trajectory_path: Path, *, n_sets: int = 10) -> FinalOutputs:
+def finalize_run(env, run_dir: Path, result, trajectory_path: Path, *, n_sets: int = 10,
+                 progress: Progress | None = None) -> FinalOutputs:
     """Re-verify with `n_sets` input sets (always more than the run used), then write
-    run_dir/dropin/ for the verified version (if any) and run_dir/report.md."""
+    run_dir/dropin/ for the verified version (if any) and run_dir/report.md; `progress` shows each step."""
     run_dir = Path(run_dir)
-    rv = reverify(env, n_sets)
+    progress = progress or Progress(quiet=True)
+    rv = reverify(env, n_sets, progress=progress)
     dropin, dropin_error = None, None
-    if rv.verified is not None and rv.task is not None:
-        try:
-            dropin = write_dropin(run_dir, env.workspace, rv.verified.version.sha, rv.verified.verdict, rv.task,
-                                  cache_dir=env.eval_config.cache_dir, arch=env.eval_config.arch)
-        except (RuntimeError, ValueError, OSError) as e:  # the report still gets written, and says why
-            dropin_error = str(e)
-    elif rv.best is not None:
-        dropin_error = "no version passed re-verification"
-    report = write_report(run_dir, env.workspace, trajectory_path, rv, result, dropin=dropin,
-                          dropin_error=dropin_error)
+    with progress.job("writing the results", lines=False) as job:
+        if rv.verified is not None and rv.task is not None:
+            job.phase("dropin/ (the verified kernels, rebuilt)")
+            try:
+                dropin = write_dropin(run_dir, env.workspace, rv.verified.version.sha, rv.verified.verdict, rv.task,
+                                      cache_dir=env.eval_config.cache_dir, arch=env.eval_config.arch)
+            except (RuntimeError, ValueError, OSError) as e:  # the report still gets written, and says why
+                dropin_error = str(e)
+        elif rv.best is not None:
+            dropin_error = "no version passed re-verification"
+        job.phase("report.md and speedup.png")
+        report = write_report(run_dir, env.workspace, trajectory_path, rv, result, dropin=dropin,
+                              dropin_error=dropin_error)
     return FinalOutputs(rv.verdict, report, dropin, rv)

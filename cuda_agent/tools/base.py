@@ -20,6 +20,7 @@ from cuda_agent.workspace.trailers import VersionInfo
 
 if TYPE_CHECKING:
     from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.progress import Progress
     from cuda_agent.workspace import Workspace
 
 MAX_OBSERVATION = 8000  # characters a single observation may take in the model's context
@@ -87,7 +88,12 @@ class ToolContext:
     # commit sha -> the compile_error verdict it was committed with in this process: verify and
     # benchmark answer the same files from it instead of building and committing them again
     failed_builds: dict[str, Verdict] = field(default_factory=dict)
+    progress: Progress | None = None  # shows evaluations while they run (cuda_agent/progress.py); None: nothing
     _evaluator: Evaluator | None = None
+
+    @property
+    def evaluator_started(self) -> bool:
+        return self._evaluator is not None
 
     @property
     def evaluator(self) -> Evaluator:

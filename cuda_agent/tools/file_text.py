@@ -9,20 +9,32 @@ import tempfile
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from ..untrusted_files import SOURCE_CAP, UnreadableFile, kind_of, read_bytes
 from .base import ToolError
 
-MAX_FILE_BYTES = 8 * 1024 * 1024  # bigger than any kernel source; reading it all would waste memory
+MAX_FILE_BYTES = SOURCE_CAP  # bigger than any kernel source; reading it all would waste memory
 MAX_LINE_CHARS = 400  # one minified line must not eat the whole observation
 
 
 def read_text(p: Path, shown: str) -> str:
+    """The text of the workspace file `p`, which file_paths.resolve resolved (no link on the way
+    then). It is read as untrusted_files says, from the filesystem root down: a link the shell
+    put on the way since, a FIFO or a file grown past the cap is a refusal, never followed or waited on."""
     if p.is_dir():
         raise ToolError(f"{shown} is a folder; list_files with path={shown!r} shows what is in it")
     if not p.is_file():
-        raise ToolError(f"{shown} does not exist; list_files shows the workspace's files")
+        try:
+            kind = kind_of(os.lstat(p).st_mode)  # a FIFO or a socket the shell made: there, but no file to read
+        except OSError:
+            raise ToolError(f"{shown} does not exist; list_files shows the workspace's files") from None
+        raise ToolError(f"{shown} is {kind}, not a text file: delete it with delete_file, or replace it with "
+                        "edit_file mode=create and overwrite=true")
     if (size := p.stat().st_size) > MAX_FILE_BYTES:
         raise ToolError(f"{shown} is {human(size)}, too large to open here (limit {human(MAX_FILE_BYTES)})")
-    data = p.read_bytes()
+    try:
+        data = read_bytes(p, root=Path(p.anchor), limit=MAX_FILE_BYTES, shown=shown)
+    except UnreadableFile as e:
+        raise ToolError(str(e)) from None
     if b"\0" in data:
         raise ToolError(f"{shown} is a binary file; only text files can be viewed or edited")
     try:

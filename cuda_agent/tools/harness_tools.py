@@ -68,7 +68,7 @@ class Evaluate(Tool):
         else:
             if (again := same_failed_build(ctx)) is not None:
                 return again
-            verdict = ctx.evaluator.evaluate(ctx.workspace.root, timing=self.timing)
+            verdict = self._evaluate(ctx)
         info = ctx.workspace.commit_version(verdict)
         if verdict.status == "compile_error":
             ctx.failed_builds[info.sha] = verdict
@@ -76,8 +76,29 @@ class Evaluate(Tool):
         if (best := ctx.workspace.best()) is not None:
             timed = f"{best.time_ms:.4f} ms" if best.time_ms else "not timed yet: benchmark it"
             tail += f"; best so far: version {best.version} (reward {best.reward}, {timed})"
+        for line in ctx.workspace.staging_findings:  # what the commit kept out (a FIFO, a huge file) or replaced
+            tail += f"\n{line}"
         return ToolResult(observation=verdict_text(verdict) + tail, status="ok" if verdict.correct else "error",
                           verdict=verdict, version=info)
+
+
+    def _evaluate(self, ctx: ToolContext):
+        """The verdict, shown while it is made: the first evaluation in this process also starts the
+        evaluator and times the baselines unless cached (a minute on a CPU), so it is said in lines
+        too; later ones only on a live display (a terminal, the TUI's status)."""
+        if ctx.progress is None:
+            return ctx.evaluator.evaluate(ctx.workspace.root, timing=self.timing)
+        first = not ctx.evaluator_started
+        label = f"first evaluation ({self.name})" if first else self.name
+        with ctx.progress.job(label, lines=first) as job:
+            if first:
+                job.phase("starting the evaluator (the task's reference, the jailed recorder and judge)")
+            evaluator = ctx.evaluator
+            with job.watch(evaluator, timing=self.timing):
+                verdict = evaluator.evaluate(ctx.workspace.root, timing=self.timing)
+            job.advance(f"{label}: {verdict.status} in {job.seconds():.0f} s" if first and not ctx.progress.live
+                        else None)  # on a terminal the run's status line says it
+        return verdict
 
 
 class Verify(Evaluate):

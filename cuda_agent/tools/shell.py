@@ -47,11 +47,8 @@ class Shell(Tool):
 def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = None) -> tuple[int, str, bool]:
     """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
     cwd = Path(cwd).resolve()
-    # the run folder around the workspace (verdict ledger, trajectory) stays out of sight
-    jail = Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[cwd.parent],
-                enabled=sandbox_enabled() if sandbox is None else sandbox)
-    proc = jail.popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                      stderr=subprocess.STDOUT)
+    proc = shell_jail(cwd, sandbox).popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
+                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     out = _Collector(proc.stdout)
     try:
         rc, timed_out = proc.wait(timeout=timeout), False
@@ -60,7 +57,16 @@ def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = 
     kill_group(proc.pid)  # on timeout the command; otherwise whatever it left in the background
     proc.wait()
     out.thread.join(2.0)  # a process that left the group may hold the pipe: don't wait on it
-    return rc, out.text(), timed_out
+    # the jail's limits it reached (a fork bomb, a full /tmp: cuda_agent/jail_limits.py), one line each, first
+    notes = "".join(f"the command {hit}\n" for hit in proc.limit_hits())
+    return rc, notes + out.text(), timed_out
+
+
+def shell_jail(cwd: Path, sandbox: bool | None = None) -> Jail:
+    """The shell's jail: the GPU's device nodes, writes to the workspace `cwd` only; the run folder
+    around it (verdict ledger, trajectory) stays out of sight. The jail tests attack this one too."""
+    return Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[cwd.parent],
+                enabled=sandbox_enabled() if sandbox is None else sandbox)
 
 
 class _Collector:

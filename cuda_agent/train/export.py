@@ -43,6 +43,7 @@ from cuda_agent.records import (EXTERNAL_MODEL_PREFIX, Closing, FormatErrorRecor
                                 ToolResultRecord, Trim, UserMessage)
 from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
+from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace.ledger import LEDGER, LedgerError
 
 NO_LEDGER = (f"no verdict ledger ({LEDGER}): the run was made before the harness kept one; re-run the task "
@@ -179,12 +180,13 @@ def ledger_reward(run_dir: Path, records: list, closing: Closing | None) -> tupl
     import git
 
     from cuda_agent.workspace.history import History
+    from cuda_agent.workspace.paths import WorkspaceError
 
     try:
-        history = History(git.Repo(run_dir / "workspace"))
+        history = History.open(run_dir / "workspace")
         entries = history.entries() if (run_dir / LEDGER).exists() or (run_dir / LEDGER).is_symlink() else None
         best = history.best() if entries is not None else None
-    except (git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
+    except (WorkspaceError, git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
         return -1, "its workspace/ is missing or not a repository: the ledger's versions cannot be found"
     except LedgerError as e:
         return -1, str(e)
@@ -248,7 +250,7 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
         report.runs += 1
         try:
             ep = read_episode(run)
-        except ValueError as e:
+        except (ValueError, UnreadableFile) as e:  # UnreadableFile: a symlink or a FIFO in its place, never read
             report.skipped[f"unreadable trajectory ({str(e).splitlines()[0][:80]})"] += 1
             continue
         if ep is None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cuda_agent.control import Launch, write_launch
+from cuda_agent.control import Launch, agent_activity, read_state, write_launch
 from cuda_agent.run import RunRequest
 from cuda_agent.tui.agent_process import start_agent
 
@@ -29,7 +29,26 @@ def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:
     write_launch(run_dir, Launch(settings=request.settings, script=str(Path(script).resolve()) if script else None))
     if log.exists():  # the agent keeps writing to it: a rename follows the open file
         log.rename(run_dir / "agent.log")
-    RunApp(run_dir, agent=agent).run()
-    console.print(f"the agent goes on in the background; attach again with: cuda-agent tui {run_dir}"
-                  if agent.running() else f"run folder: {run_dir}", highlight=False)
+    choice = RunApp(run_dir, agent=agent).run()
+    state = read_state(run_dir)
+    ended = state is not None and not state.running  # its loop: the process may still re-verify
+    console.print(closing_line(choice, agent.running(), run_dir, ended=ended, busy=agent_activity(state)),
+                  highlight=False, soft_wrap=True)
     return 0
+
+
+def closing_line(choice: str | None, running: bool, run_dir: Path, *, ended: bool = False,
+                 busy: str | None = None) -> str:
+    """What the terminal says once the app is closed: `choice` is the quit dialog's (stop, detach), None
+    when the app quit at once (nothing was running); `ended`: the agent's loop ended, and its process,
+    if still `running`, is finishing the run (`busy`: with what)."""
+    if running and ended:
+        now = f" ({busy})" if busy else ""
+        return (f"the run has ended; its process finishes it in the background{now}: report.md and the drop-in "
+                f"follow in {run_dir} (cuda-agent tui {run_dir} shows it)")
+    if choice == "stop" and running:
+        return (f"the agent stops after its current step (everything is kept); resume with: cuda-agent tui {run_dir}, "
+                "then r")
+    if running:
+        return f"the agent goes on in the background; attach again with: cuda-agent tui {run_dir}"
+    return f"run folder: {run_dir}"

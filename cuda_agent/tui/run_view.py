@@ -110,13 +110,14 @@ class RunView:
 
     def _history(self):
         from cuda_agent.workspace.history import History
+        from cuda_agent.workspace.paths import WorkspaceError
 
         if self._repo is None:
             import git
 
             try:
-                self._repo = History(git.Repo(self.run_dir / "workspace"))
-            except (git.NoSuchPathError, git.InvalidGitRepositoryError):
+                self._repo = History.open(self.run_dir / "workspace")
+            except (WorkspaceError, git.InvalidGitRepositoryError):
                 return None
         return self._repo
 

@@ -1,4 +1,5 @@
-"""The app's bottom line: model, step, cost, elapsed time, the GPU and what the agent is doing."""
+"""The app's bottom line: model, step, cost, elapsed time, the GPU and what the agent is doing
+(what takes a while now too: an evaluation's phase, the re-verification after the run ended)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import time
 
 from rich.text import Text
 
+from cuda_agent.control import agent_activity
 from cuda_agent.tui.run_view import RunView
 
 GPU_REFRESH_S = 2.0  # NVML is asked at most this often, not on every poll
@@ -20,8 +22,10 @@ def status_line(view: RunView, state, gpu: str, deferred: bool) -> Text:
     if limits.get("max_cost"):
         cost += f"/{limits['max_cost']:.2f}"
     elapsed = time.strftime("%H:%M:%S", time.gmtime(view.elapsed_s()))
+    busy = agent_activity(state)  # what takes a while now, while the agent's process is alive
     if view.closing is not None and (state is None or not state.running):
-        where = f"stopped: {view.closing.stop_reason}"
+        # after its closing record the process still re-verifies the result and writes the report
+        where = f"ended ({view.closing.stop_reason}); {busy}" if busy else f"stopped: {view.closing.stop_reason}"
     elif state is None or not view.live(state):
         where = "not running (r resumes)" if view.header else "starting"
     elif state.pending:
@@ -31,7 +35,7 @@ def status_line(view: RunView, state, gpu: str, deferred: bool) -> Text:
     elif state.paused:
         where = "paused"
     else:
-        where = "running" + (" (approve mode)" if state.approve_mode else "")
+        where = "running" + (" (approve mode)" if state.approve_mode else "") + (f": {busy}" if busy else "")
     return Text(f"{model} | step {view.last_step()}/{limits.get('max_steps', '?')} | {cost} | {elapsed} | "
                 f"{gpu} | {where}")
 

@@ -66,11 +66,12 @@ class Steering:
             self.notify("no tool call is waiting for a decision")
 
     def action_resume_run(self) -> None:
+        from cuda_agent.workspace.git_dir import git_dir_of
         from cuda_agent.workspace.run_lock import run_holder
 
         if self.view.live():
             self.notify("the run is already going")
-        elif holder := run_holder(self.view.run_dir / "workspace" / ".git"):  # an MCP client's run, say
+        elif holder := run_holder(git_dir_of(self.view.run_dir / "workspace")):  # an MCP client's run, say
             self.notify(f"this run is being run by another process ({holder}): it can be followed here, "
                         "and resumed once it ends", severity="warning")
         elif (request := self.resume_request()) is None:
@@ -108,4 +109,4 @@ class Steering:
         if choice == "stop":
             send(self.view.run_dir, "stop")
         if choice in ("stop", "detach"):
-            self.exit()
+            self.exit(choice)  # what `optimize --tui` says after the app closes (tui/launch.py)

@@ -1,11 +1,12 @@
 """What a version holds, as one hash: the bytes of every file of model_new.py and kernels/ at a
 commit, read from git's objects with each object checked against its name. The verdict ledger
 keys evaluations by this hash, so a result is found by what was evaluated, never by a commit's
-message or a ref the model can write.
+message or a ref.
 
-Objects are checked because the model can write .git: git never rewrites an object it already
-has, so a loose object planted under the name of content the model is about to submit would
-otherwise be read back in its place. No git calls here: `read` runs `git cat-file` for us.
+Objects are checked because a shell that reached the repository could plant them (a run of an
+older release kept it inside the workspace; `--no-sandbox` runs the shell unjailed): git never
+rewrites an object it already has, so a loose object planted under the name of content about to
+be submitted would otherwise be read back in its place. No git calls here: `read` runs `git cat-file` for us.
 """
 
 from __future__ import annotations

@@ -1,17 +1,29 @@
 """The workspace's git history: every evaluation is a commit with its metrics as trailers, and the
 branch `best` points at the best correct version so far. `git log` is the optimisation history.
 
-Trailers and `best` are written for people and their git commands only: the model can write both
-(the shell reaches .git). What versions were evaluated and how they scored is read from the
-harness's verdict ledger in the run folder (ledger.py), each entry found in the history by the
-content hash of its files (content.py): a commit no entry holds the content of is not a result.
+The repository is kept beside the workspace, `<run>/workspace.git` (git_dir.py), out of the
+model's reach: the jail of the shell, profile and sanitize shows the run folder empty and the file
+tools stay inside the workspace. Every harness call names it (GIT_DIR, GIT_WORK_TREE); nothing in
+the workspace is ever followed to find it. Seen when `.git` lived inside the workspace: the model's
+`.git/logs/HEAD`, a symlink to a host file, got the harness's reflog lines appended to that file; a
+`.git` pointing at another run made the harness commit there and move that run's `best`; hooks,
+fsmonitor, pager and filters the model planted ran, as root, at the user's first `git log`. The
+workspace's `.git` is a file the harness writes (`gitdir: ../workspace.git`), written again at every
+commit and at the run's end whatever the model left there, so a person's git in the workspace
+reads the harness's repository; any `.git` below the root is removed then (staging.py).
 
-Git runs here as the harness's tool, never as the workspace's: the model can write into its
-workspace (the shell reaches .git), so nothing the repository says may run code with the agent's
-environment. Every git call gets a minimal environment (no API keys, no user or system config),
-hooks pointed at /dev/null, fsmonitor off, and the filter drivers the repository's config defines
-emptied. What a version holds (model_new.py and kernels/) is added by explicit pathspecs with
---force, so a .gitignore (a model-written `*`) cannot keep the kernels out of it.
+Trailers and `best` are written for people and their git commands only. What versions were
+evaluated and how they scored is read from the harness's verdict ledger in the run folder
+(ledger.py), each entry found in the history by the content hash of its files (content.py): a
+commit no entry holds the content of is not a result.
+
+Git runs here as the harness's tool, never as the workspace's: every git call gets a minimal
+environment (no API keys, no user or system config), hooks pointed at /dev/null, fsmonitor off,
+and the filter drivers the repository's config defines emptied (the config is the harness's, but
+a run made before the repository moved out kept it within the model's reach). What a version holds
+(model_new.py and kernels/) is added by explicit pathspecs with --force, so a .gitignore (a
+model-written `*`) cannot keep the kernels out of it; what the gate (staging.py) refuses is not
+added at all.
 """
 
 from __future__ import annotations
@@ -25,16 +37,17 @@ from pathlib import Path
 import git
 
 from ..eval.verdict import Verdict
+from ..filenames import shown
 from .content import MAX_OBJECT_BYTES, VERSION_PATHS, content_digests, parse_batch
 from .ledger import LEDGER, LedgerEntry, append_entry, best_entries, read_entries
+from .paths import WorkspaceError
+from .git_dir import find_git_dir, git_dir_of, is_legacy, point_work_tree, remove_entry
+from .staging import BUILD_OUTPUTS, Gate, scan
 from .trailers import LOG_FORMAT, VersionInfo, failing_guards, metrics_of, parse_log, subject_line, version_message
 
 IDENTITY = "cuda-agent"
 MAIN = "main"
 BEST_REF = "refs/heads/best"
-# build outputs inside them stay out (the template's .gitignore, which the version add ignores)
-BUILD_OUTPUTS = ("build", ".cache", "__pycache__", "*.so", "*.o", "*.a", "*.cubin", "*.fatbin", "*.ptx",
-                 "*.ncu-rep", "*.pyc")
 GIT_TIMEOUT_S = 300
 # config every git call runs with, over whatever the repository's own config says
 HARNESS_CONFIG = {
@@ -42,8 +55,12 @@ HARNESS_CONFIG = {
     "core.fsmonitor": "false", "core.sshCommand": "false", "core.attributesFile": os.devnull,
     "core.excludesFile": os.devnull, "core.autocrlf": "false", "core.bare": "false",
     "commit.gpgSign": "false", "tag.gpgSign": "false", "gc.auto": "0", "maintenance.auto": "false",
+    "core.pager": "cat", "core.editor": "false", "protocol.allow": "never",  # never a program of the repo's
     "user.name": IDENTITY, "user.email": f"{IDENTITY}@localhost",
 }
+# the repository's own config, for a person's git too: a work tree's (not bare), reflogs, our identity, no hooks
+LOCAL_CONFIG = {"core.bare": "false", "core.logAllRefUpdates": "true",
+                **{k: HARNESS_CONFIG[k] for k in ("user.name", "user.email", "commit.gpgSign", "core.hooksPath")}}
 _EXCLUDES = tuple(f":(exclude,glob)**/{p}" + ("/**" if "*" not in p else "") for p in BUILD_OUTPUTS)
 
 
@@ -82,14 +99,14 @@ def lock_files(git_dir: Path) -> list[Path]:
     return sorted(p for p in [*git_dir.glob("*.lock"), *(git_dir / "refs").rglob("*.lock")] if p.is_file())
 
 
-def lock_holder(lock: Path, work_tree: Path) -> str | None:
+def lock_holder(lock: Path, work_tree: Path, git_dir: Path) -> str | None:
     """A running process that may hold `lock` ("pid N (name)"), or None: one with the file open, or a git process
-    working in `work_tree` (git closes the lock file before it runs an editor or a hook, and keeps it). Compared by
-    device and inode, so a process in the jail (where the work tree has another path) is seen too; processes of
-    other users, whose /proc entries are closed, cannot write this workspace."""
+    working in `work_tree` or `git_dir` (git closes the lock file before it runs an editor or a hook, and keeps
+    it). Compared by device and inode, so a process in the jail (where the work tree has another path) is seen
+    too; processes of other users, whose /proc entries are closed, cannot write this workspace."""
     try:
         lock_id = _file_id(lock)
-        tree_ids = {_file_id(work_tree), _file_id(Path(work_tree) / ".git")}
+        tree_ids = {_file_id(work_tree), _file_id(git_dir)}
     except OSError:
         return None
     for entry in (e for e in os.scandir("/proc") if e.name.isdigit()):
@@ -110,13 +127,16 @@ def _file_id(path: Path) -> tuple[int, int]:
 
 
 def init_repo(root: Path) -> git.Repo:
-    """`git init` (no template: no sample hooks) with a local identity, no signing and no hooks, as every call has."""
-    root = Path(root)
-    run_git(["init", "-q", f"--initial-branch={MAIN}", "--template=", str(root)], git_env())
-    env = git_env(GIT_DIR=str((root / ".git").resolve()), GIT_WORK_TREE=str(root.resolve()))
-    for key in ("user.name", "user.email", "commit.gpgSign", "core.hooksPath"):
-        run_git(["config", "--local", key, HARNESS_CONFIG[key]], env, root)
-    return git.Repo(root)
+    """A new repository for the workspace at `root`, kept beside it (git_dir.py), and the workspace's `.git`
+    pointing at it: `git init --bare` (no template: no sample hooks), then a work tree's, with a local identity,
+    no signing and no hooks, as every call has."""
+    root = Path(root).resolve()
+    git_dir = git_dir_of(root)
+    run_git(["init", "-q", "--bare", f"--initial-branch={MAIN}", "--template=", str(git_dir)], git_env())
+    for key, value in LOCAL_CONFIG.items():
+        run_git(["config", "--local", key, value], git_env(GIT_DIR=str(git_dir)), root)
+    point_work_tree(root, git_dir)
+    return git.Repo(git_dir)
 
 
 class History:
@@ -125,8 +145,11 @@ class History:
     def __init__(self, repo: git.Repo):
         self.repo = repo
         self.git_dir = Path(repo.git_dir).resolve()
-        # the folder holding .git, whatever core.worktree the (writable) config claims
-        self.work_tree = self.git_dir.parent if self.git_dir.name == ".git" else Path(repo.working_tree_dir).resolve()
+        # <run>/workspace.git keeps <run>/workspace (a run of an older release: the folder holding .git)
+        if not is_legacy(self.git_dir) and not self.git_dir.name.endswith(".git"):
+            raise WorkspaceError(f"{self.git_dir} is not a workspace's repository (<folder>.git beside the folder)")
+        self.work_tree = self.git_dir.parent if is_legacy(self.git_dir) else self.git_dir.with_name(
+            self.git_dir.name[:-len(".git")])
         # Every git command names this repository: were the workspace's .git gone (or its folder
         # inside another work tree), git's upward search would otherwise commit to whatever
         # repository encloses it. Seen once: a version commit landed in the project's own repo.
@@ -138,6 +161,12 @@ class History:
         # the harness's record of its evaluations: in the run folder, beyond the model's reach
         self.ledger = self.work_tree.parent / LEDGER
         self._digests: dict[str, str | None] = {}  # commit -> content hash (a commit's objects never change)
+        self.findings: list[str] = []  # what the last staging kept out or replaced, one line each (staging.py)
+
+    @classmethod
+    def open(cls, work_tree: Path) -> History:
+        """The history of the workspace at `work_tree` (WorkspaceError when it has none); its `.git` is never read."""
+        return cls(git.Repo(find_git_dir(work_tree)))
 
     def git(self, *args: str, stdin: bytes | None = None, ok: tuple[int, ...] = (0,)) -> str:
         """A read-only git command's output (`log`...), non-UTF-8 paths as surrogate escapes (to round-trip to disk)."""
@@ -158,14 +187,54 @@ class History:
         return {f"filter.{d}.{k}": v for d in sorted(drivers)
                 for k, v in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))}
 
-    def stage(self, env: dict[str, str] | None = None) -> None:
+    def stage(self, env: dict[str, str] | None = None) -> list[str]:
         """Stage the work tree: everything as .gitignore says (deletions included), then what a
         version holds (model_new.py, kernels/ but their build outputs) whatever .gitignore says.
-        A file git cannot read is skipped (--ignore-errors), not a failed commit."""
+        What the gate refuses (staging.py: a FIFO, a file over the size cap) is not added, and
+        leaves the index, were it there; a file git cannot read is skipped (--ignore-errors), not a
+        failed commit. The workspace's `.git` pointer is written again and any `.git` below the root
+        removed first (`disarm`). Returns, and keeps in `findings`, one line per thing done so."""
         env = env or self._tree_env()
-        self._run(["add", "-A", "--ignore-errors"], ok=(0, 1), env=env)
+        gate = scan(self.work_tree)
+        notes = self.disarm(gate)
+        skipped = [b":(exclude,literal)" + p for p in gate.skipped]
+        if gate.skipped:  # out of the index too: the version then lacks the file rather than holding a stale copy
+            self._run(["update-index", "-z", "--force-remove", "--stdin"], env=env,
+                      stdin=b"".join(p + b"\0" for p in gate.skipped))
+        self._add([], skipped, env)
         if present := [p for p in VERSION_PATHS if os.path.lexists(self.work_tree / p)]:
-            self._run(["add", "-A", "--force", "--ignore-errors", "--", *present, *_EXCLUDES], ok=(0, 1), env=env)
+            self._add(["--force"], [*(p.encode() for p in (*present, *_EXCLUDES)), *skipped], env)
+        self.findings = [*notes, *gate.findings()]
+        return self.findings
+
+    def _add(self, flags: list[str], pathspecs: list[bytes], env: dict[str, str]) -> None:
+        # pathspecs on stdin: any number of them, any bytes in a name
+        spec = ["--pathspec-from-file=-", "--pathspec-file-nul"] if pathspecs else []
+        self._run(["add", "-A", "--ignore-errors", *flags, *spec], stdin=b"".join(p + b"\0" for p in pathspecs),
+                  ok=(0, 1), env=env)
+
+    def disarm(self, gate: Gate | None = None) -> list[str]:
+        """Leave no `.git` in the work tree but the harness's pointer (git_dir.py): the model's shell may have made
+        one a folder of its own (hooks, a config with a pager), a symlink, or a repository below the root, which a
+        person's git there would run (`gate`: a scan of the work tree already made). What was replaced or
+        removed, one line each."""
+        if is_legacy(self.git_dir):
+            return []  # a run of an older release: read, never continued (Workspace.open)
+        notes = []
+        try:  # never a failed commit: the harness's own calls do not read the workspace's .git anyway
+            if (was := point_work_tree(self.work_tree, self.git_dir)) is not None:
+                notes.append(f".git was {was}: replaced by the harness's pointer to the history, which it keeps "
+                             "outside the workspace, beyond the shell's reach")
+        except OSError as e:
+            notes.append(f".git could not be replaced by the harness's pointer ({e.strerror}): delete it")
+        for path in (gate or scan(self.work_tree)).nested_git:
+            try:
+                remove_entry(self.work_tree / os.fsdecode(path))
+                notes.append(f"{shown(os.fsdecode(path))} removed: the workspace's history is the harness's, "
+                             "kept outside it")
+            except OSError as e:
+                notes.append(f"{shown(os.fsdecode(path))} could not be removed ({e.strerror}): delete it")
+        return notes
 
     def commit(self, message: str, *, allow_empty: bool = False) -> str | None:
         """Stage (see `stage`) and commit; None when there was nothing to commit."""

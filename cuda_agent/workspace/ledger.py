@@ -7,11 +7,12 @@ inside the workspace, so neither the model nor the candidate can write or read i
 An entry is keyed by the content hash of the version it evaluated (content.py); the commit it was
 recorded with is for display. Every reader of results (the best version, the RL reward, the
 closing record, resume, re-verification, the report, export) reads these entries, never the
-version commits' trailers or the `best` ref, which the model can forge with git in its shell.
+version commits' trailers or the `best` ref, which are for display: the history lives in the run
+folder too (git_dir.py), but anyone who can write a commit can write any trailer.
 
-Written append-only by the parent (O_APPEND, one write per line, fsync); read as a regular file
-opened without following a symlink, non-blocking and size-capped: a FIFO, a symlink or a
-damaged line is a one-line LedgerError, never a hang.
+Written append-only by the parent (O_APPEND, one write per line, fsync); read as untrusted_files
+says (a regular file opened without following a symlink, non-blocking and size-capped): a FIFO,
+a symlink or a damaged line is a one-line LedgerError, never a hang.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 from pydantic import BaseModel, Field, ValidationError
 
 from ..records import VersionMetrics
+from ..untrusted_files import UnreadableFile, read_bytes
 
 LEDGER = "ledger.jsonl"
 MAX_BYTES = 64 << 20  # some 100,000 evaluations; a bigger file is not one the harness wrote
@@ -92,26 +94,11 @@ def read_entries(path: Path) -> list[LedgerEntry] | None:
     """Every entry, oldest first; None when there is no ledger (a run made before it existed).
     A torn last line (a crash mid-write) is left out; anything else wrong is a LedgerError."""
     try:
-        fd = os.open(path, os.O_RDONLY | _FLAGS)
-    except FileNotFoundError:
-        return None
-    except OSError as e:  # ELOOP: a symlink
-        raise LedgerError(f"cannot read the verdict ledger {path}: {e.strerror} (a symlink is not the "
-                          "harness's ledger: re-run or re-verify the run)") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise LedgerError(f"{path} is not a regular file: it is not the harness's ledger; re-run the run")
-        if st.st_size > MAX_BYTES:
-            raise LedgerError(f"{path} holds {st.st_size} bytes, over the {MAX_BYTES}-byte cap: not the "
-                              "harness's ledger; re-run the run")
-        chunks, left = [], MAX_BYTES + 1
-        while left > 0 and (chunk := os.read(fd, min(left, 1 << 20))):
-            chunks.append(chunk)
-            left -= len(chunk)
-    finally:
-        os.close(fd)
-    text = b"".join(chunks)
+        text = read_bytes(path, root=path.parent, limit=MAX_BYTES, shown=f"the verdict ledger {path}")
+    except UnreadableFile as e:  # a symlink, a FIFO, over the cap (the ledger's own MAX_BYTES)
+        if e.missing:
+            return None
+        raise LedgerError(f"{e}: it is not the harness's ledger; re-run or re-verify the run") from None
     lines = text.split(b"\n")
     lines.pop()  # after the last newline: empty, or a line still being written
     out = []

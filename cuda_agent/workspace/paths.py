@@ -10,6 +10,8 @@ import time
 from contextlib import suppress
 from pathlib import Path, PurePosixPath
 
+from ..untrusted_files import SOURCE_CAP, UnreadableFile, read_bytes
+
 # files the model reads but never writes; their hashes at creation are kept in workspace.json.
 # .gitignore too: a model-written `*` in it once kept every kernel out of the history
 PROTECTED = ("model.py", "model.inputs.py", "SKILL.md", "kernel_runtime.py", ".gitignore")
@@ -50,9 +52,15 @@ def resolve_in(root: Path, rel: str, *, for_write: bool = False) -> Path:
     return target
 
 
-def sha256_file(path: Path) -> str | None:
-    """The file's sha256, or None when it is missing or not a regular file (a symlink counts as changed)."""
-    return None if path.is_symlink() or not path.is_file() else hashlib.sha256(path.read_bytes()).hexdigest()
+def sha256_file(path: Path, root: Path | None = None) -> str | None:
+    """The sha256 of a protected file, read as untrusted_files says below `root` (default: its own
+    folder), or None when it is missing, not a regular file (a symlink, a FIFO: counts as changed),
+    reached through a linked folder or over SOURCE_CAP (a sparse 100 GB model.py is not hashed)."""
+    try:
+        data = read_bytes(path, root=root or path.parent, limit=SOURCE_CAP)
+    except UnreadableFile:
+        return None
+    return hashlib.sha256(data).hexdigest()
 
 
 def enclosing_git_root(start: Path) -> Path | None:

@@ -5,11 +5,16 @@ as a git repository whose log is the optimisation history (DESIGN decision 6).
       model.py  model.inputs.py  SKILL.md  kernel_runtime.py    protected (hash-checked)
       model_new.py  kernels/                                     the candidate
       .cuda-agent/workspace.json                                 task identity, protected hashes
+      .git                                                       a pointer: gitdir: ../workspace.git
+    runs/<task>-<YYYYmmdd-HHMMSS>/workspace.git/                 the history, out of the model's reach
 """
 
 from __future__ import annotations
 
+import hashlib
+import os
 import shutil
+from contextlib import suppress
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -18,6 +23,7 @@ from pydantic import BaseModel, ValidationError
 
 from ..eval.verdict import Verdict
 from ..task import Task
+from .git_dir import find_git_dir, git_dir_of, is_legacy
 from .history import History, init_repo, lock_files, lock_holder
 from .ledger import start_ledger
 from .paths import META_DIR, PROTECTED, RECORD, WorkspaceError, enclosing_git_root, new_run_dir, resolve_in, sha256_file
@@ -75,6 +81,8 @@ class Workspace:
             root = Path(path)
             if root.exists() and (not root.is_dir() or any(root.iterdir())):
                 raise WorkspaceError(f"{root} exists and is not empty: give a new folder, or open it to continue")
+            if os.path.lexists(git_dir_of(root)):  # where its history goes
+                raise WorkspaceError(f"{git_dir_of(root)} exists beside {root}: give another folder, or remove it")
             made = None if root.exists() else root
         root.mkdir(parents=True, exist_ok=True)
         try:
@@ -82,6 +90,7 @@ class Workspace:
         except BaseException:
             # no half-made workspace left behind to be mistaken for one; the user's own empty folder stays
             shutil.rmtree(made if made is not None else root, ignore_errors=True)
+            shutil.rmtree(git_dir_of(root), ignore_errors=True)  # it did not exist before
             if made is None:
                 root.mkdir(exist_ok=True)
             raise
@@ -115,35 +124,51 @@ class Workspace:
         first. A git lock file no running process holds (a run killed mid-commit) is removed first
         (listed in `removed_locks`); one a running process may hold is a WorkspaceError saying what to do."""
         folder = Path(path)
-        if (folder / "workspace" / ".git").exists() and not (folder / ".git").exists():
+        if not git_dir_of(folder).is_dir() and (folder / "workspace").is_dir():
             folder = folder / "workspace"
         not_one = f"{path} is not a cuda-agent workspace: give a run's workspace/ folder (it holds {RECORD})"
-        if not (folder / ".git").is_dir():
-            raise WorkspaceError(not_one)
         try:
-            repo = git.Repo(folder)
+            git_dir = find_git_dir(folder)
+        except WorkspaceError:
+            raise WorkspaceError(not_one) from None
+        try:
+            repo = git.Repo(git_dir)
             history = History(repo)
             record = WorkspaceRecord.model_validate_json(history.show(history.root_commit(), RECORD))
         except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
             raise WorkspaceError(not_one) from None
+        if is_legacy(git_dir):
+            raise WorkspaceError(f"{folder} keeps its history in its own .git, where the model's shell could write it "
+                                 "(a run of an older cuda-agent): it cannot be continued; start a new run (copy "
+                                 "model_new.py and kernels/ from it to start from its files)")
         ws = cls(folder.resolve(), repo, record)
         ws._clear_stale_locks()
         ws.snapshot("snapshot: uncommitted work found on re-open")
         return ws
 
     def release(self) -> None:
-        """Let another process run this run (the run ended here)."""
+        """Let another process run this run (the run ended here). The workspace's `.git` is left the harness's
+        pointer first, whatever the model made of it: a person's git there runs nothing the model planted."""
+        if self._run_lock is not None:
+            with suppress(OSError):
+                self.history.disarm()
         release_run(self._run_lock)
         self._run_lock = None
 
     def _clear_stale_locks(self) -> None:
         for lock in lock_files(self.history.git_dir):
-            holder = lock_holder(lock, self.history.work_tree)
+            holder = lock_holder(lock, self.history.work_tree, self.history.git_dir)
             if holder is not None:
                 raise WorkspaceError(f"{lock} is held by a running process ({holder}): wait for it to end or stop "
                                      "it, then resume again (another run or git on this workspace?)")
             lock.unlink(missing_ok=True)
             self.removed_locks.append(lock)
+
+    @property
+    def staging_findings(self) -> list[str]:
+        """What the last commit kept out of the history or replaced (a FIFO, a file over the size cap, a
+        `.git` the shell made), one line each: for the tool that committed to tell the model."""
+        return self.history.findings
 
     @property
     def candidate_dir(self) -> Path:
@@ -166,9 +191,8 @@ class Workspace:
     def changed_protected(self) -> list[str]:
         """Protected files that differ from creation (changed, deleted, or replaced by a symlink)."""
         changed = [n for n, h in self.record.protected.items() if sha256_file(self.root / n) != h]
-        record = self.root / RECORD
         first = self.history.show(self.history.root_commit(), RECORD)
-        if record.is_symlink() or not record.is_file() or record.read_bytes() != first:
+        if sha256_file(self.root / RECORD, self.root) != hashlib.sha256(first).hexdigest():  # .cuda-agent/ a link too
             changed.append(RECORD)
         return changed
 

@@ -144,34 +144,29 @@ def test_approx_tokens_counts_content_and_call_arguments():
     assert approx_tokens([m]) == 20 + 4
 
 
-class Windowed:
-    def __init__(self, window, max_tokens=None):
-        self.window = window
-        if max_tokens is not None:
-            self.config = type("Config", (), {"max_tokens": max_tokens})()
-
-    def context_window(self):
-        return self.window
-
-
 def test_context_budget_leaves_room_for_the_answer_and_the_tool_schemas():
     tools = [{"type": "function", "function": {"name": "x" * 700}}]
     schema_tokens = chars([{"role": "system", "content": json.dumps(tools)}])
-    assert context_budget(Windowed(None), tools, chars) is None
-    assert context_budget(Windowed(100_000), [], chars) == 85_000 - ANSWER_TOKENS
-    assert context_budget(Windowed(100_000, max_tokens=1000), tools, chars) == 85_000 - 1000 - schema_tokens
-    assert context_budget(Windowed(8000), [], chars) == 6800 - 2000  # a small window: a quarter for the answer
+    def windowed(window, max_tokens=None):
+        return ScriptedModel([], context_tokens=window, max_tokens=max_tokens)
+
+    assert context_budget(windowed(None), tools, chars) is None
+    assert context_budget(windowed(100_000), [], chars) == 85_000 - ANSWER_TOKENS
+    assert context_budget(windowed(100_000, max_tokens=1000), tools, chars) == 85_000 - 1000 - schema_tokens
+    assert context_budget(windowed(8000), [], chars) == 6800 - 2000  # a small window: a quarter for the answer
 
 
-def test_counter_for_picks_the_models_own_then_litellm_then_the_estimate():
+def test_counter_for_picks_the_models_own_count_else_the_estimate():
+    messages = [{"role": "user", "content": "the quick brown fox " * 50}]
     scripted = ScriptedModel([])
-    assert counter_for(scripted) is approx_tokens
+    assert counter_for(scripted)(messages) == approx_tokens(messages)  # no tokenizer: None, the estimate
     scripted.count_tokens = chars
-    assert counter_for(scripted) is chars
+    assert counter_for(scripted)(messages) == chars(messages) != approx_tokens(messages)
+    scripted.count_tokens = lambda ms: None if len(ms) > 1 else 7  # it may give up on some messages only
+    assert counter_for(scripted)(messages) == 7 and counter_for(scripted)(messages * 2) == approx_tokens(messages * 2)
     pytest.importorskip("litellm")
     from cuda_agent.agent.litellm_model import LitellmModel, _litellm
 
-    messages = [{"role": "user", "content": "the quick brown fox " * 50}]
     count = counter_for(LitellmModel("openai/gpt-4o"))
     exact = _litellm().token_counter(model="openai/gpt-4o", messages=messages)
     assert count(messages) == exact != approx_tokens(messages)

@@ -207,7 +207,7 @@ def test_a_stale_git_lock_is_removed_on_resume_and_a_live_one_is_an_error(tmp_pa
     code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
                                 *CPU, "--max-steps", "1")
     run_dir = Path(first["run_dir"])
-    lock = run_dir / "workspace" / ".git" / "index.lock"
+    lock = run_dir / "workspace.git" / "index.lock"
     (run_dir / "workspace" / "notes.txt").write_text("uncommitted")  # the re-open commits it: git must work
     holder = subprocess.Popen([sys.executable, "-c", f"f = open({str(lock)!r}, 'w'); import time; time.sleep(60)"])
     try:

@@ -2,7 +2,8 @@
 to it (plain git, as the shell runs it) once gave an RL episode reward 3 with no evaluation, a
 closing record `best_reward: 3`, a resume note "the workspace committed version 2 (correct,
 reward 3)" and an `export --format rft` row of reward 3. Every reader of results now reads the
-harness's verdict ledger; the forgery changes nothing."""
+harness's verdict ledger; the forgery changes nothing. (The history is now kept out of the jail's
+sight, so only an unjailed shell, --no-sandbox, can still forge a commit: these tests run it so.)"""
 
 from __future__ import annotations
 
@@ -49,10 +50,11 @@ def shell(n: int) -> dict:
     return turn(call("shell", command=FORGE.format(n=n)))
 
 
-def config(tmp_path: Path) -> EvalConfig:
-    # verify only (no timing): the shell and the jail as the run has them
+def config(tmp_path: Path, sandbox: bool = False) -> EvalConfig:
+    # verify only (no timing). The forging shell runs unjailed (--no-sandbox), where its git reaches the
+    # history through the workspace's pointer; in the jail git finds no repository at all (the test below)
     return EvalConfig(device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache",
-                      sandbox=jail_problem() is None)
+                      sandbox=sandbox)
 
 
 class FixedJudge:
@@ -68,15 +70,15 @@ class FixedJudge:
         pass
 
 
-def new_env(tmp_path: Path) -> Environment:
+def new_env(tmp_path: Path, sandbox: bool = False) -> Environment:
     env = Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs",
-                             eval_config=config(tmp_path), tool_settings=ToolSettings(allow_shell=True))
+                             eval_config=config(tmp_path, sandbox), tool_settings=ToolSettings(allow_shell=True))
     env.ctx.evaluator_factory = FixedJudge
     return env
 
 
-def run(tmp_path: Path, script: list) -> tuple[Environment, Path, int]:
-    env = new_env(tmp_path)
+def run(tmp_path: Path, script: list, sandbox: bool = False) -> tuple[Environment, Path, int]:
+    env = new_env(tmp_path, sandbox)
     path = env.workspace.root.parent / TRAJECTORY
     with env, TrajectoryWriter(path) as writer:
         Agent(ScriptedModel(script), env, AgentConfig(), writer).run()
@@ -132,7 +134,7 @@ def test_a_forged_better_version_after_a_real_one_leaves_the_real_result(tmp_pat
 
 
 def test_kernel_env_rewards_a_forged_commit_minus_one(tmp_path):
-    kenv = KernelEnv(tmp_path / "runs", eval_config=config(tmp_path),
+    kenv = KernelEnv(tmp_path / "runs", eval_config=config(tmp_path),  # unjailed: see config()
                      tool_settings=ToolSettings(allow_shell=True))
     kenv.reset(load_task(str(TASK / "model.py")))
     try:
@@ -145,6 +147,18 @@ def test_kernel_env_rewards_a_forged_commit_minus_one(tmp_path):
         kenv.close()
 
 
+def test_in_the_jail_the_shell_cannot_forge_a_commit_at_all(tmp_path):
+    """The history is kept beside the workspace, which the jail shows empty: git finds no repository."""
+    if jail_problem() is not None:
+        pytest.skip(str(jail_problem()))
+    env, path, reward = run(tmp_path, [WRITE_HONEST, turn(call("verify")), shell(2), FINISH], sandbox=True)
+    out = next(r for r in read_trajectory(path) if r.type == "tool_result" and r.name == "shell").observation
+    assert "not a git repository" in out and "exit code 0" not in out
+    log = env.workspace.history.git("log", "--format=%s", "--all").splitlines()
+    assert not any("50.00x" in s for s in log) and reward == 2
+    assert env.workspace.history.git("rev-parse", "best").strip() == env.workspace.best().sha
+
+
 def test_the_shell_can_neither_read_nor_write_the_ledger(tmp_path):
     """The ledger lies beside the workspace, outside everything the jail binds: the shell's
     `../ledger.jsonl` is not it (tests/tools/test_ledger_out_of_reach.py: also where a read-only
@@ -154,7 +168,7 @@ def test_the_shell_can_neither_read_nor_write_the_ledger(tmp_path):
     line = json.dumps({"status": "correct", "reward": 3, "content": None, "workspace": "workspace",
                        "version": 1, "commit": "0" * 40, "correct": True})
     attack = turn(call("shell", command=f"cat ../ledger.jsonl; echo '{line}' >> ../ledger.jsonl; echo done"))
-    env, path, reward = run(tmp_path, [turn(call("verify")), attack, FINISH])
+    env, path, reward = run(tmp_path, [turn(call("verify")), attack, FINISH], sandbox=True)
     shown = next(r for r in read_trajectory(path) if r.type == "tool_result" and r.name == "shell").observation
     assert "done" in shown and '"content"' not in shown  # the real entry was never shown
     assert [e.reward for e in read_entries(path.parent / LEDGER)] == [2] and reward == 2

@@ -186,17 +186,15 @@ def test_injected_messages_are_recorded_and_seen(env, tmp_path):
     assert [(r.content, r.injected) for r in of(records, "user_message")] == [("use float4 loads", True)]
 
 
-class Failing:
-    name = "failing"
+class Failing(ScriptedModel):
+    """A model whose every query raises `exc` (the rest of the Model protocol: ScriptedModel's)."""
 
     def __init__(self, exc):
+        super().__init__([], name="failing")
         self.exc = exc
 
     def query(self, messages, tools):
         raise self.exc
-
-    def context_window(self):
-        return None
 
 
 def test_model_error_ends_the_run_cleanly(env, tmp_path):
@@ -232,8 +230,7 @@ def test_no_record_holds_an_api_key(env, tmp_path, monkeypatch):
 
     model = ScriptedModel([turn(call("edit_file", mode="create", path="notes.txt", file_text=f"key={key}\n"),
                                 content=f"my key is {other}"),
-                           turn(call("view_file", path="notes.txt")), FINISH])
-    model.config = Settings()
+                           turn(call("view_file", path="notes.txt")), FINISH], settings=Settings().model_dump())
     _, result, records = run(env, tmp_path, [], model=model)
     text = (tmp_path / "t0.jsonl").read_text()
     assert result.stop_reason == "finished" and key not in text and other not in text
@@ -261,8 +258,8 @@ def test_environment_secrets_in_observations_reach_neither_the_model_nor_the_tra
         model: str = "gpt-x"
         api_key: str = configured
 
-    model = ScriptedModel([turn(call("view_file", path="env.txt")), turn(call("verify")), FINISH])
-    model.config = Settings()
+    model = ScriptedModel([turn(call("view_file", path="env.txt")), turn(call("verify")), FINISH],
+                          settings=Settings().model_dump())
     _, result, records = run(env, tmp_path, [], model=model)
     assert result.stop_reason == "finished"
     seen = json.dumps([c["messages"] for c in model.calls])

@@ -33,7 +33,7 @@ def test_each_task_run_folder_is_what_optimize_writes(level_batch):
     run = out / "tasks" / "level1" / "scale_add"
     row = read_rows(out)["level1/scale_add"]
     assert Path(row.run_dir) == run and Path(row.report) == run / "report.md"
-    assert (run / "workspace" / ".git").is_dir() and (run / "dropin" / "layer.py").is_file()
+    assert (run / "workspace.git").is_dir() and (run / "dropin" / "layer.py").is_file()
     records = read_trajectory(run / "trajectory.jsonl")
     assert records[0].type == "header" and records[-1].type == "closing"
     assert records[-1].stop_reason == "finished" and records[0].model == "scripted"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.eval.baselines import REJECTED_NOTE, BaselineCache, timing_from
+from cuda_agent.eval.baselines import REJECTED_NOTE, TIMED_NOTE, BaselineCache, timed_now, timing_from
 from cuda_agent.eval.timing import TimingConfig
 
 KEY = BaselineCache.key("0123456789abcdef", "NVIDIA H200", "2.13.0", ["float32"], "eager", TimingConfig())
@@ -42,7 +42,7 @@ def edit(cache: BaselineCache, fn) -> None:
 
 def rejected(cache: BaselineCache, key: str = KEY) -> bool:
     notes: list[str] = []
-    got = cache.get(key, rejected=notes)
+    got = cache.get(key, notes=notes)
     if got is None:
         assert notes == [REJECTED_NOTE] and cache.rejected[-1] == key
         return True
@@ -52,7 +52,7 @@ def rejected(cache: BaselineCache, key: str = KEY) -> bool:
 
 def test_an_entry_reads_back_with_a_private_key(cache):
     assert cache.get(KEY) == entry() and timing_from(cache.get(KEY)).median_ms == 1.25
-    assert cache.get(OTHER) is None and cache.rejected == []  # simply absent: no note
+    assert cache.get(OTHER) is None and cache.rejected == []  # simply absent: not a rejection
     rec = json.loads(cache.path.read_text())[KEY]
     assert len(rec["tag"]) == 64 and rec["fields"]["device_name"] == "NVIDIA H200"
     assert stat.S_IMODE(os.stat(cache.key_path).st_mode) == 0o600
@@ -101,11 +101,19 @@ def test_an_entry_in_the_old_format_is_rejected(cache):
     assert rejected(cache)
 
 
+def test_a_miss_says_the_baselines_are_timed_now_once(cache):
+    notes: list[str] = []
+    assert cache.get(OTHER, notes=notes) is None and cache.get(OTHER, notes=notes) is None
+    assert notes == [TIMED_NOTE] and timed_now(notes) and cache.rejected == []
+    found: list[str] = []
+    assert cache.get(KEY, notes=found) is not None and found == [] and not timed_now(found)
+
+
 def test_a_note_is_added_once(cache):
     edit(cache, lambda d: d[KEY]["timing"].update(median_ms=9.0))
     notes: list[str] = []
-    cache.get(KEY, rejected=notes)
-    cache.get(KEY, rejected=notes)
+    cache.get(KEY, notes=notes)
+    cache.get(KEY, notes=notes)
     assert notes == [REJECTED_NOTE]
 
 
@@ -216,6 +224,26 @@ def test_the_evaluator_times_a_poisoned_entry_again(tmp_path):
         assert ev.baseline_cache.get(key)["timing"]["median_ms"] == again.eager.median_ms  # overwritten, tagged
         third, cached = ev.time_baselines()
         assert cached == 1 and third.eager == again.eager
+
+
+def test_the_first_verdict_says_its_baselines_were_timed_now_and_the_next_that_they_were_cached(tmp_path):
+    """`cuda-agent eval` timed them in the same run: it says so, not "cached" (issue 27 item 6)."""
+    from rich.console import Console
+
+    from cuda_agent.eval.render import render_verdict
+
+    def baselines_row(verdict) -> str:
+        console = Console(record=True, width=200)
+        render_verdict(verdict, console)
+        return next(line for line in console.export_text().splitlines() if line.startswith("baselines"))
+
+    with _evaluator(tmp_path) as ev:
+        first, cached = ev.time_baselines()
+        assert cached == 0 and TIMED_NOTE in first.notes
+        assert "timed now, cached for the next evaluations" in baselines_row(first)
+        second, cached = ev.time_baselines()
+        assert cached == 1 and not timed_now(second.notes)
+        assert "cached (timed once per task" in baselines_row(second)
 
 
 def test_the_verdict_says_the_entry_was_timed_again(tmp_path):

@@ -188,7 +188,7 @@ def test_the_environment_checks_the_first_commit_before_running_it(tmp_path):
         first = git("rev-list", "--max-parents=0", "HEAD")
         blob = git("rev-parse", f"{first}:model.py")
         # the loose object rewritten in place: `git show` reads it back without checking its name
-        obj = root / ".git" / "objects" / blob[:2] / blob[2:]
+        obj = env.workspace.history.git_dir / "objects" / blob[:2] / blob[2:]
         data = forged.read_bytes()
         obj.unlink()
         obj.write_bytes(zlib.compress(b"blob %d\0" % len(data) + data))

@@ -84,7 +84,7 @@ def test_tools_through_a_rollouts_calls_score_like_cuda_agent_eval(tmp_path, cpu
         resp, _, info = await call(tools, cpu_row, episode_id, "finish", {"summary": "host loop"})
         assert info["done"] and await reward_now(tools, cpu_row, episode_id) == 1.0
         workspace = Path(await ep.call("workspace"))
-        assert workspace.is_dir() and len(list((workspace / ".git").iterdir())) > 0
+        assert workspace.is_dir() and len(list((workspace.parent / "workspace.git").iterdir())) > 0
 
         with pytest.raises(RuntimeError, match="unknown tool instance"):  # a released instance is gone
             await tools["verify"].execute("released-or-never-made", {})

@@ -239,3 +239,41 @@ def test_quit_can_detach_and_a_new_app_attaches(tmp_path):
     assert agent.wait(120) is not None
     assert [r.status for r in records(run_dir, "tool_result")] == ["ok", "ok"]
     assert records(run_dir, "closing")[0].stop_reason == "finished"
+
+
+def test_the_status_says_re_verifying_until_the_agent_has_finished_the_run(tmp_path):
+    """After its closing record the agent's process still re-verifies the result (tens of seconds on
+    a CPU) and writes the report: the status says so, not "stopped: finished", until it is done."""
+    path = script(tmp_path, KERNEL, MODEL_NEW, call("benchmark"), call("finish", summary="fused"))
+    agent, run_dir = start_agent(agent_request(tmp_path, path), tmp_path / "agent.log")
+
+    def status(app) -> str:
+        return " ".join(shown(app, "#status").split())
+
+    async def scenario():
+        app = RunApp(run_dir, agent=agent, poll_s=0.1, gpu=False)
+        async with app.run_test(size=(160, 30)) as pilot:
+            await until(pilot, lambda: "re-verifying version 1 (1 of 1)" in status(app), "the re-verification",
+                        timeout=180)
+            now = status(app)
+            assert "ended (finished); re-verifying version 1 (1 of 1)" in now and "stopped" not in now, now
+            assert records(run_dir, "closing") and agent.running()
+            await until(pilot, lambda: not agent.running(), "the agent's exit", timeout=180)
+            await until(pilot, lambda: "stopped: finished" in status(app), "the finished status")
+            assert "re-verifying" not in status(app)
+            await pilot.press("q")  # nothing runs: quits at once
+
+    asyncio.run(scenario())
+    assert (run_dir / "report.md").is_file() and read_state(run_dir).activity is None
+    log = (tmp_path / "agent.log").read_text()  # the agent's own log has the same steps as lines
+    assert "re-verifying version 1 (1 of 1)" in log and "version 1 passed re-verification in" in log
+
+
+def test_quitting_while_the_run_is_finished_in_the_background_says_so():
+    from cuda_agent.tui.launch import closing_line
+
+    run = Path("/runs/r1")
+    line = closing_line(None, True, run, ended=True, busy="re-verifying version 2 (1 of 3): timing it")
+    assert line.startswith("the run has ended; its process finishes it in the background (re-verifying version 2")
+    assert "report.md" in line and "goes on" not in line
+    assert "goes on in the background" in closing_line(None, True, run)  # the loop still going: detached

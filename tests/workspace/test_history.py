@@ -11,16 +11,17 @@ import pytest
 from cuda_agent.workspace.history import History, git_env, init_repo
 
 
-def test_a_workspace_that_lost_its_git_folder_never_commits_to_an_enclosing_repository(tmp_path):
-    outer = init_repo(tmp_path)  # e.g. the project a workspace was wrongly put in
+def test_a_workspace_that_lost_its_history_never_commits_to_an_enclosing_repository(tmp_path):
+    outer = git.Repo.init(tmp_path)  # e.g. the project a workspace was wrongly put in
     (tmp_path / "a.txt").write_text("outer\n")
-    History(outer).commit("outer 1")
+    outer.index.add(["a.txt"])
+    outer.index.commit("outer 1")
     ws = tmp_path / "ws"
     ws.mkdir()
     history = History(init_repo(ws))
     (ws / "k.cu").write_text("// v1\n")
     history.commit("v1")
-    shutil.rmtree(ws / ".git")
+    shutil.rmtree(history.git_dir)
     (ws / "k.cu").write_text("// v2\n")
     with pytest.raises(git.GitCommandError):
         history.commit("v2")
@@ -33,10 +34,11 @@ HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "refer
          "post-index-change", "post-checkout", "pre-auto-gc")
 
 
-def hostile(ws: Path, marker: Path) -> None:
-    """What a model with a shell could do to its workspace's .git: hooks, fsmonitor and filter
-    drivers that write a marker (with the API key, were it in their environment)."""
-    hooks = ws / ".git" / "hooks"
+def hostile(ws: Path, git_dir: Path, marker: Path) -> None:
+    """What a model with a shell could do to a repository it reached (a run of an older release kept it in the
+    workspace): hooks, fsmonitor and filter drivers that write a marker (with the API key, were it in their
+    environment). Planted in the harness's own repository here: its calls must not run them even then."""
+    hooks = git_dir / "hooks"
     hooks.mkdir(exist_ok=True)
     script = f"#!/bin/sh\necho \"$0 key=$OPENAI_API_KEY\" >> {marker}\ncat\n"
     for name in (*HOOKS, "fsmonitor", "filter"):
@@ -44,7 +46,7 @@ def hostile(ws: Path, marker: Path) -> None:
         (hooks / name).chmod(0o755)
     extra = ws.parent / "included.gitconfig"  # reached through include.path: drivers defined there count too
     extra.write_text(f"[filter \"other.one\"]\n\tclean = {hooks / 'filter'}\n\tprocess = {hooks / 'filter'}\n")
-    with open(ws / ".git" / "config", "a") as f:
+    with open(git_dir / "config", "a") as f:
         f.write(f"[core]\n\thooksPath = {hooks}\n\tfsmonitor = {hooks / 'fsmonitor'}\n"
                 f"[filter \"evil\"]\n\tclean = {hooks / 'filter'}\n\tsmudge = {hooks / 'filter'}\n\trequired = true\n"
                 f"[include]\n\tpath = {extra}\n")
@@ -58,7 +60,7 @@ def test_hostile_hooks_fsmonitor_and_filters_never_run_on_harness_commits(tmp_pa
     history = History(init_repo(ws))
     (ws / "model_new.py").write_text("# v0\n")
     history.commit("v0")
-    hostile(ws, marker)
+    hostile(ws, history.git_dir, marker)
     (ws / "kernels").mkdir()
     (ws / "kernels" / "k.cu").write_text("// v1\n")
     (ws / "model_new.py").write_text("# v1\n")
@@ -73,7 +75,7 @@ def test_hostile_hooks_fsmonitor_and_filters_never_run_on_harness_commits(tmp_pa
     assert {"kernels/k.cu", "model_new.py"} <= set(names)
 
     # the same repository does run them for a plain git with the process environment: the test bites
-    env = {**os.environ, "GIT_DIR": str(ws / ".git"), "GIT_WORK_TREE": str(ws)}
+    env = {**os.environ, "GIT_DIR": str(history.git_dir), "GIT_WORK_TREE": str(ws)}
     (ws / "model_new.py").write_text("# v2\n")
     subprocess.run(["git", "commit", "-qam", "plain"], cwd=ws, env=env, capture_output=True)
     assert "sk-test-not-a-real-key" in marker.read_text()

@@ -34,7 +34,8 @@ Version: {n}
 
 
 def shell_git(ws: Workspace, *args: str, stdin: str | None = None) -> str:
-    """git as the model runs it in its shell: the workspace's own repository and config."""
+    """git as a shell that reaches the repository runs it (one without the jail, --no-sandbox): found through
+    the workspace's `.git` pointer, with the repository's own config."""
     env = {"PATH": os.environ["PATH"], "HOME": str(ws.root), "GIT_CONFIG_NOSYSTEM": "1"}
     return subprocess.run(["git", *args], cwd=ws.root, env=env, input=stdin, text=True, check=True,
                           capture_output=True).stdout
@@ -117,7 +118,7 @@ def test_an_object_planted_under_the_name_of_what_is_about_to_be_evaluated_is_no
     it would be read back in C's place. Read objects are checked against their names."""
     honest, other = b"// the kernel evaluated\n", b"// something else entirely\n"
     name = hashlib.sha1(b"blob %d\0" % len(honest) + honest).hexdigest()
-    loose = ws.root / ".git" / "objects" / name[:2] / name[2:]
+    loose = ws.history.git_dir / "objects" / name[:2] / name[2:]
     loose.parent.mkdir(parents=True, exist_ok=True)
     loose.write_bytes(zlib.compress(b"blob %d\0" % len(other) + other))
     (ws.root / "kernels" / "k.cu").write_bytes(honest)

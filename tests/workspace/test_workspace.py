@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-import os
 import re
 import subprocess
 from pathlib import Path
@@ -101,7 +100,7 @@ def test_refuses_a_run_folder_inside_the_users_repo_unless_given_a_path(task, te
         Workspace.create(task, template=template, runs_dir=user / "runs" / "deep")
     assert not (user / "runs").exists()
     ws = Workspace.create(task, template=template, path=user / "ws")  # asked for explicitly
-    assert ws.versions() == [] and (ws.root / ".git").is_dir()
+    assert ws.versions() == [] and ws.history.git_dir == user / "ws.git" and (user / "ws.git").is_dir()
 
 
 def test_explicit_path_must_be_new_or_empty(task, template, tmp_path):
@@ -294,7 +293,7 @@ def test_git_log_reads_as_the_optimisation_history(ws, verdicts):
     for subject in ("v2: correct, 1.80x vs compile, reward 3", "v1: incorrect (2/5 sets)", "task: scale_add_small"):
         assert subject in log
     assert ws.snapshot("nothing to keep") is None
-    assert os.path.isdir(ws.root / ".git")
+    assert (ws.root / ".git").read_text() == "gitdir: ../workspace.git\n"  # the history is kept beside it
 
 
 # -- .gitignore: protected, and no way to keep a version's files out ---------------------------------

@@ -16,6 +16,7 @@ from cuda_agent.eval.guards.static_py import check_model_new, dedupe
 from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 from cuda_agent.eval.verdict import Finding
 from cuda_agent.filenames import candidate_symlinks
+from cuda_agent.untrusted_files import SOURCE_CAP, read_bytes, read_text
 
 SOURCE_EXTS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cxx", ".inl"})
 # Prebuilt code would run unseen: the harness builds kernels only from source.
@@ -33,8 +34,13 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
     findings = [Finding(guard="forbidden_call", where=name, message=(
         f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves")) for name in links]
     if "model_new.py" not in links:
-        findings += check_model_new(model_new.read_text(errors="replace"), task_fp32=task_fp32,
-                                    allow_precision=allow_precision, allowed_imports=allowed_imports)
+        try:
+            source = read_text(model_new, root=candidate_dir, limit=SOURCE_CAP, shown="model_new.py")
+        except OSError as e:  # UnreadableFile: a FIFO, a file swapped for a link, one over the cap
+            findings.append(Finding(guard="forbidden_call", where="model_new.py", message=str(e)))
+        else:
+            findings += check_model_new(source, task_fp32=task_fp32, allow_precision=allow_precision,
+                                        allowed_imports=allowed_imports)
     kernels = candidate_dir / "kernels"
     for path in sorted(kernels.rglob("*")) if kernels.is_dir() and "kernels" not in links else []:
         rel = path.relative_to(candidate_dir).as_posix()
@@ -43,9 +49,13 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
         if path.suffix in BINARY_EXTS:
             findings.append(Finding(guard="forbidden_call", where=rel, message=(
                 f"{rel} is prebuilt code; ship sources, the harness compiles them")))
-        elif path.suffix in SOURCE_EXTS and path.is_file():
-            findings += _check_source(path.read_bytes(), rel, task_fp32=task_fp32,
-                                      allow_precision=allow_precision)
+        elif path.suffix in SOURCE_EXTS and not path.is_dir():
+            try:
+                data = read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=rel)
+            except OSError as e:  # UnreadableFile: not a regular file, or over the cap
+                findings.append(Finding(guard="forbidden_call", where=rel, message=str(e)))
+            else:
+                findings += _check_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision)
     return dedupe(findings)
 
 
@@ -59,9 +69,10 @@ def check_build_inputs(candidate_dir: Path, inputs: dict[str, str], *, task_fp32
     kernels = candidate_dir / "kernels"
     findings: list[Finding] = []
     for shown, sha in sorted(inputs.items()):
-        path = candidate_dir / shown  # an absolute name stays itself
+        path = candidate_dir / shown  # an absolute name stays itself (outside the candidate: not its writing)
         try:
-            data = path.read_bytes()
+            data = (path.read_bytes() if path.is_absolute() and not path.is_relative_to(candidate_dir)
+                    else read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=shown))
         except OSError:
             data = b""
         if hashlib.sha256(data).hexdigest() != sha:
