@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from cuda_agent.secrets import Redactor
-    from cuda_agent.train.export import Episode
+    from cuda_agent.train.run_episode import Episode
 
 DATA_SOURCE = "cuda-agent"
 ABILITY = "cuda-kernel-optimization"
