@@ -9,12 +9,13 @@ commit and when the run ends. No git calls here: the file system only.
 
 from __future__ import annotations
 
+import errno
 import os
-import shutil
 import stat
 from pathlib import Path
 
-from ..untrusted_files import kind_of
+from ..eval.scratch import remove_tree
+from ..untrusted_files import kind_of, read_bytes
 from .paths import WorkspaceError
 
 LEGACY = ".git"  # where runs made before the repository moved out kept it: inside the workspace
@@ -58,7 +59,7 @@ def point_work_tree(work_tree: Path, git_dir: Path) -> str | None:
         st = os.lstat(dotgit)
     except FileNotFoundError:
         st = None
-    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == len(want) and _read(dotgit) == want:
+    if st is not None and stat.S_ISREG(st.st_mode) and st.st_size == len(want) and _read(dotgit, work_tree) == want:
         return None
     was = None if st is None else _kind(st.st_mode)
     if st is not None:
@@ -72,22 +73,21 @@ def point_work_tree(work_tree: Path, git_dir: Path) -> str | None:
 
 
 def remove_entry(path: Path) -> None:
-    """Remove a file, a symlink (never its target) or a whole folder (symlinks in it are not followed)."""
+    """Remove a file, a symlink (never its target) or a whole folder (symlinks in it are not followed),
+    however deep the shell nested it (eval/scratch.py's remove_tree); OSError when it is still there."""
     if os.path.isdir(path) and not os.path.islink(path):
-        shutil.rmtree(path)
+        remove_tree(Path(path))
+        if os.path.lexists(path):
+            raise OSError(errno.ENOTEMPTY, os.strerror(errno.ENOTEMPTY), str(path))
     else:
         os.unlink(path)
 
 
-def _read(path: Path) -> bytes | None:
+def _read(path: Path, root: Path) -> bytes | None:
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError:
+        return read_bytes(path, root=root, limit=4096)
+    except OSError:  # UnreadableFile: whatever it is, it is not the pointer
         return None
-    try:
-        return os.read(fd, 4096)
-    finally:
-        os.close(fd)
 
 
 def _kind(mode: int) -> str:

@@ -158,6 +158,26 @@ def test_a_reflog_symlinked_to_a_host_file_is_never_written(ws, verdicts, tmp_pa
     assert "v2: correct" in ws.history.git("log", "--format=%s", "-1", "best")
 
 
+@pytest.mark.parametrize("where", [".git", "kernels/.git"])
+def test_a_git_folder_nested_thousands_deep_is_removed_too(ws, verdicts, where):
+    """shutil.rmtree recurses once a level: a `.git` folder the shell nested 3000 deep raised
+    RecursionError out of the commit instead of being replaced or removed."""
+    (ws.root / ".git").unlink()
+    deep = ws.root / where
+    deep.mkdir(exist_ok=True)
+    fd = os.open(deep, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        for _ in range(3000):  # relative to the last folder: the whole path is past PATH_MAX
+            os.mkdir("d", dir_fd=fd)
+            fd, last = os.open("d", os.O_RDONLY | os.O_DIRECTORY, dir_fd=fd), fd
+            os.close(last)
+    finally:
+        os.close(fd)
+    harness_calls(ws, verdicts)
+    assert (ws.root / ".git").read_bytes() == b"gitdir: ../workspace.git\n"
+    assert not (ws.root / "kernels" / ".git").exists()
+
+
 @pytest.mark.parametrize("how", ["pointer", "symlink to its repository", "symlink to its workspace's .git"])
 def test_a_git_pointed_at_another_run_leaves_that_run_untouched(task, template, tmp_path, verdicts, how):
     other = Workspace.create(task, template=template, path=tmp_path / "other" / "workspace")
