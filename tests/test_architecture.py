@@ -6,7 +6,9 @@ still counts here, since it is the same dependency taken later.
 The graph is read with `ast`, without importing anything: every `import` and `from ... import`
 anywhere in a module (module level and inside functions), relative imports resolved, and
 `from package import name` counted as an import of the submodule when `name` is one. Imports
-under `if TYPE_CHECKING:` are left out: they never run.
+under `if TYPE_CHECKING:` never run, but a cycle through them is still two modules that each need
+the other to be read (a phase that takes the Evaluator which runs it): they count too, in a graph
+of their own.
 """
 
 from __future__ import annotations
@@ -40,10 +42,11 @@ def _type_checking_only(tree: ast.AST) -> set[int]:
     return skipped
 
 
-def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
-    """The package's modules that module `name` imports."""
+def imports_of(name: str, path: Path, modules: dict[str, Path], type_checking: bool = False) -> set[str]:
+    """The package's modules that module `name` imports (`type_checking`: those it imports for the
+    type checker only, too)."""
     tree = ast.parse(path.read_text(), filename=str(path))
-    skipped = _type_checking_only(tree)
+    skipped = set() if type_checking else _type_checking_only(tree)
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(tree):
@@ -70,12 +73,12 @@ def imports_of(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
     return found
 
 
-def import_graph(package: Path = PACKAGE) -> nx.DiGraph:
+def import_graph(package: Path = PACKAGE, type_checking: bool = False) -> nx.DiGraph:
     modules = module_names(package)
     graph = nx.DiGraph()
     graph.add_nodes_from(modules)
     for name, path in modules.items():
-        graph.add_edges_from((name, target) for target in imports_of(name, path, modules))
+        graph.add_edges_from((name, target) for target in imports_of(name, path, modules, type_checking))
     return graph
 
 
@@ -105,6 +108,7 @@ def test_the_graph_sees_every_kind_of_import():
     assert graph.has_edge("cuda_agent.pool", "cuda_agent.pool.factory")  # package __init__, relative
     assert graph.has_edge("cuda_agent.tui.steering", "cuda_agent.tui.agent_process")  # from cuda_agent.tui import x
     assert not graph.has_edge("cuda_agent.agent.errors", "cuda_agent.agent.protocol")  # TYPE_CHECKING only
+    assert import_graph(type_checking=True).has_edge("cuda_agent.agent.errors", "cuda_agent.agent.protocol")
 
 
 def test_cycles_are_reported_as_chains():
@@ -115,6 +119,12 @@ def test_cycles_are_reported_as_chains():
 def test_no_import_cycles():
     found = cycles(import_graph())
     assert not found, f"{len(found)} import cycle(s):\n" + "\n".join(" -> ".join(c) for c in found)
+
+
+def test_no_cycles_through_imports_for_the_type_checker_either():
+    found = cycles(import_graph(type_checking=True))
+    assert not found, f"{len(found)} cycle(s) through TYPE_CHECKING imports:\n" + "\n".join(
+        " -> ".join(c) for c in found)
 
 
 def test_the_library_never_imports_the_command_line():

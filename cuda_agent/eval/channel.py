@@ -1,9 +1,11 @@
 """The pipe between the parent and a jailed evaluation process, both ends.
 
 Requests are JSON lines on the child's stdin; answers are JSON lines on a separate pipe (the
-child's stdout and stderr go to a log, so whatever native code prints cannot forge an answer).
-JSON only, both ways: nothing a jailed process sends is ever unpickled. Tensors never cross:
-the child draws inputs from seeds and writes outputs as raw bytes into files the parent names.
+child's stdout and stderr go to a log, so whatever native code prints there cannot forge an
+answer). Both are typed (protocol.py): each request names the reply it gets, and a reply is parsed
+as that type or the child has failed. JSON only, both ways: nothing a jailed process sends is
+ever unpickled. Tensors never cross: the child draws inputs from seeds and writes outputs as raw
+bytes into files the parent names. What a child answers is its claim, never evidence by itself.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ import sys
 import time
 import traceback
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable, TypeVar
 
+from cuda_agent.eval.protocol import Exit, ProtocolError, Ready, Reply, Request, parse_reply, parse_request
 from cuda_agent.eval.scratch import remove_tree
 from cuda_agent.jail import Jail, kill_group, thread_count
 from cuda_agent.untrusted_files import tail_of_fd
@@ -35,10 +38,7 @@ class ChildError(RuntimeError):
         self.kind = kind
 
 
-DOING = {"load": "loading model_new.py", "load_library": "loading the built library", "record": "recording forward",
-         "run": "running an input set", "calibrate": "calibrating its timer", "time_prepare": "preparing the timed sets",
-         "time_loop": "in the timed loop", "time_collect": "writing the timed outputs", "call": "calling a launcher",
-         "fill": "filling outputs", "time_reference": "timing a baseline"}
+R = TypeVar("R", bound=Reply)
 
 
 def exit_text(code: int | None) -> str:
@@ -63,7 +63,7 @@ class JailedChild:
         self.log_path = scratch / f"{self.name}.log"
         # the log is read through this descriptor, opened before the child runs: whatever the child
         # puts at log_path later (a symlink to a key file, a FIFO) is never opened (untrusted_files)
-        self._log = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
+        self._log: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
                             0o600)
         read_fd, write_fd = os.pipe()
         try:
@@ -75,32 +75,37 @@ class JailedChild:
                 os.close(fd)
             raise
         os.close(write_fd)
-        self._reply = read_fd
+        assert self.proc.stdin is not None  # stdin=PIPE
+        self._stdin = self.proc.stdin
+        self._reply: int | None = read_fd
         self._buf = b""
         self._start_timeout = start_timeout
-        self._ready: dict | None = None
+        self._ready: Ready | None = None
         self.peak_bytes = 0  # the largest GPU peak the child reported (it says so in every answer)
 
-    def wait_ready(self) -> dict:
+    def wait_ready(self) -> Ready:
         if self._ready is None:
-            msg = self._receive(self._start_timeout, "starting")
-            if not msg.get("ok"):
+            msg = self._receive(self._start_timeout, "starting", Ready)
+            if not msg.ok:
                 self.kill()
-                raise ChildError("start", msg.get("error", "the process failed to start"))
+                raise ChildError("start", msg.error or "the process failed to start")
             self._ready = msg
         return self._ready
 
-    def request(self, msg: dict, timeout: float) -> dict:
+    def request(self, req: Request, timeout: float) -> Any:
+        """Send `req` and wait up to `timeout` s for its reply, parsed as `type(req).reply`."""
         self.wait_ready()
         try:
-            self.proc.stdin.write(json.dumps(msg).encode() + b"\n")
-            self.proc.stdin.flush()
+            self._stdin.write(req.model_dump_json().encode() + b"\n")
+            self._stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: _receive says how
-        op = msg.get("op", "?")
-        return self._receive(timeout, DOING.get(op, op))
+        return self._receive(timeout, req.doing or req.op, type(req).reply)
 
-    def _receive(self, timeout: float, what: str) -> dict:
+    def _receive(self, timeout: float, what: str, reply: type[R]) -> R:
+        fd = self._reply
+        if fd is None:  # killed already: nothing can answer
+            raise ChildError("crash", f"the {self.name} was stopped before it answered while {what}")
         deadline = time.monotonic() + timeout
         while b"\n" not in self._buf:
             left = deadline - time.monotonic()
@@ -108,9 +113,9 @@ class JailedChild:
                 note = self.limits_note()
                 self.kill()
                 raise ChildError("timeout", f"{note}the {self.name} exceeded its {timeout:.0f} s limit while {what}")
-            ready, _, _ = select.select([self._reply], [], [], min(left, 0.5))
+            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
             if ready:
-                chunk = os.read(self._reply, 1 << 20)
+                chunk = os.read(fd, 1 << 20)
                 if not chunk:
                     break
                 self._buf += chunk
@@ -119,14 +124,14 @@ class JailedChild:
         if b"\n" in self._buf:
             line, self._buf = self._buf.split(b"\n", 1)
             try:
-                msg = json.loads(line)
-                self.peak_bytes = max(self.peak_bytes, int(msg.get("peak_bytes") or 0))
-                if not msg.get("ok") and (note := self.limits_note()):  # e.g. its write to a full /tmp failed
-                    msg["error"] = f"{note}{msg.get('error', 'unknown error')}"
-                return msg
-            except (ValueError, TypeError, AttributeError):
+                msg = parse_reply(line, reply)
+            except ProtocolError as e:
                 self.kill()
-                raise ChildError("crash", f"the {self.name} sent an answer that is not JSON while {what}") from None
+                raise ChildError("crash", f"the {self.name} sent {e} while {what}") from None
+            self.peak_bytes = max(self.peak_bytes, msg.peak_bytes)
+            if not msg.ok and (note := self.limits_note()):  # e.g. its write to a full /tmp failed
+                msg.error = f"{note}{msg.error or 'unknown error'}"
+            return msg
         tail = self.log_tail()  # before kill(), which closes the log
         note = self.limits_note()
         try:
@@ -138,7 +143,7 @@ class JailedChild:
 
     def limits_note(self) -> str:
         """The jail limits the candidate reached (jail_limits.py), as the start of a sentence ("" when none)."""
-        hits = getattr(self.proc, "limit_hits", list)()
+        hits: list[str] = getattr(self.proc, "limit_hits", list)()
         return f"the candidate {'; '.join(hits)}; " if hits else ""
 
     def threads(self) -> int:
@@ -167,11 +172,10 @@ class JailedChild:
             self.proc.wait(5)
         except subprocess.TimeoutExpired:
             pass
-        for f in (self.proc.stdin,):
-            try:
-                f.close()
-            except OSError:
-                pass
+        try:
+            self._stdin.close()
+        except OSError:
+            pass
         if self._reply is not None:
             os.close(self._reply)
             self._reply = None
@@ -183,8 +187,8 @@ class JailedChild:
     def close(self) -> None:
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.write(b'{"op": "exit"}\n')
-                self.proc.stdin.flush()
+                self._stdin.write(Exit().model_dump_json().encode() + b"\n")
+                self._stdin.flush()
                 self.proc.wait(2)
             except (OSError, subprocess.TimeoutExpired):
                 pass
@@ -192,8 +196,10 @@ class JailedChild:
 
 
 # -- the child's end -----------------------------------------------------------------------
-def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]]) -> None:
-    """Run in the child: `start()` sets up and returns the handlers; then answer until exit."""
+def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[Any], dict]]], kind: Any) -> None:
+    """Run in the child: `start()` sets up and returns the handlers (op -> handler of that typed
+    request); then parse each request line as `kind` (protocol.JudgeRequest, RecorderRequest) and
+    answer it, until exit."""
     out = os.fdopen(reply_fd, "wb", buffering=0)
 
     def send(obj: dict) -> None:
@@ -204,25 +210,29 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[dict], dict]]])
     except BaseException as e:
         send({"ok": False, "error": f"start failed: {type(e).__name__}: {e}"})
         return
-    started = handlers.pop("_started", {})
+    started: Any = handlers.pop("_started", {})
     # what the start-up's warm-ups drew (an input set, twice) goes back before the wait: a spare
     # judge waits beside the parent's references (13 GB held there on KernelBench's 6 GB tasks)
     release_cached()
     send({"ok": True, "ready": True, "pid": os.getpid(), "started": started,
           "since_exec": time.time() - _EXEC_TIME})
     for line in sys.stdin.buffer:
-        req = json.loads(line)
-        if req.get("op") == "exit":
+        try:
+            req = parse_request(line, kind)
+        except ProtocolError as e:
+            send({"ok": False, "error": f"a request that does not follow the protocol: {e}"})
+            continue
+        if req.op == "exit":
             return
         try:
-            resp = handlers[req["op"]](req)
+            resp = handlers[req.op](req)
         except BaseException as e:  # the candidate's failure is a verdict, not a crash
             if getattr(e, "one_line", False):  # its message says all (kernels/binding.py's KernelNeedsGpu)
                 resp = {"ok": False, "error": str(e)}
             else:
                 tb = traceback.format_exception(type(e), e, e.__traceback__)
                 resp = {"ok": False, "error": f"{type(e).__name__}: {e}", "traceback": "".join(tb[-6:])[-3000:]}
-        if req["op"] in RELEASE_AFTER:
+        if req.op in RELEASE_AFTER:
             release_cached()
         try:
             send({**resp, "peak_bytes": _gpu_peak()})

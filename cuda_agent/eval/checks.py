@@ -11,8 +11,9 @@ from typing import Any
 
 from cuda_agent.eval.compare import compare_output
 from cuda_agent.eval.precision import downgrade_signature, precision_finding
+from cuda_agent.eval.protocol import OutputMeta, RunResult
 from cuda_agent.eval.tolerance import Tolerances
-from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing, Verdict
+from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing
 from cuda_agent.eval.zero_trap import zero_trap as _zero_trap
 from cuda_agent.untrusted_files import open_regular
 
@@ -56,7 +57,7 @@ def output_files(scratch: Path, stem: str, n: int) -> list[Path]:
     return [scratch / f"{stem}-out{j}.bin" for j in range(n)]
 
 
-def read_outputs(files: list[Path], meta: list[dict] | None, refs: list) -> list:
+def read_outputs(files: list[Path], meta: list[OutputMeta] | None, refs: list) -> list:
     """The judge's outputs as tensors shaped like the references, on their device; an output
     whose bytes do not fit its reference comes back as poison (it fails the comparison)."""
     import torch
@@ -64,7 +65,7 @@ def read_outputs(files: list[Path], meta: list[dict] | None, refs: list) -> list
     out = []
     for j, (path, ref) in enumerate(zip(files, refs)):
         want = ref.numel() * ref.element_size()
-        ok_meta = meta is None or (j < len(meta) and meta[j].get("dtype") == str(ref.dtype).removeprefix("torch."))
+        ok_meta = meta is None or (j < len(meta) and meta[j].dtype == str(ref.dtype).removeprefix("torch."))
         data = _output_bytes(path, want) if ok_meta else None
         if data is not None and want:
             out.append(torch.frombuffer(data, dtype=ref.dtype).view(ref.shape).to(ref.device))
@@ -114,11 +115,6 @@ def libraries(build: Any) -> set[str]:
             for flag in flags if (m := re.match(r"-l(cublas|cublasLt|cudnn)$", flag))}
 
 
-def error_text(resp: dict) -> str:
-    tb = resp.get("traceback", "")
-    return f"{resp.get('error', 'unknown error')}\n{tb}".strip()[:4000]
-
-
 def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
     """Why a task cannot be evaluated within the budget, before any candidate runs. The parent's
     float64 reference takes about twice an eager forward's memory (its parameters, one input set,
@@ -156,42 +152,42 @@ def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str 
     return trap.tol, note
 
 
-def judge_set(seed: int, resp: dict, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
-              tol: Tolerances, fp32: bool, allow_precision: bool, verdict: Verdict,
-              probe: list | None = None) -> SetResult:
-    """Compare what the worker copied into `bufs` with the references, after checking its metadata;
-    `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None."""
+def judge_set(seed: int, resp: RunResult, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
+              tol: Tolerances, fp32: bool, allow_precision: bool,
+              probe: list | None = None) -> tuple[SetResult, list[Finding]]:
+    """Compare what the judge wrote into `bufs` with the references, after checking what it says
+    of them; `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None.
+    Returns the set's result and what it found (a subclass output, a precision downgrade)."""
     outputs: list[OutputCheck] = []
-    meta = resp.get("outputs", [])
-    if resp.get("n_outputs") != len(ref32):
-        return SetResult(seed=seed, ok=False, error=f"forward returned {resp.get('n_outputs')} output(s); "
-                         f"the reference returns {len(ref32)}")
-    for j, (m, buf, r) in enumerate(zip(meta, bufs, ref32)):
+    found: list[Finding] = []
+    if resp.n_outputs != len(ref32) or len(resp.outputs) != len(ref32):
+        return SetResult(seed=seed, ok=False, error=f"forward returned {resp.n_outputs} output(s); "
+                         f"the reference returns {len(ref32)}"), found
+    for j, (m, buf, r) in enumerate(zip(resp.outputs, bufs, ref32)):
         want_shape, want_dtype = list(r.shape), str(r.dtype).removeprefix("torch.")
         reason = None
-        if not m.get("plain"):
-            reason = f"output is a {m.get('type')}, not a plain torch.Tensor"
-            verdict.findings.append(Finding(guard="tensor_subclass", message=(
-                f"output {j} is a {m.get('type')}: return plain tensors your kernels wrote")))
-        elif m.get("shape") != want_shape:
-            reason = f"shape {m.get('shape')} != reference {want_shape}"
-        elif m.get("dtype") != want_dtype:
-            reason = f"dtype {m.get('dtype')} != reference {want_dtype}"
-        elif r.is_contiguous() and m.get("stride") != list(r.stride()):
-            reason = f"strides {m.get('stride')} != reference {list(r.stride())} (return contiguous outputs)"
+        if not m.plain:
+            reason = f"output is a {m.type}, not a plain torch.Tensor"
+            found.append(Finding(guard="tensor_subclass", message=(
+                f"output {j} is a {m.type}: return plain tensors your kernels wrote")))
+        elif m.shape != want_shape:
+            reason = f"shape {m.shape} != reference {want_shape}"
+        elif m.dtype != want_dtype:
+            reason = f"dtype {m.dtype} != reference {want_dtype}"
+        elif r.is_contiguous() and m.stride != list(r.stride()):
+            reason = f"strides {m.stride} != reference {list(r.stride())} (return contiguous outputs)"
         if reason:
-            outputs.append(OutputCheck(index=j, ok=False, shape=m.get("shape") or [], dtype=m.get("dtype") or "?",
-                                       reason=reason))
+            outputs.append(OutputCheck(index=j, ok=False, shape=m.shape or [], dtype=m.dtype or "?", reason=reason))
             continue
         r64 = ref64[j] if ref64 else None
         check = compare_output(j, buf, r, r64, out_tols.get(j, tol))
         outputs.append(check)
         p = probe[j] if fp32 and probe and r64 is not None else None
-        sig = downgrade_signature(buf, r64, p) if p is not None else None
+        sig = downgrade_signature(buf, r64, p) if p is not None and r64 is not None else None
         finding = precision_finding(check, tol, task_fp32=fp32, allow_precision=allow_precision, signature=sig)
-        if finding and not any(f.guard == "precision" and f.message == finding.message for f in verdict.findings):
-            verdict.findings.append(finding)
-    return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs)
+        if finding and finding not in found:
+            found.append(finding)
+    return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs), found
 
 
 def mutated_inputs(given: list, fresh: list) -> list[int]:

@@ -17,8 +17,12 @@ Order of one evaluation: static guards -> build -> native audit -> record plans 
 -> baselines (cached; or timed beside the candidate in interleaved rounds: EvalConfig.baseline_rounds)
 -> milestone reward.
 
-This module holds the order and the score; the steps live beside it: spares.py (the recorder and
-judge processes), recording.py (plans), correctness_phase.py, timing_phase.py (candidate and baselines).
+This module holds the order; the steps live beside it and see only what they need: an
+EvalContext (context.py: the task, its reference, the settings, the processes, the budgets) and
+the Draft of the verdict (draft.py, the one writer of a verdict: phases report to it, it scores).
+The steps: spares.py (the recorder and judge processes), recording.py (plans), correctness_phase.py,
+timing_phase.py (candidate and baselines); what the parent and those processes say to each other
+is typed in protocol.py.
 """
 
 from __future__ import annotations
@@ -32,11 +36,13 @@ from typing import Any
 from cuda_agent.eval import checks
 from cuda_agent.eval.baselines import BaselineCache
 from cuda_agent.eval.channel import ChildError, JailedChild
+from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.correctness_phase import check_sets
+from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.guards.static import check_build_inputs, check_candidate_static
+from cuda_agent.eval.protocol import LoadLibrary
 from cuda_agent.eval.recording import load_recorder, record_only
 from cuda_agent.eval.reference import Reference, snapshot_task
-from cuda_agent.eval.reward import milestone_reward, speedup
 from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.spares import Ahead, Spares
@@ -63,12 +69,14 @@ class Evaluator:
         self.task = snapshot_task(task)  # the reference never reads the workspace again
         self.refusal = jail_problem() if self.cfg.sandbox else None
         self.spares = Spares(self.task, self.cfg, self.cache_dir, ahead="none" if self.refusal else ahead)
-        self.ref: Reference | None = None
+        self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
+        self.ctx: EvalContext | None = None  # what the phases read; None while the task cannot be scored
         self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
         # The evaluation's memory budget, fixed now: what a plan may allocate and how many timing sets
         # the judge holds are shares of it, not of what is free later (less while this evaluation's
         # own processes hold memory, which once rejected an honest candidate's 7.5 GB output).
         self.budget_bytes = 8 << 30  # host-only test kernels
+        ref: Reference | None = None
         try:
             if self.cuda:
                 import torch
@@ -76,19 +84,38 @@ class Evaluator:
                 free = torch.cuda.mem_get_info(self.device)[0]
                 cap = self.cfg.memory_budget_gib
                 self.budget_bytes = min(free, int(cap * 2**30)) if cap else free
-            self.ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
-            self.unscorable = self.ref.determinism_problem(secrets.randbits(31))
+            ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
+            self.unscorable = ref.determinism_problem(secrets.randbits(31))
             if self.cuda and not self.unscorable:
-                self.unscorable = checks.memory_problem(self.ref.eager_bytes, self.budget_bytes)
+                self.unscorable = checks.memory_problem(ref.eager_bytes, self.budget_bytes)
         except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory
             self.unscorable = str(e)
+        if ref is not None:
+            # every plan is checked against each parameter's and buffer's storage size
+            self.ctx = EvalContext(task=self.task, cfg=self.cfg, ref=ref, spares=self.spares,
+                                   cache_dir=self.cache_dir, budget_bytes=self.budget_bytes,
+                                   baseline_cache=self.baseline_cache,
+                                   state_nbytes={k: v.untyped_storage().nbytes() for k, v in ref.state_dict.items()})
         if self.unscorable:
             self.spares.close()  # no candidate will be judged: give their processes' memory back
-        # what every plan is checked against: each parameter's and buffer's storage size
-        self.state_nbytes = {k: v.untyped_storage().nbytes() for k, v in self.ref.state_dict.items()} if self.ref else {}
-        self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
-        self.overhead_ms: float | None = None  # the judge's cost per timed rep, by our clock
         self.phases = dict  # makes evaluate()'s phase timings; cuda_agent/progress.py's shows each as it ends
+
+    @property
+    def cfg(self) -> EvalConfig:
+        return self._cfg
+
+    @cfg.setter
+    def cfg(self, cfg: EvalConfig) -> None:
+        """Settings for the evaluations that follow (a benchmark raises baseline_rounds between two)."""
+        self._cfg = cfg
+        ctx: EvalContext | None = getattr(self, "ctx", None)  # None before __init__ made it
+        if ctx is not None:
+            ctx.cfg = cfg
+
+    @property
+    def ref(self) -> Reference | None:
+        """The parent's reference (None when the task's own code failed to build it)."""
+        return self.ctx.ref if self.ctx else None
 
     # -- public --------------------------------------------------------------------------
     def evaluate(self, candidate_dir: Path, *, timing: bool = True) -> Verdict:
@@ -103,86 +130,88 @@ class Evaluator:
         seconds: dict[str, float] = self.phases()
         if self.refusal:
             return Verdict(status="error", error=self.refusal)
-        if self.unscorable:
+        if self.unscorable or self.ctx is None:
             return Verdict(status="unscorable", error=self.unscorable)
         if not (candidate_dir / "model_new.py").is_file():
             return Verdict(status="error", error=f"{candidate_dir} has no model_new.py (see docs/kernels.md for the layout)")
-        findings = check_candidate_static(candidate_dir, task_fp32=self.ref.fp32, allow_precision=self.cfg.allow_precision)
+        ctx = self.ctx
+        draft = Draft(findings=check_candidate_static(candidate_dir, task_fp32=ctx.ref.fp32,
+                                                      allow_precision=self.cfg.allow_precision))
         seconds["static"] = time.perf_counter() - t_start
         if candidate_symlinks(candidate_dir):  # not built, not read: see filenames.candidate_symlinks
-            return self._scored(Verdict(status="correct", findings=findings), seconds, t_start)
+            return self._scored(draft, seconds, t_start)
 
         build, err = checks.build(candidate_dir, self.cache_dir / "build", self.cfg.arch)
         seconds["build"] = build.seconds if build else 0.0
         if err:
-            return self._finish(Verdict(status="compile_error", error=err, findings=findings), seconds, t_start)
+            draft.fail("compile_error", err)
+            return self._scored(draft, seconds, t_start)
         if build is None:
-            findings.append(Finding(guard="no_kernel", message=(
+            draft.find(Finding(guard="no_kernel", message=(
                 "the candidate has no kernels/*.cu: forward must call launchers of your own kernels")))
-            verdict = Verdict(status="correct", findings=findings)
-            record_only(self, candidate_dir, verdict)  # names the torch compute forward did instead
-            return self._scored(verdict, seconds, t_start)
+            record_only(ctx, candidate_dir, draft)  # names the torch compute forward did instead
+            return self._scored(draft, seconds, t_start)
         t = time.perf_counter()
         # the source rules over what else nvcc read too (an #include a macro names, impl.inc)
-        findings += check_build_inputs(candidate_dir, build.inputs, task_fp32=self.ref.fp32,
-                                       allow_precision=self.cfg.allow_precision)
-        findings += checks.audit_native(build, self.cfg.native_symbols)
+        draft.find(*check_build_inputs(candidate_dir, build.inputs, task_fp32=ctx.ref.fp32,
+                                       allow_precision=self.cfg.allow_precision))
+        draft.find(*checks.audit_native(build, self.cfg.native_symbols))
         seconds["audit"] = time.perf_counter() - t
 
-        verdict = Verdict(status="correct", findings=findings, notes=list(self.ref.notes))
+        for text in ctx.ref.notes:
+            draft.note(text)
         if not self.cfg.sandbox:
-            verdict.notes.append("evaluated without the jail (--no-sandbox)")
+            draft.note("evaluated without the jail (--no-sandbox)")
         try:
             recorder, judge = self.spares.take("recorder"), self.spares.take("judge")
         except TaskError as e:  # the judge's copy of the task no longer hashes to what was snapshotted
-            verdict.status, verdict.error = "error", str(e)
-            return self._scored(verdict, seconds, t_start)
+            draft.fail("error", str(e))
+            return self._scored(draft, seconds, t_start)
         seeds: list[int] = []
         try:
-            seeds = self._run(recorder, judge, candidate_dir, build, verdict, seconds, timing)
+            seeds = self._run(recorder, judge, candidate_dir, build, draft, seconds, timing)
         except ChildError as e:
-            verdict.status = "timeout" if e.kind == "timeout" else "runtime_error"
-            verdict.error = str(e)
+            draft.fail("timeout" if e.kind == "timeout" else "runtime_error", str(e))
         except TaskCodeError as e:  # the reference failed on a fresh input set: no candidate can pass
-            verdict.status, verdict.error = "unscorable", str(e)
+            draft.fail("unscorable", str(e))
             self.unscorable = str(e)
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
-            verdict.status = "error"
-            verdict.error = (f"out of GPU memory in the parent (references and comparisons): {str(e).splitlines()[0]}; "
-                             "free the GPU of other processes or lower eval.n_sets / eval.timing_sets")
+            draft.fail("error", f"out of GPU memory in the parent (references and comparisons): "
+                                f"{str(e).splitlines()[0]}; free the GPU of other processes or lower eval.n_sets / "
+                                "eval.timing_sets")
         finally:
             t = time.perf_counter()
             recorder.kill()
             judge.kill()
             seconds["kill"] = time.perf_counter() - t
-            if judge.peak_bytes:
-                verdict.memory_gib["judge"] = round(judge.peak_bytes / 2**30, 3)
-        if seeds and verdict.status == "correct" and not verdict.failing_findings:
+            draft.memory("judge", judge.peak_bytes)
+        if seeds and draft.ok:
             # after the candidate's processes are gone: their GPU memory is free for the baselines'
             t = time.perf_counter()
-            if verdict.baselines is None:  # not timed beside the candidate (timing_phase.interleave)
-                fill_baselines(self, seeds, verdict, fresh=bool(self.cfg.baseline_rounds))
+            if draft.baselines is None:  # not timed beside the candidate (timing_phase.interleave)
+                fill_baselines(ctx, seeds, draft, fresh=bool(self.cfg.baseline_rounds))
             seconds["baselines"] = time.perf_counter() - t
-        return self._scored(verdict, seconds, t_start)
+        return self._scored(draft, seconds, t_start)
 
     def describe_task(self) -> dict:
         """The task for records: Reference.describe(), or what is known without running it."""
-        if self.ref is not None:
-            return self.ref.describe()
+        if self.ctx is not None:
+            return self.ctx.ref.describe()
         return {"path": str(self.task.path), "class": self.task.class_name, "hash": self.task.source_hash}
 
     def time_baselines(self) -> tuple[Verdict, int]:
         """Eager and torch.compile alone (`cuda-agent baselines`), on fresh input sets, through the
         same cache an evaluation uses: (a verdict holding `eager`/`compiled`, modes found cached)."""
-        verdict = Verdict(status="correct")
         if self.refusal:
             return Verdict(status="error", error=self.refusal), 0
-        if self.unscorable:
+        if self.unscorable or self.ctx is None:
             return Verdict(status="unscorable", error=self.unscorable), 0
+        draft = Draft()
         seeds = [secrets.randbits(31) for _ in range(self.cfg.timing_sets)]
-        return verdict, fill_baselines(self, seeds, verdict)
+        cached = fill_baselines(self.ctx, seeds, draft)
+        return draft.score({}), cached
 
     def close(self) -> None:
         self.spares.close()
@@ -195,61 +224,48 @@ class Evaluator:
         self.close()
 
     # -- steps ---------------------------------------------------------------------------
-    def _run(self, recorder: JailedChild, judge: JailedChild, candidate_dir: Path, build: Any, verdict: Verdict,
+    def _run(self, recorder: JailedChild, judge: JailedChild, candidate_dir: Path, build: Any, draft: Draft,
              seconds: dict, timing: bool) -> list[int]:
         """Correctness, then timing; the seeds of the timed sets (for the baselines), [] if none."""
+        assert self.ctx is not None  # evaluate() runs no step without a reference
+        ctx = self.ctx
         t = time.perf_counter()
         recorder.wait_ready()
         ready = judge.wait_ready()
         seconds["start_wait"] = time.perf_counter() - t
         # how long the judge took to start (torch import, context, task, warm-ups): benchmarks read it
-        seconds["judge_ready_after"] = float(ready.get("since_exec", 0.0))
-        for k, v in (ready.get("started") or {}).items():
-            seconds[f"judge_start_{k}"] = float(v)
+        seconds["judge_ready_after"] = ready.since_exec
+        for k, v in ready.started.items():
+            seconds[f"judge_start_{k}"] = v
         t = time.perf_counter()
-        calibrate(self, judge)
+        calibrate(ctx, judge)
         spec = checks.spec(build)
-        if not load_recorder(self, recorder, candidate_dir, spec, verdict):
+        if not load_recorder(ctx, recorder, candidate_dir, spec, draft):
             return []
         threads = judge.threads()
-        resp = judge.request({"op": "load_library", "build_dir": str(build.out_dir)}, self.cfg.timeout_s)
+        resp = judge.request(LoadLibrary(build_dir=str(build.out_dir)), self.cfg.timeout_s)
         seconds["load"] = time.perf_counter() - t
-        if not resp.get("ok"):
-            verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+        if not resp.ok:
+            draft.fail("runtime_error", resp.error_text())
             return []
         t = time.perf_counter()
         plans: dict[str, dict] = {}
-        out_tols = check_sets(self, recorder, judge, build, spec, verdict, threads, plans)
+        out_tols = check_sets(ctx, recorder, judge, build, spec, draft, threads, plans)
         seconds["correctness"] = time.perf_counter() - t
-        if verdict.status != "correct" or verdict.failing_findings or not timing:
+        if not draft.ok or not timing:
             return []
         t = time.perf_counter()
-        seeds = time_candidate(self, judge, plans, out_tols, verdict, threads)
+        seeds = time_candidate(ctx, judge, plans, out_tols, draft, threads)
         seconds["timing"] = time.perf_counter() - t
         return seeds
 
-    def _scored(self, verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
-        guard_failed = bool(verdict.failing_findings)
-        if verdict.status == "correct" and guard_failed:
-            verdict.status = "guard_violation"
-        verdict.correct = verdict.status == "correct"
-        t = verdict.timing.median_ms if verdict.timing else None
-        te = verdict.eager.median_ms if verdict.eager else None
-        tc = verdict.compiled.median_ms if verdict.compiled else None
-        if verdict.correct and t:
-            verdict.speedup_vs_eager = speedup(te, t) if te else None
-            verdict.speedup_vs_compile = speedup(tc, t) if tc else None
-        verdict.reward = milestone_reward(verdict.correct, guard_failed, t, te, tc)
-        return self._finish(verdict, seconds, t_start)
-
-    def _finish(self, verdict: Verdict, seconds: dict, t_start: float) -> Verdict:
+    def _scored(self, draft: Draft, seconds: dict, t_start: float) -> Verdict:
         if self.cuda:
             import torch
 
-            verdict.memory_gib["parent"] = round(torch.cuda.max_memory_allocated(self.device) / 2**30, 3)
+            draft.memory("parent", torch.cuda.max_memory_allocated(self.device))
         seconds["total"] = time.perf_counter() - t_start
-        verdict.seconds = {k: round(v, 4) for k, v in seconds.items()}
-        return verdict
+        return draft.score(seconds)
 
 
 __all__ = ["CandidateError", "Evaluator", "JailUnavailable"]

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Call, Fill, Plan, Pointer
+from cuda_agent.eval.protocol import Calibrate, LoadLibrary, Run, TimeCollect, TimeLoop, TimePrepare, TimeReference
 from cuda_agent.kernels.binding import RawLibrary
 
 
@@ -165,15 +166,15 @@ class _Judge:
                         spin=self.spin, before_rep=before_rep)
 
     # -- requests ------------------------------------------------------------------------------
-    def calibrate(self, req: dict) -> dict:
+    def calibrate(self, req: Calibrate) -> dict:
         """The timing loop around nothing, exactly `reps` reps, before any candidate code is here:
         the parent's clock over this request is the harness's own cost per rep."""
-        timer = self._timer(lambda: None, [[]], req["config"])
-        timer.measure(req["reps"])
+        timer = self._timer(lambda: None, [[]], req.config)
+        timer.measure(req.reps)
         return {"ok": True}
 
-    def load_library(self, req: dict) -> dict:
-        self.lib = RawLibrary(Path(req["build_dir"]), self.cuda)
+    def load_library(self, req: LoadLibrary) -> dict:
+        self.lib = RawLibrary(Path(req.build_dir), self.cuda)
         return {"ok": True}
 
     def _replay(self, plan: dict) -> Replay:
@@ -181,14 +182,14 @@ class _Judge:
             raise RuntimeError("no kernel library loaded: a candidate needs kernels/*.cu")
         return Replay(self.torch, Plan(**plan), self.lib, self.state, self.device)
 
-    def run(self, req: dict) -> dict:
-        replay = self._replay(req["plan"])
-        inputs = self.task.draw_inputs(req["seed"], self.device)
+    def run(self, req: Run) -> dict:
+        replay = self._replay(req.plan)
+        inputs = self.task.draw_inputs(req.seed, self.device)
         bufs = replay.allocate()
         self.sync()
         kernels: list[str] = []
         t0 = time.perf_counter()
-        if req.get("trace") and self.cuda:
+        if req.trace and self.cuda:
             from torch.profiler import ProfilerActivity, profile
 
             with profile(activities=[ProfilerActivity.CUDA]) as prof:
@@ -199,21 +200,21 @@ class _Judge:
             outs = replay.execute(inputs, bufs)
         self.sync()
         ms = (time.perf_counter() - t0) * 1e3
-        meta = write_outputs(self.torch, outs, req["files"])
+        meta = write_outputs(self.torch, outs, req.files)
         n_outputs = len(outs)
         del outs, bufs  # in the parent's files now: the mutation check's fresh draw takes their place
         return {"ok": True, "n_outputs": n_outputs, "outputs": meta, "kernels": kernels, "ms": ms,
-                "mutated": self._mutated(inputs, req["seed"])}
+                "mutated": self._mutated(inputs, req.seed)}
 
     def _mutated(self, inputs: list, seed: int) -> list[int]:
         from cuda_agent.eval.checks import mutated_inputs
 
         return mutated_inputs(inputs, self.task.draw_inputs(seed, self.device))
 
-    def time_prepare(self, req: dict) -> dict:
+    def time_prepare(self, req: TimePrepare) -> dict:
         """Draw the timing sets, bind their plans, warm up; returns the estimate per call. The
         measured loop is its own request (`time_loop`), so the parent's clock sees it alone."""
-        sets = [(self.task.draw_inputs(s["seed"], self.device), self._replay(s["plan"])) for s in req["sets"]]
+        sets = [(self.task.draw_inputs(s.seed, self.device), self._replay(s.plan)) for s in req.sets]
         pending: dict = {}
 
         def before(k: int) -> None:
@@ -223,45 +224,45 @@ class _Judge:
             inputs, replay = sets[k]
             return replay.execute(inputs, pending["bufs"])
 
-        self._timing = (req, sets, self._timer(fn, [[k] for k in range(len(sets))], req["config"], before))
+        self._timing = (req, sets, self._timer(fn, [[k] for k in range(len(sets))], req.config, before))
         return {"ok": True, "per_call_ms": self._timing[2].warm_up()}
 
-    def time_loop(self, req: dict) -> dict:
+    def time_loop(self, req: TimeLoop) -> dict:
         _, _, timer = self._timing
-        return {"ok": True, "timing": self._describe(timer.measure(req["reps"]), req)}
+        return {"ok": True, "timing": self._describe(timer.measure(req.reps), req.nvml_index)}
 
-    def time_collect(self, req: dict) -> dict:
+    def time_collect(self, req: TimeCollect) -> dict:
         """The last output of every timing set into the parent's files; inputs checked unchanged."""
         prep, sets, timer = self._timing
         self.sync()
-        for outs, files in zip(timer.last, req["files"]):
+        for outs, files in zip(timer.last, req.files):
             if outs is not None:
                 write_outputs(self.torch, outs, files)
         timer.last = []  # in the parent's files now
-        mutated = [k for k, (inputs, _) in enumerate(sets) if self._mutated(inputs, prep["sets"][k]["seed"])]
+        mutated = [k for k, (inputs, _) in enumerate(sets) if self._mutated(inputs, prep.sets[k].seed)]
         self._timing = None  # the timing sets' inputs: nothing later reuses them
         return {"ok": True, "mutated_sets": mutated}
 
-    def time_reference(self, req: dict) -> dict:
+    def time_reference(self, req: TimeReference) -> dict:
         model = self.model
-        if mode := req.get("compile_mode"):  # compiled once per judge: interleaved rounds time it again
+        if mode := req.compile_mode:  # compiled once per judge: interleaved rounds time it again
             if mode not in self._compiled:
                 self._compiled[mode] = self.torch.compile(model, mode=None if mode == "default" else mode)
             model = self._compiled[mode]
-        sets = [self.task.draw_inputs(seed, self.device) for seed in req["seeds"]]
+        sets = [self.task.draw_inputs(seed, self.device) for seed in req.seeds]
 
         def fn(*xs):
             with self.torch.no_grad():
                 return model(*xs)
 
-        timer = self._timer(fn, sets, req["config"])
+        timer = self._timer(fn, sets, req.config)
         summary = timer.measure(timer.reps_for(timer.warm_up()))
-        return {"ok": True, "timing": self._describe(summary, req)}
+        return {"ok": True, "timing": self._describe(summary, req.nvml_index)}
 
-    def _describe(self, summary: dict, req: dict) -> dict:
+    def _describe(self, summary: dict, nvml_index: int) -> dict:
         from cuda_agent.eval.timing import read_clocks
 
-        summary["clocks"] = read_clocks(req.get("nvml_index", 0)) if self.cuda else {}
+        summary["clocks"] = read_clocks(nvml_index) if self.cuda else {}
         summary["device"] = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
         return summary
 
@@ -270,6 +271,7 @@ def main(argv: list[str] | None = None) -> None:
     import argparse
 
     from cuda_agent.eval.channel import reply_fd_arg, serve
+    from cuda_agent.eval.protocol import JudgeRequest
 
     fd, rest = reply_fd_arg(list(sys.argv[1:] if argv is None else argv))
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.eval.judge")
@@ -289,7 +291,7 @@ def main(argv: list[str] | None = None) -> None:
                 "time_prepare": j.time_prepare, "time_loop": j.time_loop, "time_collect": j.time_collect,
                 "time_reference": j.time_reference, "_started": j.started}
 
-    serve(fd, start)
+    serve(fd, start, JudgeRequest)
 
 
 if __name__ == "__main__":

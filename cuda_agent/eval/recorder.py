@@ -19,6 +19,7 @@ import types
 from typing import Any
 
 from cuda_agent.eval.plan import ALLOC_FILL, C_TO_DTYPE, FILLS, INT_RANGE, VIEWS
+from cuda_agent.eval.protocol import Load, Record
 
 
 class Recording:
@@ -222,32 +223,32 @@ class _Recorder:
             (x.t().contiguous() + 1).sum(0)
             torch.nn.functional.linear(x, torch.empty(2, 8, device="meta"))
 
-    def load(self, req: dict) -> dict:
+    def load(self, req: Load) -> dict:
         torch = self.torch
-        sys.modules["kernel_runtime"] = make_runtime(torch, req.get("spec") or {}, self.current)
+        sys.modules["kernel_runtime"] = make_runtime(torch, req.spec, self.current)
         module = types.ModuleType("model_new")
         module.__file__ = "model_new.py"
         sys.modules["model_new"] = module
-        exec(compile(req["source"], "model_new.py", "exec"), module.__dict__)
+        exec(compile(req.source, "model_new.py", "exec"), module.__dict__)
         cls = getattr(module, "ModelNew", None)
         if cls is None:
             raise RuntimeError("model_new.py defines no class ModelNew")
-        init_args = [_meta_value(torch, d) for d in req["init_inputs"]]
+        init_args = [_meta_value(torch, d) for d in req.init_inputs]
         self.current[0] = rec = Recording()
-        torch.manual_seed(req.get("init_seed", 0))
+        torch.manual_seed(req.init_seed)
         with torch.device("meta"), make_mode(torch, rec):
             model = cls(*init_args)
-        mine, want = set(model.state_dict(keep_vars=True)), set(req["state"])
+        mine, want = set(model.state_dict(keep_vars=True)), set(req.state)
         if mine != want:
             raise RuntimeError("ModelNew's parameters/buffers must carry the same names as Model's "
                                f"(missing: {sorted(want - mine)[:5]}, unexpected: {sorted(mine - want)[:5]})")
         self.model, self.init = model, rec
         return {"ok": True, "init_compute": sorted(set(rec.compute))}
 
-    def record(self, req: dict) -> dict:
+    def record(self, req: Record) -> dict:
         torch = self.torch
         self.current[0] = rec = Recording()
-        inputs = [_meta_value(torch, d) for d in req["inputs"]]
+        inputs = [_meta_value(torch, d) for d in req.inputs]
         for i, x in enumerate(inputs):
             if isinstance(x, torch.Tensor):
                 rec.add(x, {"kind": "input", "index": i})
@@ -285,6 +286,7 @@ class _Recorder:
 
 def main(argv: list[str] | None = None) -> None:
     from cuda_agent.eval.channel import reply_fd_arg, serve
+    from cuda_agent.eval.protocol import RecorderRequest
 
     fd, _ = reply_fd_arg(list(sys.argv[1:] if argv is None else argv))
 
@@ -292,7 +294,7 @@ def main(argv: list[str] | None = None) -> None:
         r = _Recorder()
         return {"load": r.load, "record": r.record}
 
-    serve(fd, start)
+    serve(fd, start, RecorderRequest)
 
 
 if __name__ == "__main__":

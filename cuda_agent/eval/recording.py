@@ -8,76 +8,69 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from cuda_agent.eval import checks
 from cuda_agent.eval.channel import ChildError, JailedChild
+from cuda_agent.eval.context import EvalContext
+from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.dynamic_guards import judge_aten
 from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
-from cuda_agent.eval.verdict import Finding, Verdict
+from cuda_agent.eval.protocol import Load, Record
+from cuda_agent.eval.verdict import Finding
 from cuda_agent.untrusted_files import SOURCE_CAP, read_text
 
-if TYPE_CHECKING:
-    from cuda_agent.eval.evaluator import Evaluator
 
-
-def load_recorder(ev: Evaluator, recorder: JailedChild, candidate_dir: Path, spec: dict, verdict: Verdict) -> bool:
+def load_recorder(ctx: EvalContext, recorder: JailedChild, candidate_dir: Path, spec: dict, draft: Draft) -> bool:
     try:  # the candidate's file, read as untrusted_files says (a FIFO or a link there is not opened)
         source = read_text(candidate_dir / "model_new.py", root=candidate_dir, limit=SOURCE_CAP, shown="model_new.py")
     except OSError as e:
-        verdict.status, verdict.error = "error", str(e)
+        draft.fail("error", str(e))
         return False
-    resp = recorder.request({
-        "op": "load", "source": source, "spec": spec,
-        "init_inputs": [describe(x) for x in ev.ref.init_inputs], "init_seed": ev.cfg.init_seed,
-        "state": sorted(ev.ref.state_dict)}, ev.cfg.timeout_s)
-    if not resp.get("ok"):
-        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
-    return bool(resp.get("ok"))
+    resp = recorder.request(Load(source=source, spec=spec, init_inputs=[describe(x) for x in ctx.ref.init_inputs],
+                                 init_seed=ctx.cfg.init_seed, state=sorted(ctx.ref.state_dict)), ctx.cfg.timeout_s)
+    if not resp.ok:
+        draft.fail("runtime_error", resp.error_text())
+    return resp.ok
 
 
-def record_only(ev: Evaluator, candidate_dir: Path, verdict: Verdict) -> None:
+def record_only(ctx: EvalContext, candidate_dir: Path, draft: Draft) -> None:
     """Record one input set without judging it: names the torch compute forward did instead of kernels."""
-    recorder = ev.spares.take("recorder")
+    recorder = ctx.spares.take("recorder")
     try:
-        if load_recorder(ev, recorder, candidate_dir, {}, verdict):
-            inputs = ev.ref.inputs(secrets.randbits(31))
-            record_plan(ev, recorder, [describe(x) for x in inputs], {}, verdict)
+        if load_recorder(ctx, recorder, candidate_dir, {}, draft):
+            inputs = ctx.ref.inputs(secrets.randbits(31))
+            record_plan(ctx, recorder, [describe(x) for x in inputs], {}, draft)
     except ChildError as e:
-        verdict.notes.append(f"forward could not be recorded: {e}")
+        draft.note(f"forward could not be recorded: {e}")
     finally:
         recorder.kill()
 
 
-def record_plan(ev: Evaluator, recorder: JailedChild, described: list, spec: dict, verdict: Verdict) -> dict | None:
+def record_plan(ctx: EvalContext, recorder: JailedChild, described: list, spec: dict, draft: Draft) -> dict | None:
     """Record forward on one input set's layout (`described`); the plan once checked, or None with
-    the verdict saying why. Torch compute is a problem like any other: a replay would leave it out."""
-    resp = recorder.request({"op": "record", "inputs": described}, ev.cfg.timeout_s)
-    if resp.get("plan") is None:
-        verdict.status, verdict.error = "runtime_error", checks.error_text(resp)
+    the draft saying why. Torch compute is a problem like any other: a replay would leave it out."""
+    resp = recorder.request(Record(inputs=described), ctx.cfg.timeout_s)
+    if resp.plan is None:
+        draft.fail("runtime_error", resp.error_text())
         return None
-    problems = [Finding(guard=g, message=m) for g, m in resp.get("problems", [])]
-    problems += judge_aten(resp.get("compute", []))
-    foreign = [d for d in resp.get("devices", []) if d != ev.device.split(":")[0]]
+    problems = [Finding(guard=g, message=m) for g, m in resp.problems]
+    problems += judge_aten(resp.compute)
+    foreign = [d for d in resp.devices if d != ctx.device.split(":")[0]]
     if foreign:
         problems.append(Finding(guard="plan", message=(
             f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
             "x.new_empty, device=x.device)")))
-    if not resp.get("ok"):
-        verdict.status, verdict.error = "runtime_error", resp.get("error") or "forward failed while recorded"
+    if not resp.ok:
+        draft.fail("runtime_error", resp.error or "forward failed while recorded")
     else:
         try:
-            plan = Plan(**resp["plan"])
+            plan = Plan(**resp.plan)
         except Exception as e:
             problems.append(Finding(guard="plan", message=f"forward could not be written down as a plan: {e}"))
         else:
             problems += [Finding(guard="plan", message=p) for p in check_plan(
-                plan, spec, [tensor_nbytes(d) for d in described], ev.state_nbytes,
-                int(ev.budget_bytes * ev.cfg.memory_fraction))]
+                plan, spec, [tensor_nbytes(d) for d in described], ctx.state_nbytes, ctx.plan_budget())]
             if not any(s.op == "call" for s in plan.steps):
                 problems.append(Finding(guard="no_kernel", message=(
                     "forward called none of your launchers: all work must be done by your own kernels")))
-    for f in problems:
-        if f not in verdict.findings:
-            verdict.findings.append(f)
-    return plan.model_dump() if resp.get("ok") and not problems else None
+    draft.find(*problems)
+    return plan.model_dump() if resp.ok and not problems else None

@@ -42,9 +42,9 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
     calls: list[tuple[int, str]] = []
     request = JailedChild.request
 
-    def spy(self, msg, timeout):
-        calls.append((id(self), msg.get("op", "?")))
-        return request(self, msg, timeout)
+    def spy(self, req, timeout):
+        calls.append((id(self), req.op))
+        return request(self, req, timeout)
 
     with Evaluator(load_task(str(TASK / "model.py")), config(tmp_path), ahead="none") as ev:
         key = stale_cache(ev)
@@ -97,6 +97,7 @@ def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
     import torch
 
     from cuda_agent.eval.judge import _Judge
+    from cuda_agent.eval.protocol import TimeReference
 
     compiled: list[object] = []
 
@@ -112,7 +113,7 @@ def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
         torch.set_num_threads(threads)
     cfg = TimingConfig(warmup_ms=1, min_reps=3, max_reps=3, budget_ms=1).model_dump()
     for _ in range(3):
-        assert judge.time_reference({"seeds": [1], "config": cfg, "compile_mode": "default"})["ok"]
+        assert judge.time_reference(TimeReference(seeds=[1], config=cfg, compile_mode="default"))["ok"]
     assert compiled == [None]
 
 

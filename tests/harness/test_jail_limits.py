@@ -21,6 +21,7 @@ from cuda_agent import jail_limits
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.scratch import remove_tree
 from cuda_agent.jail import Jail, JailUnavailable, jail_problem, thread_count
+from attack_requests import Bomb, FillScratch, FillTmp
 from cuda_agent.tools.shell import run_command
 from jails import KINDS, make_jail
 
@@ -338,6 +339,7 @@ def test_many_files_or_folders_in_the_scratch_folder_are_stopped(folder, monkeyp
 CHILD = """
 import os, sys, time
 from cuda_agent.eval.channel import reply_fd_arg, serve
+from attack_requests import Attack
 FORK_BOMB = {bomb!r}
 
 def fill_tmp(req):
@@ -359,7 +361,7 @@ def bomb(req):
     raise RuntimeError('forked as far as it could')
 
 fd, _ = reply_fd_arg(sys.argv[1:])
-serve(fd, lambda: {{'fill_tmp': fill_tmp, 'fill_scratch': fill_scratch, 'bomb': bomb}})
+serve(fd, lambda: {{'fill_tmp': fill_tmp, 'fill_scratch': fill_scratch, 'bomb': bomb}}, Attack)
 """
 
 
@@ -372,7 +374,9 @@ def _child(tmp_path, kind: str) -> JailedChild:
     scratch.mkdir()
     jail = make_jail(kind, scratch, pids=64, tmp_bytes=64 * MiB, quota={scratch: 32 * MiB}, file_size=128 * MiB)
     jail.readable.append(mod)
-    jail.env["PYTHONPATH"] = f"{mod}:{Path(__file__).resolve().parents[2]}"
+    helpers = Path(__file__).resolve().parents[1] / "helpers"  # attack_requests.py
+    jail.readable.append(helpers)
+    jail.env["PYTHONPATH"] = f"{mod}:{helpers}:{Path(__file__).resolve().parents[2]}"
     return JailedChild("attacker", [], jail, scratch)
 
 
@@ -380,16 +384,16 @@ def _child(tmp_path, kind: str) -> JailedChild:
 def test_the_verdict_says_which_limit_the_candidate_reached(kind, tmp_path):
     child = _child(tmp_path, kind)
     try:
-        resp = child.request({"op": "fill_tmp"}, 60)
-        assert not resp["ok"]
-        assert resp["error"].startswith("the candidate filled its /tmp (limit 64 MiB): write less there; OSError")
+        resp = child.request(FillTmp(), 60)
+        assert not resp.ok
+        assert resp.error.startswith("the candidate filled its /tmp (limit 64 MiB): write less there; OSError")
         if os.getuid() == 0 and jail_limits.pids_base() is not None:
-            resp = child.request({"op": "bomb"}, 60)
-            assert resp["error"].startswith("the candidate filled its /tmp (limit 64 MiB): write less there; hit "
+            resp = child.request(Bomb(), 60)
+            assert resp.error.startswith("the candidate filled its /tmp (limit 64 MiB): write less there; hit "
                                             "its limit of 64 processes and threads (fork or thread creation failed): "
                                             "start fewer; RuntimeError: forked as far as it could"), resp
         with pytest.raises(ChildError) as e:
-            child.request({"op": "fill_scratch"}, 60)
+            child.request(FillScratch(), 60)
         assert e.value.kind == "crash"
         first = str(e.value).splitlines()[0]
         assert "filled its scratch folder (limit 32 MiB) and was stopped" in first

@@ -163,10 +163,10 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
     records: list[str] = []
     request = JailedChild.request
 
-    def spy(self, msg, timeout):
-        if msg.get("op") == "record":
+    def spy(self, req, timeout):
+        if req.op == "record":
             records.append(self.name)
-        return request(self, msg, timeout)
+        return request(self, req, timeout)
 
     monkeypatch.setattr(JailedChild, "request", spy)
     counter = ("        if next(_calls) >= 2:\n            return ()\n"

@@ -118,9 +118,9 @@ def test_timed_outputs_are_judged_against_references_made_after_the_loop(evaluat
 def test_what_a_forward_may_allocate_is_a_share_of_the_budget_fixed_at_the_start(evaluator, monkeypatch):
     """Not of what is free when the plan is checked, which this evaluation's own processes lower."""
     out_bytes = (1 << 15) * 4  # the task's one float output
-    monkeypatch.setattr(evaluator, "budget_bytes", 2 * out_bytes)  # memory_fraction 0.5: exactly the output
+    monkeypatch.setattr(evaluator.ctx, "budget_bytes", 2 * out_bytes)  # memory_fraction 0.5: exactly the output
     assert evaluator.evaluate(HERE / "honest").correct
-    monkeypatch.setattr(evaluator, "budget_bytes", out_bytes)
+    monkeypatch.setattr(evaluator.ctx, "budget_bytes", out_bytes)
     v = evaluator.evaluate(HERE / "honest")
     assert not v.correct and any("forward allocates" in f.message for f in v.findings if f.guard == "plan")
 

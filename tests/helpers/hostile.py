@@ -47,10 +47,10 @@ def judge_clock_reads_low(monkeypatch, factor: float = 1000.0) -> None:
 
     real = channel.JailedChild.request
 
-    def lying(self, msg, timeout):
-        resp = real(self, msg, timeout)
-        if msg.get("op") == "time_loop" and resp.get("ok"):
-            t = resp["timing"]
+    def lying(self, req, timeout):
+        resp = real(self, req, timeout)
+        if req.op == "time_loop" and resp.ok:
+            t = resp.timing
             for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
                 t[k] = t[k] / factor if t.get(k) else t.get(k)
         return resp

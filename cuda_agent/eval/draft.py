@@ -1,0 +1,117 @@
+"""The one writer of an evaluation's verdict. The phases (recording, correctness, timing,
+baselines) report what they found to a `Draft`; how a verdict may change (a finding is kept once,
+a failure sets the status and its reason, the reward follows from the rest) lives here alone, and
+`score()` makes the Verdict every later part reads. A phase never holds the Verdict itself.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Literal
+
+from cuda_agent.eval.reward import milestone_reward, speedup
+from cuda_agent.eval.verdict import Finding, SetResult, Status, Timing, Verdict
+
+Baselines = Literal["cached", "fresh", "interleaved"]
+
+
+class Draft:
+    """What one evaluation has found so far. Reading: `ok`, `status`, `timing`, `baselines`.
+    Writing: `fail`, `find`, `note`, `add_set`, `timed`, `baselines_timed`, `memory`, `spent`."""
+
+    def __init__(self, *, status: Status = "correct", error: str | None = None, findings: Iterable[Finding] = (),
+                 notes: Iterable[str] = ()):
+        self._v = Verdict(status=status, error=error)
+        self.find(*findings)
+        for text in notes:
+            self.note(text)
+
+    # -- reading ---------------------------------------------------------------------------
+    @property
+    def status(self) -> Status:
+        return self._v.status
+
+    @property
+    def ok(self) -> bool:
+        """Correct so far and no failing finding: the next phase may run."""
+        return self._v.status == "correct" and not self._v.failing_findings
+
+    @property
+    def failing(self) -> bool:
+        return bool(self._v.failing_findings)
+
+    @property
+    def timing(self) -> Timing | None:
+        return self._v.timing
+
+    @property
+    def baselines(self) -> Baselines | None:
+        return self._v.baselines
+
+    def guards(self) -> set[str]:
+        return {f.guard for f in self._v.findings}
+
+    # -- writing ---------------------------------------------------------------------------
+    def fail(self, status: Status, error: str | None = None) -> None:
+        """The evaluation failed (`status`), for `error` if one is given; a later failure's
+        reason replaces an earlier one's, as the last thing that went wrong is what stopped it."""
+        self._v.status = status
+        if error is not None:
+            self._v.error = error
+
+    def find(self, *findings: Finding | None) -> None:
+        """Each finding once (the same guard and message from every input set is one finding)."""
+        for f in findings:
+            if f is not None and f not in self._v.findings:
+                self._v.findings.append(f)
+
+    def note(self, text: str) -> None:
+        if text not in self._v.notes:
+            self._v.notes.append(text)
+
+    def add_set(self, result: SetResult) -> None:
+        """One input set's comparison; a wrong one makes the candidate incorrect."""
+        self._v.sets.append(result)
+        if not result.ok and self._v.status == "correct":
+            self._v.status = "incorrect"
+
+    def timed(self, timing: Timing) -> None:
+        self._v.timing = timing
+
+    def baselines_timed(self, how: Baselines, eager: Timing | None = None, compiled: Timing | None = None) -> None:
+        """The baselines' figures and how they were timed ("cached", "fresh", "interleaved")."""
+        self._v.baselines = how
+        self._v.eager, self._v.compiled = eager, compiled
+
+    def baselines_from(self, how: Baselines) -> None:
+        """Baselines are about to be filled one mode at a time (`baseline`), timed as `how` says."""
+        self._v.baselines = how
+
+    def baseline(self, mode: str, timing: Timing) -> None:
+        if mode == "eager":
+            self._v.eager = timing
+        else:
+            self._v.compiled = timing
+
+    def memory(self, who: str, peak_bytes: int) -> None:
+        """A process's peak GPU memory (torch's allocator), in GiB on the verdict; 0 is not recorded."""
+        if peak_bytes:
+            self._v.memory_gib[who] = round(peak_bytes / 2**30, 3)
+
+    # -- the verdict -------------------------------------------------------------------------
+    def score(self, seconds: dict[str, float]) -> Verdict:
+        """The verdict: a failing finding turns a correct candidate into a guard violation; the
+        speedups and the milestone reward follow from the figures; `seconds`, where the time went."""
+        v = self._v
+        guard_failed = bool(v.failing_findings)
+        if v.status == "correct" and guard_failed:
+            v.status = "guard_violation"
+        v.correct = v.status == "correct"
+        t = v.timing.median_ms if v.timing else None
+        te = v.eager.median_ms if v.eager else None
+        tc = v.compiled.median_ms if v.compiled else None
+        if v.correct and t:
+            v.speedup_vs_eager = speedup(te, t) if te else None
+            v.speedup_vs_compile = speedup(tc, t) if tc else None
+        v.reward = milestone_reward(v.correct, guard_failed, t, te, tc)
+        v.seconds = {k: round(x, 4) for k, x in seconds.items()}
+        return v
