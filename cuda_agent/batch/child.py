@@ -33,7 +33,7 @@ def main(argv: list[str]) -> int:
 
 
 def wait_for_job() -> TaskJob | None:
-    """Started ahead (proc.Ahead): import what every task needs, then wait for the job's path on
+    """Started ahead (proc.WaitingTaskProcess): import what every task needs, then wait for the job's path on
     stdin; from then on this process's output goes to the task's log, as a plain start's does."""
     t0 = time.time()
     import torch  # noqa: F401  the slow part of a task's start-up

@@ -2,7 +2,7 @@
 another machine: `python -m cuda_agent.batch.child JOB.json` in a session of its own (the batch
 decides when it is interrupted, and kills its whole group), its output appended to the task's log.
 
-The local runner starts them one ahead (Ahead): the next task's process imports torch and the
+The local runner starts them one ahead (WaitingTaskProcess): the next task's process imports torch and the
 harness while the current one starts up, then waits for its job on stdin. Still one process per
 task; only its start-up is no longer on the batch's path.
 """
@@ -34,7 +34,7 @@ def start_child(job: TaskJob) -> tuple[subprocess.Popen, object]:
     return proc, log
 
 
-class Ahead:
+class WaitingTaskProcess:
     """One task process waiting, its imports done, for the next job (child.py --wait)."""
 
     def __init__(self) -> None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cuda_agent.batch.job import TaskJob
-from cuda_agent.batch.proc import Ahead
+from cuda_agent.batch.proc import WaitingTaskProcess
 from cuda_agent.batch.rows import TaskRow
 from cuda_agent.jail import kill_group
 
@@ -40,7 +40,7 @@ class Runner:
         self.on_start, self.on_end = on_start, on_end
         self.admit = admit  # asked before each start; False leaves it and every later job unstarted
         self.running: list[_Running] = []
-        self.ahead = Ahead()  # the next task's process, started while this one starts up
+        self.ahead = WaitingTaskProcess()  # the next task's process, started while this one starts up
 
     def run(self, jobs: deque) -> None:
         """Run `jobs` (TaskJobs whose device is filled in here) until none is left."""
