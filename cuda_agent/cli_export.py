@@ -10,10 +10,11 @@ import typer
 
 from cuda_agent import install_hint
 from cuda_agent.cli_settings import fail
+from cuda_agent.run_folder import TRAJECTORY
 
 
 def export_command(
-    runs: List[Path] = typer.Argument(..., help="Run folders, batch folders or folders of runs (searched for trajectory.jsonl)."),
+    runs: List[Path] = typer.Argument(..., help=f"Run folders, batch folders or folders of runs (searched for {TRAJECTORY})."),
     fmt: str = typer.Option(..., "--format", "-f", help="sft (chat JSONL, every run), rft (chat JSONL, the best run per task) or verl (parquet of tasks)."),
     out: Path = typer.Option(..., "--out", "-o", help="The file to write (.jsonl for sft/rft, .parquet for verl)."),
     min_reward: Optional[int] = typer.Option(None, "--min-reward", help="Leave out runs whose best reward is below this (sft, rft; rft defaults to 2)."),

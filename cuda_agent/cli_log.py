@@ -24,12 +24,13 @@ def log_command(
     import git
 
     from cuda_agent.filenames import shown
+    from cuda_agent.run_folder import RunFolder
     from cuda_agent.workspace.git_dir import git_dir_of
     from cuda_agent.workspace.history import History
     from cuda_agent.workspace.ledger import LedgerError
     from cuda_agent.workspace.paths import WorkspaceError
 
-    work_tree = run_dir / "workspace" if not git_dir_of(run_dir).is_dir() else run_dir
+    work_tree = run_dir if git_dir_of(run_dir).is_dir() else RunFolder(run_dir).workspace  # a workspace, or a run
     try:
         history = History.open(work_tree)
         versions, best = history.versions(), history.best()

@@ -68,7 +68,7 @@ def mcp_command(
     try:
         done = serve_task(spec, settings, opened, settings_record=resolved.record(), http=listening)
     except Exception as e:  # a fault no part of the run made a verdict of: one line, the traceback in error.log
-        crashed(e, opened[0].workspace.root.parent)
+        crashed(e, opened[0].workspace.run_folder.path)
     if done is None:  # no tool was called: the run folder is gone (serve_task), and --out if this made it
         for folder in made:
             with contextlib.suppress(OSError):  # not empty: something else writes there now

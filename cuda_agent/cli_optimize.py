@@ -63,7 +63,7 @@ def optimize_command(
     from rich.markup import escape
 
     from cuda_agent.agent.script_device import cpu_refusal as script_cpu_refusal
-    from cuda_agent.run import RunRequest, RunSpec, finished_line, finished_run, run_task
+    from cuda_agent.run import RunHooks, RunRequest, RunSpec, finished_line, finished_run, run_task
 
     console = Console(stderr=json_out, quiet=quiet and not json_out)
     if (task is None) == (resume is None):
@@ -102,7 +102,7 @@ def optimize_command(
     from cuda_agent.progress import Progress
 
     opened = open_or_exit(spec, settings)
-    run_dir = opened[0].workspace.root.parent
+    run_dir = opened[0].workspace.run_folder.path
     for lock in opened[0].workspace.removed_locks:
         Console(stderr=True).print(f"removed {escape(str(lock))}: a stale git lock left by a process that is no "
                                    "longer running", highlight=False, soft_wrap=True)
@@ -113,8 +113,8 @@ def optimize_command(
     # terminal (the same console, so rich nests the two), else as lines on stderr
     progress = Progress(console if live else Console(stderr=True), quiet=quiet)
     try:
-        done = run_task(spec, settings, opened=opened, writer=writer, settings_record=resolved.record(),
-                        approval=ConsoleApproval(Console()) if confirm else None, progress=progress)
+        hooks = RunHooks(writer=writer, approval=ConsoleApproval(Console()) if confirm else None, progress=progress)
+        done = run_task(spec, settings, hooks, opened=opened, settings_record=resolved.record())
     except Exception as e:
         crashed(e, run_dir)
     if json_out:

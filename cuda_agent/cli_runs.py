@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn, Optional
 
 from cuda_agent.cli_settings import fail, fail_on, out_folder_problem
+from cuda_agent.run_folder import RunFolder
 
 if TYPE_CHECKING:
     from cuda_agent.agent.resume import ResumeState
@@ -22,7 +23,7 @@ def crashed(e: Exception, run_dir: Optional[Path]) -> NoReturn:
 
     where = ""
     if run_dir is not None and Path(run_dir).is_dir():
-        log = Path(run_dir) / "error.log"
+        log = RunFolder(run_dir).error_log
         with contextlib.suppress(OSError):
             log.write_text("".join(traceback.format_exception(e)))
             where = f" (traceback in {log})"
@@ -42,7 +43,7 @@ def new_run_folder(out: Path, task: str, inputs: Optional[Path]) -> Optional[Pat
     if enclosing_git_root(out) is None:
         return None
     with fail_on(TaskError, WorkspaceError):
-        return new_run_dir(out, load_task(task, inputs=inputs).name) / "workspace"
+        return RunFolder(new_run_dir(out, load_task(task, inputs=inputs).name)).workspace
 
 
 def open_or_exit(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeState | None]:
@@ -55,7 +56,7 @@ def open_or_exit(spec: RunSpec, settings: Settings) -> tuple[Environment, Resume
     except RunError as e:
         if spec.workspace is not None:  # the run folder made for it, left empty
             with contextlib.suppress(OSError):
-                spec.workspace.parent.rmdir()
+                RunFolder.around(spec.workspace).path.rmdir()
         fail(str(e))
     except Exception as e:  # a bug or a broken run folder: one line, never a traceback and exit 1
         crashed(e, spec.resume)

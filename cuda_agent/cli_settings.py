@@ -86,13 +86,14 @@ def resolve_or_exit(flags: dict[str, Any]):
 def keep_run_device(resolved, run_dir: Path | None) -> None:
     """A resumed run (`run_dir`; None: a new run) keeps the device its header names, unless a layer (a
     flag, the environment, a file) chose one: a CPU run resumed without --device cpu stays on the CPU."""
+    from cuda_agent.run_folder import RunFolder
     from cuda_agent.trajectory import read_trajectory
 
     if run_dir is None or "eval.device" in resolved.origins:
         return
     # unreadable: the default, and open_run says what is wrong with the folder
     with contextlib.suppress(OSError, ValueError, IndexError, KeyError, AttributeError, TypeError):
-        resolved.settings.eval.device = read_trajectory(run_dir / "trajectory.jsonl")[0].config["eval"]["device"]
+        resolved.settings.eval.device = read_trajectory(RunFolder(run_dir).trajectory)[0].config["eval"]["device"]
 
 
 # the README's route to a first verdict without a GPU: the example's host-only candidate (tests read it there)

@@ -10,18 +10,19 @@ import typer
 
 from cuda_agent import install_hint
 from cuda_agent.cli_settings import fail, keep_run_device, model_or_exit, resolve_or_exit
+from cuda_agent.run_folder import TRAJECTORY, WORKSPACE, RunFolder
 
 
 def tui_command(
-    run_dir: Path = typer.Argument(..., help="A run folder (what optimize wrote: workspace/, trajectory.jsonl)."),
+    run_dir: Path = typer.Argument(..., help=f"A run folder (what optimize wrote: {WORKSPACE}/, {TRAJECTORY})."),
     model: Optional[str] = typer.Option(None, "--model", "-m", help="Model for resuming, if the run was not started from the app."),
     api_base: Optional[str] = typer.Option(None, "--api-base", help="OpenAI-compatible server URL, for resuming."),
     script: Optional[Path] = typer.Option(None, "--script", help="Scripted model for resuming (optimize --script's file)."),
 ) -> None:
     """Keys: p pause/resume, a approve mode, m message the model, s stop, r resume, f profile,
     x diff base, y copy the workspace path, q quit (detach or stop); ctrl+p lists them all."""
-    if not (run_dir / "trajectory.jsonl").is_file():
-        fail(f"{run_dir} is not a run folder (no trajectory.jsonl); give the folder `cuda-agent optimize` printed")
+    if not RunFolder(run_dir).trajectory.is_file():
+        fail(f"{run_dir} is not a run folder (no {TRAJECTORY}); give the folder `cuda-agent optimize` printed")
     if model and script:
         fail("give --model or --script for resuming, not both")
     try:

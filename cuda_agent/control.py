@@ -1,7 +1,7 @@
 """The control channel between a running agent and whoever watches it (the TUI): files in the
-run folder's `control/`. `commands.jsonl` is appended by a client, one Command per line;
-`state.json` is rewritten whole (write, then rename) by the agent; `launch.json` says how the run
-was started, so a client can resume it the same way.
+run folder's `control/` (run_folder.py names them). `commands.jsonl` is appended by a client, one
+Command per line; `state.json` is rewritten whole (write, then rename) by the agent; `launch.json`
+says how the run was started, so a client can resume it the same way.
 
 Files rather than a socket: the agent and the app can each exit and come back (detach,
 re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from cuda_agent.follow import read_new_lines
 from cuda_agent.pid_alive import pid_alive
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.settings import Settings
 
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
@@ -63,16 +64,12 @@ class Launch(BaseModel):
     script: str | None = None  # a scripted model instead of settings.model
 
 
-def control_dir(run_dir: Path) -> Path:
-    return Path(run_dir) / "control"
-
-
 def send(run_dir: Path, op: Op, **fields: Any) -> Command:
     """Append one command; the agent picks it up within its poll interval."""
     cmd = Command(op=op, **fields)
-    folder = control_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / "commands.jsonl", "a", encoding="utf-8") as f:
+    run = RunFolder(run_dir)
+    run.control.mkdir(parents=True, exist_ok=True)
+    with open(run.commands, "a", encoding="utf-8") as f:
         f.write(cmd.model_dump_json() + "\n")
         f.flush()
         os.fsync(f.fileno())
@@ -81,18 +78,18 @@ def send(run_dir: Path, op: Op, **fields: Any) -> Command:
 
 def read_state(run_dir: Path) -> AgentState | None:
     try:
-        return AgentState.model_validate_json((control_dir(run_dir) / "state.json").read_text(encoding="utf-8"))
+        return AgentState.model_validate_json(RunFolder(run_dir).state.read_text(encoding="utf-8"))
     except (OSError, ValueError):  # absent, or caught between write and rename on odd filesystems
         return None
 
 
 def write_state(run_dir: Path, state: AgentState) -> None:
-    folder = control_dir(run_dir)
-    folder.mkdir(parents=True, exist_ok=True)
+    path = RunFolder(run_dir).state
+    path.parent.mkdir(parents=True, exist_ok=True)
     state.updated = time.time()
-    tmp = folder / f".state.{os.getpid()}.tmp"
+    tmp = path.with_name(f".{path.stem}.{os.getpid()}.tmp")
     tmp.write_text(state.model_dump_json(), encoding="utf-8")
-    os.replace(tmp, folder / "state.json")
+    os.replace(tmp, path)
 
 
 def agent_running(run_dir: Path, state: AgentState | None = None) -> bool:
@@ -109,21 +106,22 @@ def agent_activity(state: AgentState | None) -> str | None:
 
 def read_launch(run_dir: Path) -> Launch | None:
     try:
-        return Launch.model_validate_json((control_dir(run_dir) / "launch.json").read_text(encoding="utf-8"))
+        return Launch.model_validate_json(RunFolder(run_dir).launch.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
 
 
 def write_launch(run_dir: Path, launch: Launch) -> None:
-    control_dir(run_dir).mkdir(parents=True, exist_ok=True)
-    (control_dir(run_dir) / "launch.json").write_text(launch.model_dump_json(indent=1), encoding="utf-8")
+    path = RunFolder(run_dir).launch
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(launch.model_dump_json(indent=1), encoding="utf-8")
 
 
 class CommandReader:
     """Reads the commands appended since it was made (a resumed agent ignores older ones)."""
 
     def __init__(self, run_dir: Path):
-        self.path = control_dir(run_dir) / "commands.jsonl"
+        self.path = RunFolder(run_dir).commands
         self.offset = self.path.stat().st_size if self.path.exists() else 0
 
     def new(self) -> list[Command]:

@@ -2,28 +2,34 @@
 the TUI's agent process (`python -m cuda_agent.run REQUEST.json`) take. Open the run (a new
 workspace, or the run folder to resume), make the model, run the agent loop, finalize (re-verify
 the best version, report.md, the drop-in) and return a typed RunOutcome. The caller chooses only
-what differs: how the trajectory is shown, who approves tool calls, where evaluations run (a
-batch's pool) and whether an interrupted run is finalized.
+what differs, in one RunHooks: who answers, how the trajectory is shown, who approves tool calls
+and steers the run, where evaluations run (a batch's pool) and whether an interrupted run is
+finalized. Where the run keeps what is run_folder.py's (the RunFolder of its workspace).
 """
 
 from __future__ import annotations
 
 import contextlib
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ContextManager
+from typing import TYPE_CHECKING, Callable
 
 from pydantic import BaseModel, ConfigDict
 
 from cuda_agent.eval.verdict import Verdict
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.settings import Settings
 from cuda_agent.workspace.trailers import VersionInfo, metrics_of
 
 if TYPE_CHECKING:
     from cuda_agent.agent.loop import RunResult
     from cuda_agent.agent.interfaces import Model
+    from cuda_agent.agent.protocol import Approval
+    from cuda_agent.agent.remote import RemoteControl
     from cuda_agent.agent.resume import ResumeState
     from cuda_agent.environment import Environment
+    from cuda_agent.pool.base import EvaluatorLike
     from cuda_agent.progress import Progress
     from cuda_agent.results.finalize import FinalOutputs
     from cuda_agent.trajectory import TrajectoryWriter
@@ -31,8 +37,6 @@ if TYPE_CHECKING:
 # exit codes (README.md): 0 improved (> 5% faster than torch.compile), 1 correct but not faster,
 # 2 bad usage, 3 no correct version, 4 the run failed (model or harness error)
 EXIT_IMPROVED, EXIT_CORRECT, EXIT_USAGE, EXIT_NONE, EXIT_ERROR, EXIT_UNSCORABLE = 0, 1, 2, 3, 4, 5
-TRAJECTORY = "trajectory.jsonl"
-OUTCOME = "outcome.json"  # the last process's RunOutcome: what `--resume` of a finished run answers with
 
 
 class RunSpec(BaseModel):
@@ -83,6 +87,10 @@ class RunOutcome(BaseModel):
         return self.loop_error or self.finalize_error
 
     @property
+    def run_folder(self) -> RunFolder:
+        return RunFolder(self.run_dir)
+
+    @property
     def exit_code(self) -> int:
         if self.stop_reason.startswith(("model_error", "error")) or self.finalize_error:
             return EXIT_ERROR
@@ -107,14 +115,16 @@ class RunOutcome(BaseModel):
 
 def finished_run(run_dir: Path) -> RunOutcome | None:
     """When the run in `run_dir` is finished (its trajectory ends with a `finished` closing), its outcome
-    as its last process saved it; None when it is not finished or that was not saved (a run made before
-    outcome.json existed, or one killed while it was re-verified). A finished run is not continued."""
+    as its last process saved it (RunFolder.outcome); None when it is not finished or that was not saved
+    (a run made before outcome.json existed, or one killed while it was re-verified). A finished run is
+    not continued."""
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import read_trajectory
 
+    run = RunFolder(run_dir)
     try:
-        records = read_trajectory(Path(run_dir) / TRAJECTORY)
-        saved = RunOutcome.model_validate_json((Path(run_dir) / OUTCOME).read_text())
+        records = read_trajectory(run.trajectory)
+        saved = RunOutcome.model_validate_json(run.outcome.read_text())
     except (OSError, ValueError):
         return None  # not finished or not saved; open_run says what is wrong with a broken folder
     last = records[-1] if records else None
@@ -182,34 +192,49 @@ def model_problem(settings: Settings, script: Path | None, *, key: bool = True) 
     return None
 
 
-def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, ResumeState | None] | None = None,
-             writer: Callable[[Path, Model], TrajectoryWriter] | None = None, approval: Any = None,
-             remote: Any = None, evaluator_factory: Callable[[Environment], Callable[[], Any]] | None = None,
-             finalize_slot: Callable[[], ContextManager] = contextlib.nullcontext,
-             finalize_interrupted: bool = True, closed_only_finalize: bool = False,
-             settings_record: dict | None = None, model: Model | None = None,
-             progress: Progress | None = None) -> RunOutcome:
-    """Run the agent on one task and finalize it (the outcome is saved as the run folder's outcome.json).
-    `opened`: open_run()'s result, when the caller has it; `writer(path, model)` makes the trajectory writer;
-    `remote` is a control channel (RemoteControl); `evaluator_factory(env)` replaces the environment's
-    evaluators (a batch's pool); `finalize_slot()` is held while the best version is re-verified.
-    `finalize_interrupted=False` leaves a run the batch stopped for its next start; `closed_only_finalize`:
-    a resumed run whose trajectory ends with a closing (stopped while re-verifying) is only finalized.
-    `progress` shows the long steps: the first evaluation, the re-verification (cuda_agent/progress.py)."""
+@dataclass(frozen=True)
+class RunHooks:
+    """What a caller changes about a run; each left out is what a plain headless run does."""
+
+    # who answers: an MCP client's bridge, say; None: make_model's, from the settings and the spec's script
+    model: Model | None = None
+    # makes the trajectory's writer from its path and the model (a live display); None: a plain TrajectoryWriter
+    writer: Callable[[Path, Model], TrajectoryWriter] | None = None
+    approval: Approval | None = None  # asked before each tool call (--confirm's console)
+    # the run folder's control channel (the app): its approval, messages, pause and stop; it is closed
+    # with the stop reason when the loop ends
+    remote: RemoteControl | None = None
+    # the environment's evaluators made elsewhere: a batch's pool
+    evaluators: Callable[[Environment], Callable[[], EvaluatorLike]] | None = None
+    # held while the best version is re-verified (a batch's slot on the pool)
+    finalize_slot: Callable[[], contextlib.AbstractContextManager[object]] = contextlib.nullcontext
+    finalize_interrupted: bool = True  # False: a run the batch stopped is left for its next start
+    # a resumed run whose trajectory ends with a closing other than `interrupted` (it was stopped while
+    # re-verifying) is only finalized, not continued
+    closed_only_finalize: bool = False
+    progress: Progress | None = None  # shows the long steps: the first evaluation, the re-verification
+
+
+def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
+             opened: tuple[Environment, ResumeState | None] | None = None,
+             settings_record: dict | None = None) -> RunOutcome:
+    """Run the agent on one task and finalize it (the outcome is saved in the run folder, RunFolder.outcome).
+    `hooks`: what the caller changes (RunHooks); `opened`: open_run()'s result, when the caller has it;
+    `settings_record`: the settings' origins for the header (settings.Resolved.record())."""
     from cuda_agent.agent.loop import RunResult, run_agent
     from cuda_agent.records import Closing
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
     env, state = opened or open_run(spec, settings)
-    run_dir = env.workspace.root.parent
-    trajectory = run_dir / TRAJECTORY
-    last = read_trajectory(trajectory)[-1] if spec.resume is not None else None
+    run = env.workspace.run_folder
+    last = read_trajectory(run.trajectory)[-1] if spec.resume is not None else None
     # a finished run is never continued: at most finalized (killed while it was)
     ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
-        closed_only_finalize and last.stop_reason != "interrupted"))
-    if evaluator_factory is not None:
-        env.ctx.evaluator_factory = evaluator_factory(env)
-    env.ctx.progress = progress
+        hooks.closed_only_finalize and last.stop_reason != "interrupted"))
+    if hooks.evaluators is not None:
+        env.ctx.evaluator_factory = hooks.evaluators(env)
+    env.ctx.progress = hooks.progress
+    remote = hooks.remote
     result: RunResult | None = None
     final, final_error = None, None
     with env:
@@ -217,11 +242,11 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
             result = RunResult(last.stop_reason, env.workspace.best(), last.steps, last.tokens, last.cost,
                                last.unpriced_turns, last.wall_s, last.error)
         else:
-            model = model or make_model(settings, spec.script, skip=state.turns if state else 0)
-            out = writer(trajectory, model) if writer else TrajectoryWriter(trajectory)
+            model = hooks.model or make_model(settings, spec.script, skip=state.turns if state else 0)
+            out = hooks.writer(run.trajectory, model) if hooks.writer else TrajectoryWriter(run.trajectory)
             try:
-                result = run_agent(model, env, settings.limits, out, run_id=run_dir.name, resume_state=state,
-                                   approval=remote.approval if remote else approval,
+                result = run_agent(model, env, settings.limits, out, run_id=run.name, resume_state=state,
+                                   approval=remote.approval if remote else hooks.approval,
                                    inbox=remote.inbox if remote else None,
                                    checkpoint=remote.checkpoint if remote else None,
                                    settings_record=settings_record or {"values": settings.model_dump(mode="json")})
@@ -229,25 +254,25 @@ def run_task(spec: RunSpec, settings: Settings, *, opened: tuple[Environment, Re
                 out.close()
                 if remote is not None:
                     remote.close(result.stop_reason if result else "error")
-        if result.stop_reason != "interrupted" or finalize_interrupted:
-            with finalize_slot():
-                final, final_error = finalize(env, run_dir, result, progress)
+        if result.stop_reason != "interrupted" or hooks.finalize_interrupted:
+            with hooks.finalize_slot():
+                final, final_error = finalize(env, run, result, hooks.progress)
     verified = final.reverification.verified if final else None
-    done = RunOutcome(run_dir=run_dir, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
+    done = RunOutcome(run_dir=run.path, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
                       cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
                       best=verified.version if verified else None, verified=verified.verdict if verified else None,
                       report=final.report if final else None, dropin=final.dropin if final else None)
-    (run_dir / OUTCOME).write_text(done.model_dump_json(indent=1))
+    run.outcome.write_text(done.model_dump_json(indent=1))
     return done
 
 
-def finalize(env: Environment, run_dir: Path, result: RunResult,
+def finalize(env: Environment, run: RunFolder, result: RunResult,
              progress: Progress | None = None) -> tuple[FinalOutputs | None, str | None]:
     """Re-verify the run's best version, write report.md and the drop-in: (outputs, None), or (None, why not)."""
     from cuda_agent.results import finalize_run
 
     try:  # the result is what passes again with more input sets, not the run's own check
-        return finalize_run(env, run_dir, result, run_dir / TRAJECTORY, progress=progress), None
+        return finalize_run(env, run, result, progress=progress), None
     except Exception as e:  # the run's records stay; say why there is no report
         return None, f"finalizing the run failed: {type(e).__name__}: {e}"
 
@@ -267,14 +292,14 @@ def main(argv: list[str]) -> int:
     except RunError as e:
         print(f"error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    run_dir = opened[0].workspace.root.parent
+    run_dir = opened[0].workspace.run_folder.path
     remote = RemoteControl(run_dir, approve_mode=request.approve) if request.control else None
     if request.announce is not None:
         request.announce.write_text(str(run_dir))
     # the long steps as lines in the agent's log, and to the app's status line through the control state
     progress = Progress(on_change=remote.activity if remote else None)
-    done = run_task(request.spec, request.settings, opened=opened, remote=remote,
-                    settings_record=request.settings_record, progress=progress)
+    done = run_task(request.spec, request.settings, RunHooks(remote=remote, progress=progress), opened=opened,
+                    settings_record=request.settings_record)
     print(f"{done.stop_reason} after {done.steps} steps; {run_dir}")
     return done.exit_code
 

@@ -139,3 +139,9 @@ def test_the_library_never_imports_the_command_line():
 def test_records_import_nothing_of_the_project():
     """records.py is the trajectory's types, a leaf everything may import (TUI, export, resume)."""
     assert not set(import_graph().successors("cuda_agent.records"))
+
+
+def test_the_run_folder_layout_imports_nothing_of_the_project():
+    """run_folder.py names the run folder's paths for every layer (workspace/, the jail's callers, the
+    TUI, batch, export): a leaf, so the lowest of them can ask it."""
+    assert not set(import_graph().successors("cuda_agent.run_folder"))

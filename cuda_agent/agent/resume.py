@@ -25,11 +25,11 @@ from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.settings import ToolSettings
 from cuda_agent.records import Header, Record, ToolResultRecord, UserMessage
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace import VersionInfo, Workspace
 
-TRAJECTORY = "trajectory.jsonl"
 AFTER_FINISH = ("The run was resumed with more steps after you called finish: keep improving the kernel, "
                 "and call finish again when you are done.")
 
@@ -43,13 +43,13 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     """The environment, messages and counters to continue the run in `run_dir` with. The evaluation
     settings and tools are the run's own (from its header), so versions stay comparable;
     `eval_overrides` changes fields such as the device. `messages` is `state.messages`."""
-    run_dir = Path(run_dir)
-    path = run_dir / TRAJECTORY
+    run = RunFolder(Path(run_dir))
+    run_dir, path = run.path, run.trajectory
     if not path.is_file():
-        if (run_dir / "workspace").is_dir():  # optimize made it, and the run failed before its first record
-            raise ResumeError(f"{run_dir} holds no {TRAJECTORY}: its run failed before it started (error.log there "
-                              "says why, if it is there), so there is nothing to continue: start it anew")
-        raise ResumeError(f"{run_dir} holds no {TRAJECTORY}: give the run folder that `optimize` printed")
+        if run.workspace.is_dir():  # optimize made it, and the run failed before its first record
+            raise ResumeError(f"{run_dir} holds no {path.name}: its run failed before it started ({run.error_log.name} "
+                              "there says why, if it is there), so there is nothing to continue: start it anew")
+        raise ResumeError(f"{run_dir} holds no {path.name}: give the run folder that `optimize` printed")
     try:
         records = read_trajectory(path)
     except UnreadableFile as e:  # a symlink or a FIFO in its place: never followed (untrusted_files)

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from cuda_agent.batch.job import TaskJob, write_json_atomic
 from cuda_agent.batch.rows import TaskRow
+from cuda_agent.run_folder import RunFolder
 
 
 def main(argv: list[str]) -> int:
@@ -63,18 +64,19 @@ def _settings(job: TaskJob):
 def run_agent_task(job: TaskJob) -> TaskRow:
     from cuda_agent.pool import make_pool
     from cuda_agent.progress import Progress
-    from cuda_agent.run import RunError, RunSpec, run_task
+    from cuda_agent.run import RunError, RunHooks, RunSpec, run_task
     from cuda_agent.workspace.trailers import metrics_of
 
     pool = make_pool(job.pool)
     spec = (RunSpec(resume=job.run_dir, script=job.script) if job.resume
-            else RunSpec(task=str(job.task_path), workspace=job.run_dir / "workspace", script=job.script))
+            else RunSpec(task=str(job.task_path), workspace=RunFolder(job.run_dir).workspace, script=job.script))
+    # every evaluation of the run goes through the pool, re-verification in a slot of its own; a run the
+    # batch stops is finalized when it runs again; its long steps are lines in the task's log
+    hooks = RunHooks(evaluators=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
+                     finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
+                     closed_only_finalize=True, progress=Progress())
     try:
-        # every evaluation of the run goes through the pool, re-verification in a slot of its own
-        done = run_task(spec, _settings(job),
-                        evaluator_factory=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
-                        finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
-                        closed_only_finalize=True, progress=Progress())  # its long steps as lines in the task's log
+        done = run_task(spec, _settings(job), hooks)
     except RunError as e:
         return job.row("load_error", error=str(e))
     if done.stop_reason == "interrupted":  # re-verified when the batch runs again
@@ -84,7 +86,7 @@ def run_agent_task(job: TaskJob) -> TaskRow:
     return job.row("done", correct=v is not None, **metrics, steps=done.steps, tokens=done.tokens, cost=done.cost,
                    stop_reason=done.stop_reason, error=done.error.splitlines()[0][:500] if done.error else None,
                    wall_s=round(done.wall_s, 1), report=str(done.report) if done.report else None,
-                   dropin=str(done.dropin) if done.dropin else None, trajectory=str(done.run_dir / "trajectory.jsonl"))
+                   dropin=str(done.dropin) if done.dropin else None, trajectory=str(done.run_folder.trajectory))
 
 
 def run_eval(job: TaskJob) -> TaskRow:
@@ -102,7 +104,7 @@ def run_eval(job: TaskJob) -> TaskRow:
     finally:
         ev.close()
     job.run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(job.run_dir / "verdict.json", {"candidate": str(job.candidate), "device": job.device,
+    write_json_atomic(RunFolder(job.run_dir).verdict, {"candidate": str(job.candidate), "device": job.device,
                                                      "verdict": verdict.model_dump(mode="json")})
     return job.row("done", correct=verdict.correct, **metrics_of(verdict).model_dump(), stop_reason=verdict.status,
                    error=verdict.error.splitlines()[0][:500] if verdict.error else None,

@@ -12,6 +12,7 @@ from pydantic import BaseModel
 
 from cuda_agent.batch.rows import FINAL, TaskRow
 from cuda_agent.batch.tasks import TaskEntry
+from cuda_agent.run_folder import RunFolder
 
 Action = Literal["skip", "adopt", "resume", "new"]
 
@@ -52,7 +53,7 @@ def _plan_one(e: TaskEntry, row: TaskRow | None, layout: Layout, redo: bool, ret
         return Planned(entry=e, action="skip", row=row)
     elif row is None and (written := _written_row(result)) is not None and written.outcome in FINAL:
         return Planned(entry=e, action="adopt", row=written)
-    elif resumable and _has_header(run_dir / "trajectory.jsonl"):
+    elif resumable and _has_header(RunFolder(run_dir).trajectory):
         return Planned(entry=e, action="resume")
     shutil.rmtree(run_dir, ignore_errors=True)  # redo, or nothing to continue from (killed before its first record)
     return Planned(entry=e, action="new")

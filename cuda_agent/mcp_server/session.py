@@ -15,7 +15,8 @@ from typing import Callable
 from cuda_agent.agent.prompts import env_task_message, skill_text, system_message
 from cuda_agent.mcp_server.bridge import BridgeWriter, ClientBridge
 from cuda_agent.mcp_server.server import McpSession, Offer, StdioServed
-from cuda_agent.run import TRAJECTORY, RunOutcome, RunSpec, run_task
+from cuda_agent.run import RunHooks, RunOutcome, RunSpec, run_task
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.settings import Settings
 
 
@@ -55,7 +56,7 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
     socket `http`. None when no call ever came: nothing ran, and the run folder of a new run is
     removed again (a client that connects at every start leaves no trace)."""
     env = opened[0]
-    run_dir = env.workspace.root.parent
+    run = env.workspace.run_folder
     bridge = ClientBridge()
     session = McpSession(make_offer(env, settings), bridge)
     if http is not None:
@@ -70,14 +71,14 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
     except KeyboardInterrupt:  # over HTTP, Ctrl-C is how a server no client started a run on is stopped
         bridge.close(["the server was stopped before the run started"], failed=True)
         served.stop()
-        return _nothing_ran(spec, env, run_dir)
+        return _nothing_ran(spec, env, run)
     if not session.called:
         served.wait()
-        return _nothing_ran(spec, env, run_dir)
-    say(f"run folder: {run_dir} (driven by {bridge.name})")
+        return _nothing_ran(spec, env, run)
+    say(f"run folder: {run.path} (driven by {bridge.name})")
     try:
-        done = run_task(spec, settings, opened=opened, model=bridge, settings_record=settings_record,
-                        writer=lambda path, _: BridgeWriter(path, bridge))
+        done = run_task(spec, settings, RunHooks(model=bridge, writer=lambda path, _: BridgeWriter(path, bridge)),
+                        opened=opened, settings_record=settings_record)
     except BaseException as e:  # the client hears it; the command says it and keeps the traceback
         bridge.close([f"the run failed: {type(e).__name__}: {e}"], failed=True)
         served.stop()
@@ -94,7 +95,7 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
     return done
 
 
-def _nothing_ran(spec: RunSpec, env, run_dir) -> None:
+def _nothing_ran(spec: RunSpec, env, run: RunFolder) -> None:
     env.close()
-    if spec.resume is None and not (run_dir / TRAJECTORY).exists():
-        shutil.rmtree(run_dir, ignore_errors=True)
+    if spec.resume is None and not run.trajectory.exists():
+        shutil.rmtree(run.path, ignore_errors=True)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from cuda_agent.jail import Jail, kill_group, sandbox_enabled
 from cuda_agent.kernels.toolkit import find_cuda_tool
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.untrusted_files import read_fd
 
 MAX_CAPTURE = 64 << 20  # bytes of a wrapped run's stdout (or stderr) read back: ncu's CSV of one forward fits
@@ -78,7 +79,7 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     named = [*argv, *env.values(), *map(str, tool_installs(argv[0]))]
     readable = [p for p in _paths_named(named, cwd) if p != cwd and cwd not in p.parents]
     # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
-    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, hidden=[cwd.parent],
+    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, hidden=[RunFolder.around(cwd).path],
                 enabled=sandbox_enabled() if sandbox is None else sandbox)
     t0 = time.perf_counter()
     # files the parent opened before the run (untrusted_files): read back from the start, capped

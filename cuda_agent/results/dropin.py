@@ -1,6 +1,6 @@
 """The drop-in result: a folder a user imports to replace their layer with the verified version.
 
-    run_dir/dropin/
+    <run>/dropin/ (RunFolder.dropin)
       __init__.py  layer.py     Layer / load_layer: ModelNew behind checks (shapes, dtypes, device,
                                 contiguity, forward-only), from cuda_agent/results/dropin_layer.py
       verified.json             what those checks compare against; init_inputs.pt: constructor args
@@ -22,6 +22,7 @@ from cuda_agent.eval.baselines import default_cache_dir
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.kernels.build import build_kernels
 from cuda_agent.results.final import VerifiedTask, export_version
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.workspace import Workspace
 
 HERE = Path(__file__).resolve().parent
@@ -29,15 +30,14 @@ RUNTIME = HERE.parent / "kernels" / "runtime.py"
 INIT = '"""The verified kernels as a drop-in layer: see README.md."""\n\nfrom .layer import Layer, load_layer\n'
 
 
-def write_dropin(run_dir: Path, workspace: Workspace, version_sha: str, verified: Verdict, task_info: VerifiedTask,
+def write_dropin(run: RunFolder, workspace: Workspace, version_sha: str, verified: Verdict, task_info: VerifiedTask,
                  *, cache_dir: Path | None = None, arch: str | None = None) -> Path:
-    """Write run_dir/dropin (replacing an older one only once the new one is complete) and return it."""
+    """Write the run folder's dropin/ (replacing an older one only once the new one is complete) and return it."""
     if not verified.correct:
         raise ValueError(f"version {version_sha[:10]} did not pass re-verification ({verified.status}): "
                          "only a verified version becomes a drop-in")
-    run_dir = Path(run_dir)
-    final = run_dir / "dropin"
-    tmp = run_dir / f".dropin-{uuid.uuid4().hex[:8]}"
+    final = run.dropin
+    tmp = final.with_name(f".{final.name}-{uuid.uuid4().hex[:8]}")
     try:
         export_version(workspace, version_sha, tmp)
         shutil.copyfile(RUNTIME, tmp / "kernel_runtime.py")

@@ -11,17 +11,16 @@ from pathlib import Path
 from cuda_agent import install_hint
 from cuda_agent.records import Closing, Evaluation, Header, ModelTurn
 from cuda_agent.results.final import Reverification
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.workspace import VersionInfo, Workspace
 
-PLOT = "speedup.png"
 
-
-def write_report(run_dir: Path, workspace: Workspace, trajectory_path: Path | None, final: Reverification | None,
+def write_report(run: RunFolder, workspace: Workspace, trajectory_path: Path | None, final: Reverification | None,
                  result=None, *, dropin: Path | None = None, dropin_error: str | None = None) -> Path:
-    """Write run_dir/report.md (and run_dir/speedup.png when matplotlib is there); `result` is the
-    loop's RunResult, or None to take the stop reason and wall time from the trajectory."""
-    run_dir = Path(run_dir)
+    """Write the run folder's report.md (and its speedup.png when matplotlib is there) from the trajectory
+    at `trajectory_path` (the run's own: `run.trajectory`); `result` is the loop's RunResult, or None to
+    take the stop reason and wall time from the trajectory."""
     records = read_trajectory(trajectory_path) if trajectory_path and Path(trajectory_path).is_file() else []
     header = next((r for r in records if isinstance(r, Header)), None)
     closings = [r for r in records if isinstance(r, Closing)]
@@ -38,8 +37,8 @@ def write_report(run_dir: Path, workspace: Workspace, trajectory_path: Path | No
     lines += _result(final, dropin, dropin_error)
     lines += _table(versions, workspace.best(), final, steps)
     lines += _cost([r for r in records if isinstance(r, ModelTurn)])
-    lines += ["## Speedup over versions", "", _plot(versions, run_dir / PLOT), ""]
-    path = run_dir / "report.md"
+    lines += ["## Speedup over versions", "", _plot(versions, run.plot), ""]
+    path = run.report
     path.write_text("\n".join(lines))
     return path
 

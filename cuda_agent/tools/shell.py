@@ -15,6 +15,7 @@ from pydantic import Field
 
 from .base import StrictArgs, Tool, ToolContext, ToolError, ToolResult
 from cuda_agent.jail import Jail, JailUnavailable, kill_group, sandbox_enabled
+from cuda_agent.run_folder import RunFolder
 
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
 
@@ -65,7 +66,7 @@ def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = 
 def shell_jail(cwd: Path, sandbox: bool | None = None) -> Jail:
     """The shell's jail: the GPU's device nodes, writes to the workspace `cwd` only; the run folder
     around it (verdict ledger, trajectory) stays out of sight. The jail tests attack this one too."""
-    return Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[cwd.parent],
+    return Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[RunFolder.around(cwd).path],
                 enabled=sandbox_enabled() if sandbox is None else sandbox)
 
 

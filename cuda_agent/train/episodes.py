@@ -25,6 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.settings import ToolSettings
 from cuda_agent.task import DEFAULT_CLASS, Task, TaskError, load_task
 
@@ -113,7 +114,7 @@ class EpisodeHost:
         ws = self.workspace()
         self.env.close()
         if ws is not None and not self.settings.keep_workspaces:
-            shutil.rmtree(Path(ws).parent, ignore_errors=True)  # the episode's run folder
+            shutil.rmtree(RunFolder.around(Path(ws)).path, ignore_errors=True)  # the episode's run folder
 
 
 class LocalEpisode:

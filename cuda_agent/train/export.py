@@ -41,11 +41,12 @@ from typing import Literal
 from cuda_agent.agent.history import rebuild
 from cuda_agent.records import (EXTERNAL_MODEL_PREFIX, Closing, FormatErrorRecord, Header, ModelTurn, Resume,
                                 ToolResultRecord, Trim, UserMessage)
+from cuda_agent.run_folder import LEDGER, TRAJECTORY, RunFolder
 from cuda_agent.secrets import Redactor
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.train.run_episode import UNKNOWN, Episode
 from cuda_agent.untrusted_files import UnreadableFile
-from cuda_agent.workspace.ledger import LEDGER, LedgerError
+from cuda_agent.workspace.ledger import LedgerError
 
 NO_LEDGER = (f"no verdict ledger ({LEDGER}): the run was made before the harness kept one; re-run the task "
              "(or `optimize --resume` it and verify again) to export it")
@@ -79,7 +80,7 @@ class ExportReport:
     def why_empty(self) -> str:
         """Why nothing was written, in one line."""
         if not self.runs:
-            return "no run folder (a folder with trajectory.jsonl) under the paths given"
+            return f"no run folder (a folder with {TRAJECTORY}) under the paths given"
         left = "; ".join([f"{n} {why}" for why, n in sorted(self.skipped.items())]
                          + [f"refused {line}" for line in self.refused])
         return f"{self.runs} run(s) read, every one left out: {left}"
@@ -90,10 +91,10 @@ def find_runs(paths: list[Path]) -> list[Path]:
     found: set[Path] = set()
     for p in paths:
         p = Path(p)
-        if (p / "trajectory.jsonl").is_file():
+        if RunFolder(p).trajectory.is_file():
             found.add(p.resolve())
         elif p.is_dir():
-            found.update(t.parent.resolve() for t in p.rglob("trajectory.jsonl"))
+            found.update(run.path.resolve() for run in RunFolder.all_under(p))
         else:
             raise FileNotFoundError(f"{p} is neither a run folder nor a folder of runs")
     return sorted(found)
@@ -101,7 +102,7 @@ def find_runs(paths: list[Path]) -> list[Path]:
 
 def read_episode(run_dir: Path) -> Episode | None:
     """The run's history as the model was shown it (module doc); None when it has no header."""
-    records = read_trajectory(run_dir / "trajectory.jsonl")
+    records = read_trajectory(RunFolder(run_dir).trajectory)
     if not records or not isinstance(records[0], Header):
         return None
     header = records[0]
@@ -145,8 +146,9 @@ def ledger_reward(run_dir: Path, records: list, closing: Closing | None) -> tupl
     from cuda_agent.workspace.paths import WorkspaceError
 
     try:
-        history = History.open(run_dir / "workspace")
-        entries = history.entries() if (run_dir / LEDGER).exists() or (run_dir / LEDGER).is_symlink() else None
+        run = RunFolder(run_dir)
+        history = History.open(run.workspace)
+        entries = history.entries() if run.ledger.exists() or run.ledger.is_symlink() else None
         best = history.best() if entries is not None else None
     except (WorkspaceError, git.InvalidGitRepositoryError, git.NoSuchPathError, git.GitCommandError):
         return -1, "its workspace/ is missing or not a repository: the ledger's versions cannot be found"

@@ -46,10 +46,11 @@ def write_verl(episodes: list[Episode], out: Path, redact: Redactor) -> int:
 
 def task_source(ep: Episode) -> str:
     """The task file as the run was given it: model.py in the workspace's first commit."""
+    from cuda_agent.run_folder import RunFolder
     from cuda_agent.workspace.history import History
 
     try:
-        h = History.open(ep.path / "workspace")
+        h = History.open(RunFolder(ep.path).workspace)
         return h.show(h.root_commit(), "model.py").decode("utf-8", "replace")
     except Exception as e:  # a run folder without its workspace: the row says so rather than guessing
         return f"# task source unavailable: {type(e).__name__}"

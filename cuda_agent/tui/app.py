@@ -159,7 +159,7 @@ class RunApp(Steering, App):
             self.notify(f"diffs now compare against version {self.selected}")
 
     def action_copy_path(self) -> None:
-        path = str(self.view.run_dir / "workspace")
+        path = str(self.view.run.workspace)
         self.copy_to_clipboard(path)
         self.notify(f"copied {path}")
 

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from cuda_agent.control import Launch, agent_activity, read_state, write_launch
 from cuda_agent.run import RunRequest
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.tui.agent_process import start_agent
 
 
@@ -28,7 +29,7 @@ def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:
     script = request.spec.script
     write_launch(run_dir, Launch(settings=request.settings, script=str(Path(script).resolve()) if script else None))
     if log.exists():  # the agent keeps writing to it: a rename follows the open file
-        log.rename(run_dir / "agent.log")
+        log.rename(RunFolder(run_dir).agent_log)
     choice = RunApp(run_dir, agent=agent).run()
     state = read_state(run_dir)
     ended = state is not None and not state.running  # its loop: the process may still re-verify
@@ -44,7 +45,8 @@ def closing_line(choice: str | None, running: bool, run_dir: Path, *, ended: boo
     if still `running`, is finishing the run (`busy`: with what)."""
     if running and ended:
         now = f" ({busy})" if busy else ""
-        return (f"the run has ended; its process finishes it in the background{now}: report.md and the drop-in "
+        report = RunFolder(run_dir).report.name
+        return (f"the run has ended; its process finishes it in the background{now}: {report} and the drop-in "
                 f"follow in {run_dir} (cuda-agent tui {run_dir} shows it)")
     if choice == "stop" and running:
         return (f"the agent stops after its current step (everything is kept); resume with: cuda-agent tui {run_dir}, "

@@ -15,6 +15,7 @@ from cuda_agent.control import AgentState, Launch, agent_running, read_launch, r
 from cuda_agent.follow import read_new_lines
 from cuda_agent.records import (Closing, Evaluation, FormatErrorRecord, Header, ModelTurn, Resume,
                                 ToolResultRecord, Trim, UserMessage, parse_record)
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.workspace.trailers import VersionInfo
 
 
@@ -45,8 +46,9 @@ class StepView:
 
 class RunView:
     def __init__(self, run_dir: Path):
-        self.run_dir = Path(run_dir)
-        self.trajectory = self.run_dir / "trajectory.jsonl"
+        self.run = RunFolder(run_dir)
+        self.run_dir = self.run.path
+        self.trajectory = self.run.trajectory
         self.header: Header | None = None
         self.closing: Closing | None = None
         self.steps: list[StepView] = []  # by step number
@@ -116,7 +118,7 @@ class RunView:
             import git
 
             try:
-                self._repo = History.open(self.run_dir / "workspace")
+                self._repo = History.open(self.run.workspace)
             except (WorkspaceError, git.InvalidGitRepositoryError):
                 return None
         return self._repo

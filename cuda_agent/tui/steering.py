@@ -66,12 +66,11 @@ class Steering:
             self.notify("no tool call is waiting for a decision")
 
     def action_resume_run(self) -> None:
-        from cuda_agent.workspace.git_dir import git_dir_of
         from cuda_agent.workspace.run_lock import run_holder
 
         if self.view.live():
             self.notify("the run is already going")
-        elif holder := run_holder(git_dir_of(self.view.run_dir / "workspace")):  # an MCP client's run, say
+        elif holder := run_holder(self.view.run.history):  # an MCP client's run, say
             self.notify(f"this run is being run by another process ({holder}): it can be followed here, "
                         "and resumed once it ends", severity="warning")
         elif (request := self.resume_request()) is None:
@@ -79,7 +78,7 @@ class Steering:
                         "(or --script FILE)", severity="error")
         else:
             try:
-                self.agent, _ = agent_process.start_agent(request, self.view.run_dir / "agent.log")
+                self.agent, _ = agent_process.start_agent(request, self.view.run.agent_log)
                 self.notify("resumed")
             except RuntimeError as e:
                 self.notify(str(e), severity="error")

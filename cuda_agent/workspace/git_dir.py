@@ -15,6 +15,7 @@ import stat
 from pathlib import Path
 
 from ..eval.scratch import remove_tree
+from ..run_folder import RunFolder
 from ..untrusted_files import kind_of, read_bytes
 from .paths import WorkspaceError
 
@@ -25,8 +26,7 @@ def git_dir_of(work_tree: Path) -> Path:
     """Where a workspace's repository is kept: beside it (`<run>/workspace.git`), in the run folder that the jail
     of the shell, profile and sanitize shows empty and the file tools cannot name; never inside the workspace,
     where the model's shell writes. The workspace's own `.git` is only a pointer the harness writes (history.py)."""
-    work_tree = Path(work_tree)
-    return work_tree.with_name(f"{work_tree.name}.git")
+    return RunFolder.around(work_tree).history
 
 
 def find_git_dir(work_tree: Path) -> Path:

@@ -38,8 +38,9 @@ import git
 
 from ..eval.verdict import Verdict
 from ..filenames import shown
+from ..run_folder import RunFolder
 from .content import MAX_OBJECT_BYTES, VERSION_PATHS, content_digests, parse_batch
-from .ledger import LEDGER, LedgerEntry, append_entry, best_entries, read_entries
+from .ledger import LedgerEntry, append_entry, best_entries, read_entries
 from .paths import WorkspaceError
 from .git_dir import find_git_dir, git_dir_of, is_legacy, point_work_tree, remove_entry
 from .staging import BUILD_OUTPUTS, Gate, scan
@@ -159,7 +160,7 @@ class History:
         repo.git.update_environment(**{k: v for k, v in self._env.items()
                                        if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
         # the harness's record of its evaluations: in the run folder, beyond the model's reach
-        self.ledger = self.work_tree.parent / LEDGER
+        self.ledger = RunFolder.around(self.work_tree).ledger
         self._digests: dict[str, str | None] = {}  # commit -> content hash (a commit's objects never change)
         self.findings: list[str] = []  # what the last staging kept out or replaced, one line each (staging.py)
 

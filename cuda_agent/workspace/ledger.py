@@ -1,5 +1,5 @@
 """The verdict ledger: the harness's own record of every evaluation it ran, one JSON line each,
-in the run folder (`<run>/ledger.jsonl`, beside trajectory.jsonl, outside the workspace). Nothing
+in the run folder (`<run>/ledger.jsonl`, RunFolder.ledger: beside trajectory.jsonl, outside the workspace). Nothing
 jailed binds the run folder (the shell, profile and sanitize get the workspace only; the jail
 hides the run folder even where a read-only system path would hold it) and the file tools stay
 inside the workspace, so neither the model nor the candidate can write or read it.
@@ -27,7 +27,6 @@ from pydantic import BaseModel, Field, ValidationError
 from ..records import VersionMetrics
 from ..untrusted_files import UnreadableFile, read_bytes
 
-LEDGER = "ledger.jsonl"
 MAX_BYTES = 64 << 20  # some 100,000 evaluations; a bigger file is not one the harness wrote
 _FLAGS = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
 

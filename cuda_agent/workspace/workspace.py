@@ -7,6 +7,8 @@ as a git repository whose log is the optimisation history (DESIGN decision 6).
       .cuda-agent/workspace.json                                 task identity, protected hashes
       .git                                                       a pointer: gitdir: ../workspace.git
     runs/<task>-<YYYYmmdd-HHMMSS>/workspace.git/                 the history, out of the model's reach
+
+The run folder around it (`Workspace.run_folder`) is run_folder.py's: the trajectory, the ledger...
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import git
 from pydantic import BaseModel, ValidationError
 
 from ..eval.verdict import Verdict
+from ..run_folder import RunFolder
 from ..task import Task
 from .git_dir import find_git_dir, git_dir_of, is_legacy
 from .history import History, init_repo, lock_files, lock_holder
@@ -76,7 +79,7 @@ class Workspace:
                 raise WorkspaceError(f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
                                      "(or an explicit workspace path to put it there anyway)")
             made = new_run_dir(Path(runs_dir), task.name)
-            root = made / "workspace"
+            root = RunFolder(made).workspace
         else:
             root = Path(path)
             if root.exists() and (not root.is_dir() or any(root.iterdir())):
@@ -124,8 +127,8 @@ class Workspace:
         first. A git lock file no running process holds (a run killed mid-commit) is removed first
         (listed in `removed_locks`); one a running process may hold is a WorkspaceError saying what to do."""
         folder = Path(path)
-        if not git_dir_of(folder).is_dir() and (folder / "workspace").is_dir():
-            folder = folder / "workspace"
+        if not git_dir_of(folder).is_dir() and RunFolder(folder).workspace.is_dir():
+            folder = RunFolder(folder).workspace
         not_one = f"{path} is not a cuda-agent workspace: give a run's workspace/ folder (it holds {RECORD})"
         try:
             git_dir = find_git_dir(folder)
@@ -229,6 +232,11 @@ class Workspace:
     def best(self) -> VersionInfo | None:
         """The verdict ledger's best correct version found in the history (never the `best` ref)."""
         return self.history.best()
+
+    @property
+    def run_folder(self) -> RunFolder:
+        """The run folder this workspace is in (its trajectory, verdict ledger, report...)."""
+        return RunFolder.around(self.root)
 
     @property
     def head(self) -> str:

@@ -13,18 +13,19 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.agent.loop import Agent, AgentConfig
-from cuda_agent.agent.resume import TRAJECTORY, resume_run
+from cuda_agent.agent.resume import resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.jail import jail_problem
+from cuda_agent.run_folder import LEDGER, TRAJECTORY
 from cuda_agent.settings import ToolSettings
 from cuda_agent.task import load_task
 from cuda_agent.train.export import export
 from cuda_agent.train.rl_env import KernelEnv
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
-from cuda_agent.workspace.ledger import LEDGER, read_entries
+from cuda_agent.workspace.ledger import read_entries
 from test_loop import FINISH, TASK, WRITE_HONEST, call, turn
 
 FORGE = r"""set -e

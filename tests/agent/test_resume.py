@@ -15,12 +15,13 @@ import pytest
 from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import Agent, AgentConfig, run_agent
-from cuda_agent.agent.resume import AFTER_FINISH, INTERRUPTED, TRAJECTORY, resume_run
+from cuda_agent.agent.resume import AFTER_FINISH, INTERRUPTED, resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.cli import app
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.run_folder import TRAJECTORY
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.task import load_task
 from test_context import assert_paired

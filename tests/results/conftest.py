@@ -13,6 +13,7 @@ from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.run_folder import RunFolder
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.task import load_task
 
@@ -84,4 +85,4 @@ def make_config():
 def finalized(session):
     from cuda_agent.results import finalize_run
 
-    return finalize_run(session.env, session.run_dir, session.result, session.trajectory)
+    return finalize_run(session.env, RunFolder(session.run_dir), session.result)

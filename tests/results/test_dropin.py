@@ -13,6 +13,7 @@ import pytest
 
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.results.dropin import write_dropin
+from cuda_agent.run_folder import RunFolder
 
 # Runs in a fresh interpreter: cuda_agent cannot be imported there, so any use of it fails loudly.
 PROBE = r"""
@@ -126,7 +127,7 @@ def test_only_a_verified_version_becomes_a_drop_in_and_rewriting_replaces_it(fin
     rv = finalized.reverification
     ws, sha = session.env.workspace, rv.verified.version.sha
     with pytest.raises(ValueError, match="did not pass re-verification"):
-        write_dropin(session.run_dir, ws, sha, Verdict(status="incorrect"), rv.task)
-    again = write_dropin(session.run_dir, ws, sha, rv.verdict, rv.task, cache_dir=session.env.eval_config.cache_dir)
+        write_dropin(RunFolder(session.run_dir), ws, sha, Verdict(status="incorrect"), rv.task)
+    again = write_dropin(RunFolder(session.run_dir), ws, sha, rv.verdict, rv.task, cache_dir=session.env.eval_config.cache_dir)
     assert again == finalized.dropin and (again / "layer.py").is_file()
     assert not list(session.run_dir.glob(".dropin-*"))

@@ -9,6 +9,7 @@ import pytest
 
 from cuda_agent.results.final import Attempt, Reverification
 from cuda_agent.results.report import write_report
+from cuda_agent.run_folder import RunFolder
 
 
 def rows(text: str) -> dict[int, str]:
@@ -50,7 +51,7 @@ def test_without_matplotlib_the_report_says_so(session, tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib", None)  # import matplotlib now raises ImportError
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
     monkeypatch.setitem(sys.modules, "matplotlib.backends.backend_agg", None)
-    path = write_report(tmp_path, session.env.workspace, session.trajectory, None, session.result)
+    path = write_report(RunFolder(tmp_path), session.env.workspace, session.trajectory, None, session.result)
     text = path.read_text()
     assert "no plot: matplotlib is not installed" in text and not (tmp_path / "speedup.png").exists()
     assert "not re-verified" in text and len(rows(text)) == 4
@@ -63,7 +64,7 @@ def test_a_failed_reverification_is_said_plainly_in_the_report(session, finalize
     other = next(v for v in ws.versions() if v.correct and v.sha != best.sha)
     rv = Reverification(n_sets=10, run_sets=2, best=best, task=finalized.reverification.task,
                         attempts=[Attempt(best, failing), Attempt(other, passed.verdict)])
-    text = write_report(tmp_path, ws, session.trajectory, rv, None).read_text()
+    text = write_report(RunFolder(tmp_path), ws, session.trajectory, rv, None).read_text()
     table = rows(text)
     assert "failed re-verification" in table[best.version] and "**best**" in table[best.version]
     assert "re-verified" in table[other.version]

@@ -11,11 +11,12 @@ import pytest
 from cuda_agent import jail
 from cuda_agent.eval.verdict import Verdict
 from cuda_agent.profiling.runner import run_wrapped
+from cuda_agent.run_folder import LEDGER
 from cuda_agent.tools.base import ToolContext
 from cuda_agent.tools.files import ListFiles, ViewFile
 from cuda_agent.tools.shell import run_command
 from cuda_agent.workspace import Workspace, WorkspaceError
-from cuda_agent.workspace.ledger import LEDGER, read_entries
+from cuda_agent.workspace.ledger import read_entries
 
 EXAMPLE = "examples/scale_add_small/model.py"
 needs_jail = pytest.mark.skipif(jail.jail_problem() is not None, reason=str(jail.jail_problem()))

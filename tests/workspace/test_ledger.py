@@ -14,9 +14,10 @@ from pathlib import Path
 import pytest
 
 from cuda_agent.eval.verdict import Verdict
+from cuda_agent.run_folder import LEDGER
 from cuda_agent.workspace import Workspace
 from cuda_agent.workspace.content import version_digest
-from cuda_agent.workspace.ledger import LEDGER, MAX_BYTES, LedgerEntry, LedgerError, append_entry, read_entries
+from cuda_agent.workspace.ledger import MAX_BYTES, LedgerEntry, LedgerError, append_entry, read_entries
 
 FORGED = """v{n}: correct, 50.00x vs compile, reward 3
 

@@ -9,11 +9,12 @@ import os
 from pathlib import Path
 
 from cuda_agent.agent.loop import AgentConfig, run_agent
-from cuda_agent.agent.resume import TRAJECTORY, resume_run
+from cuda_agent.agent.resume import resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.records import ModelTurn, ToolResultRecord
+from cuda_agent.run_folder import TRAJECTORY
 from cuda_agent.tools.base import ToolContext
 from cuda_agent.tools.files import DeleteFile, ListFiles
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
