@@ -44,7 +44,8 @@ app.command("mcp", help="Serve one task's run over MCP (stdio, or streamable HTT
             "Codex or any MCP client drives the verified tools, recorded as optimize records its model.")(mcp_command)
 app.command("log", help="A run's history: the versions its verdict ledger records, then its commits, read without "
             "running anything its workspace holds.")(log_command)
-app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume.")(tui_command)
+app.command("tui", help="Open a run folder in the terminal app: follow, steer, browse, resume (a run not started "
+            "from the app: with --model and its options, or --script).")(tui_command)
 app.add_typer(config_app, name="config")
 app.command("batch", help="Run the agent over every task in a folder (or score candidates): resumable, on many GPUs.")(batch_command)
 app.command("compare", help="Two batch runs side by side: the paper's metrics and a head-to-head.")(compare_command)

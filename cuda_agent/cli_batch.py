@@ -9,11 +9,9 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, API_KEY_ENV, CONTEXT_TOKENS, MAX_CALLS, MAX_COST,
-                                     MAX_OUTPUT_TOKENS, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL,
-                                     NO_COMPILE, NO_GPU, NO_SANDBOX, PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE,
-                                     TOOLS, eval_flags, fail, fail_on, llm_flags, model_or_exit, out_folder_problem,
-                                     per_task, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_flags import JUDGE, MODEL, SettingFlags, setting_flags
+from cuda_agent.cli_settings import (NO_GPU, fail, fail_on, model_or_exit, out_folder_problem, require_device,
+                                     resolve_or_exit)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -66,8 +64,8 @@ def _scripts_or_exit(script: Path, entries: list, settings) -> None:
         model_or_exit(settings, script / f"{e.id}.json")
 
 
-def _eval_config(path: Optional[Path], **flags) -> dict:
-    """--eval-config's JSON: EvalConfig fields, on the command line's layer; `flags` given win."""
+def _eval_config(path: Optional[Path]) -> dict:
+    """--eval-config's JSON: EvalConfig fields, on the command line's layer (flags given win)."""
     from cuda_agent.eval.settings import EvalConfig
 
     data = {}
@@ -78,21 +76,14 @@ def _eval_config(path: Optional[Path], **flags) -> dict:
         except (OSError, ValueError) as e:
             fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
                   'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
-    return {**data, **{k: v for k, v in flags.items() if v is not None}}
+    return data
 
 
+@setting_flags(*MODEL, "limits", *JUDGE, per_task=True)
 def batch_command(
     task_dir: Path = typer.Argument(..., help="Folder of task files (KernelBench level folders work as they are)."),
     out: Path = typer.Option(..., "--out", help="The batch's run folder; run again with the same --out to resume."),
-    model: Optional[str] = MODEL,
-    api_base: Optional[str] = API_BASE,
-    tools: Optional[str] = TOOLS,
-    context_tokens: Optional[int] = CONTEXT_TOKENS,
-    temperature: Optional[float] = TEMPERATURE,
-    max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
-    price_in: Optional[float] = PRICE_IN,
-    price_out: Optional[float] = PRICE_OUT,
-    api_key_env: Optional[str] = API_KEY_ENV,
+    flags: SettingFlags = SettingFlags(),  # --model, --tools..., --max-steps... (per task): the settings named above
     script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of <task id>.json."),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
     candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself)."),
@@ -106,17 +97,7 @@ def batch_command(
     retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
     task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
     eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
-    max_steps: Optional[int] = per_task(MAX_STEPS),
-    max_cost: Optional[float] = per_task(MAX_COST),
     max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
-    max_tokens: Optional[int] = per_task(MAX_TOKENS),
-    max_wall: Optional[float] = per_task(MAX_WALL),
-    max_calls_per_turn: Optional[int] = MAX_CALLS,
-    target_speedup: Optional[float] = TARGET_SPEEDUP,
-    allow_shell: bool = ALLOW_SHELL,
-    no_sandbox: bool = NO_SANDBOX,
-    no_compile: bool = NO_COMPILE,
-    memory_budget: Optional[float] = MEMORY_BUDGET,
     ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray)."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr (the bar, or a line per task started and finished); the summary line still."),
 ) -> None:
@@ -130,7 +111,7 @@ def batch_command(
     from cuda_agent.batch.tasks import TaskDirError, candidate_folder, discover
 
     if eval_only:
-        if candidates is None or model or script:
+        if candidates is None or flags.get("model") or script:
             fail("--eval-only scores existing candidates: give --candidates DIR, and no --model or --script")
         if not candidates.is_dir():
             fail(f"candidates folder not found: {candidates} (it needs {CANDIDATE_LAYOUTS})")
@@ -138,14 +119,11 @@ def batch_command(
             fail("--max-total-cost caps model spending: --eval-only runs no model, leave it out")
     elif candidates is not None:
         fail("--candidates goes with --eval-only")
-    elif model and script:
+    elif flags.get("model") and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both; or --eval-only")
-    resolved = resolve_or_exit(run_flags(
-        model=model, api_base=api_base, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
-        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, max_calls_per_turn=max_calls_per_turn,
-        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out, api_key_env),
-        **_eval_config(eval_config, memory_budget_gib=memory_budget)))  # device: the pool's
+    given = flags.layer()  # the device: the pool's
+    given["eval"] = {**_eval_config(eval_config), **given.get("eval", {})}
+    resolved = resolve_or_exit(given)
     if not eval_only and script is None and not resolved.settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script; or --eval-only")
     if not device and not gpus and "eval.device" in resolved.origins:  # a settings file or CUDA_AGENT_EVAL__DEVICE
@@ -241,7 +219,7 @@ def baselines_command(
 
     with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
-    cfg = EvalConfig.model_validate(eval_flags(no_compile, **_eval_config(eval_config)))
+    cfg = EvalConfig.model_validate({**_eval_config(eval_config), **({"baselines": ["eager"]} if no_compile else {})})
     console, failed = Console(), 0
     ms = lambda v: "n/a" if v is None else f"{v:.4f} ms"  # noqa: E731
     todo = [(name, dev, e) for name, dev in one_device_per_type(_devices(gpus, device)).items() for e in entries]

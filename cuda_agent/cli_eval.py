@@ -9,25 +9,18 @@ from typing import NoReturn, Optional
 
 import typer
 
-from cuda_agent.cli_settings import (MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, eval_flags, fail, fail_on, require_device,
-                                     resolve_or_exit)
+from cuda_agent.cli_flags import SettingFlags, setting_flags
+from cuda_agent.cli_settings import fail, fail_on, require_device, resolve_or_exit
 
 
+@setting_flags("eval")
 def eval_command(
     task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Folder with model_new.py and kernels/*.cu."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py)."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels, nothing a GPU does (setting: eval.device; default cuda:0)."),
-    sets: Optional[int] = typer.Option(None, "--sets", min=1, help="Correctness input sets, fresh seeds each run (setting: eval.n_sets; default 5)."),
+    flags: SettingFlags = SettingFlags(),  # --device, --sets, --no-server...: the [eval] settings that have flags
     tolerance: Optional[str] = typer.Option(None, "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances)."),
-    allow_precision: bool = typer.Option(False, "--allow-precision", help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing (setting: eval.allow_precision)."),
-    no_compile: bool = NO_COMPILE,
-    arch: Optional[str] = typer.Option(None, "--arch", help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one) (setting: eval.arch)."),
-    timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds allowed per worker step before it is killed (setting: eval.timeout_s; default 120)."),
-    no_sandbox: bool = NO_SANDBOX,
-    memory_budget: Optional[float] = MEMORY_BUDGET,
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
-    no_server: bool = typer.Option(False, "--no-server", help="Evaluate in this process, not in the warm eval server that later evals of the same task reuse (setting: eval.server_idle_s = 0)."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
     4 runtime error or timeout, 5 task unscorable or harness error. Bad usage is one line on stderr;
@@ -40,10 +33,7 @@ def eval_command(
     from cuda_agent.eval.tolerance import Tolerances
     from cuda_agent.task import TaskError, load_task, parse_task_ref
 
-    cfg = resolve_or_exit({"eval": eval_flags(no_compile, no_sandbox, device=device, n_sets=sets, arch=arch,
-                                              timeout_s=timeout, allow_precision=True if allow_precision else None,
-                                              memory_budget_gib=memory_budget, server_idle_s=0 if no_server else None)
-                           }).settings.eval
+    cfg = resolve_or_exit(flags.layer()).settings.eval
     with fail_on(TaskError):  # the path only (torch is not loaded yet): a missing task is said first
         parse_task_ref(task)
     if not candidate.is_dir():

@@ -13,22 +13,17 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, MAX_STEPS, MAX_WALL, MEMORY_BUDGET, NO_COMPILE, NO_SANDBOX, fail,
-                                     keep_run_device, require_device, resolve_or_exit, run_flags)
+from cuda_agent.cli_flags import JUDGE, SettingFlags, setting_flags
+from cuda_agent.cli_settings import fail, keep_run_device, require_device, resolve_or_exit
 
 
+# no model flags: the client is the model; its steps and wall time are limits, its spending is its own
+@setting_flags("out", "eval.device", "limits.max_steps", "limits.max_wall_s", *JUDGE)
 def mcp_command(
     task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A finished run is left as it is: one line, and its exit code."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels (setting: eval.device; default cuda:0)."),
-    max_steps: Optional[int] = MAX_STEPS,
-    max_wall: Optional[float] = MAX_WALL,
-    allow_shell: bool = ALLOW_SHELL,
-    no_sandbox: bool = NO_SANDBOX,
-    no_compile: bool = NO_COMPILE,
-    memory_budget: Optional[float] = MEMORY_BUDGET,
+    flags: SettingFlags = SettingFlags(),  # --out, --device, --max-steps...: the settings named above
     http: Optional[str] = typer.Option(None, "--http", metavar="[HOST:]PORT", help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first tool call drives the run, a second is refused, and the run ends when its session does. No authentication: anything that reaches the port can edit files and run code in the run's jail, so a non-loopback HOST gets a warning."),
 ) -> None:
     """The run starts with the client's first tool call and ends with `finish`, a limit, or the client
@@ -46,16 +41,13 @@ def mcp_command(
         fail(f"the MCP server needs the official mcp SDK: {install_hint('mcp')}")
     if (task is None) == (resume is None):
         fail("give a TASK to start a run, or --resume RUN_DIR to continue one, not both")
-    if resume is not None and (inputs is not None or allow_shell or no_compile):
+    if resume is not None and (inputs is not None or "tools.allow_shell" in flags or "eval.baselines" in flags):
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
     listening = _listen_or_exit(http) if http is not None else None  # before any run folder is made
     if resume is not None and (saved := finished_run(resume)) is not None:
         typer.echo(finished_line(saved), err=True)
         raise typer.Exit(saved.exit_code)
-    resolved = resolve_or_exit(run_flags(
-        model=None, api_base=None, out=out, max_steps=max_steps, max_cost=None, max_tokens=None, max_wall=max_wall,
-        target_speedup=None, allow_shell=allow_shell, no_compile=no_compile, no_sandbox=no_sandbox, device=device,
-        memory_budget_gib=memory_budget))
+    resolved = resolve_or_exit(flags.layer())
     settings = resolved.settings
     keep_run_device(resolved, resume)
     require_device(settings.eval.device)

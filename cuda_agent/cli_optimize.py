@@ -16,40 +16,18 @@ from typing import Optional
 
 import typer
 
-from cuda_agent.cli_settings import (ALLOW_SHELL, API_BASE, API_KEY_ENV, CONTEXT_TOKENS, MAX_CALLS, MAX_COST,
-                                     MAX_OUTPUT_TOKENS, MAX_STEPS, MAX_TOKENS, MAX_WALL, MEMORY_BUDGET, MODEL,
-                                     NO_COMPILE, NO_SANDBOX, PRICE_IN, PRICE_OUT, TARGET_SPEEDUP, TEMPERATURE, TOOLS,
-                                     fail, keep_run_device, llm_flags, model_or_exit, require_device, resolve_or_exit,
-                                     run_flags)
+from cuda_agent.cli_flags import JUDGE, MODEL, SettingFlags, setting_flags
 from cuda_agent.cli_runs import crashed, new_run_folder, open_or_exit
+from cuda_agent.cli_settings import fail, keep_run_device, model_or_exit, require_device, resolve_or_exit
 
 
+@setting_flags(*MODEL, "out", "eval.device", "limits", *JUDGE)
 def optimize_command(
     task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
-    model: Optional[str] = MODEL,
-    api_base: Optional[str] = API_BASE,
-    tools: Optional[str] = TOOLS,
-    context_tokens: Optional[int] = CONTEXT_TOKENS,
-    temperature: Optional[float] = TEMPERATURE,
-    max_output_tokens: Optional[int] = MAX_OUTPUT_TOKENS,
-    price_in: Optional[float] = PRICE_IN,
-    price_out: Optional[float] = PRICE_OUT,
-    api_key_env: Optional[str] = API_KEY_ENV,
+    flags: SettingFlags = SettingFlags(),  # --model, --tools..., --max-steps...: the settings named above
     script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with \"responses\" (and \"name\"), as examples/scale_add_small/demo_session.json; on --resume the turns already taken are skipped."),
     resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."),
-    out: Optional[Path] = typer.Option(None, "--out", help="Folder for run folders (setting: out; default runs, in the folder the command runs in): outside any git repository, or in a folder its .gitignore lists (a clone's runs/)."),
     inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
-    device: Optional[str] = typer.Option(None, "--device", help="cuda:N, or cpu: host-only test kernels, nothing a GPU does (setting: eval.device; default cuda:0)."),
-    max_steps: Optional[int] = MAX_STEPS,
-    max_cost: Optional[float] = MAX_COST,
-    max_tokens: Optional[int] = MAX_TOKENS,
-    max_wall: Optional[float] = MAX_WALL,
-    max_calls_per_turn: Optional[int] = MAX_CALLS,
-    target_speedup: Optional[float] = TARGET_SPEEDUP,
-    allow_shell: bool = ALLOW_SHELL,
-    no_sandbox: bool = NO_SANDBOX,
-    no_compile: bool = NO_COMPILE,
-    memory_budget: Optional[float] = MEMORY_BUDGET,
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
     confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),
@@ -68,20 +46,16 @@ def optimize_command(
     console = Console(stderr=json_out, quiet=quiet and not json_out)
     if (task is None) == (resume is None):
         fail("give a TASK to start a run, or --resume RUN_DIR to continue one, not both")
-    if resume is not None and (inputs is not None or allow_shell or no_compile):
+    if resume is not None and (inputs is not None or "tools.allow_shell" in flags or "eval.baselines" in flags):
         fail("--inputs, --allow-shell and --no-compile-baseline come from the run being resumed; leave them out")
-    if model and script:
+    if flags.get("model") and script:
         fail("give --model (an LLM through litellm) or --script (a scripted model), not both")
     if resume is not None and (saved := finished_run(resume)) is not None:  # nothing runs, nothing changes
         Console(stderr=json_out).print(escape(finished_line(saved)), highlight=False, soft_wrap=True)
         if json_out:
             print(json.dumps(saved.summary(), indent=1))
         raise typer.Exit(saved.exit_code)
-    resolved = resolve_or_exit(run_flags(
-        model=model, api_base=api_base, out=out, max_steps=max_steps, max_cost=max_cost, max_tokens=max_tokens,
-        max_wall=max_wall, target_speedup=target_speedup, allow_shell=allow_shell, no_compile=no_compile,
-        no_sandbox=no_sandbox, device=device, max_calls_per_turn=max_calls_per_turn, memory_budget_gib=memory_budget,
-        llm=llm_flags(tools, context_tokens, temperature, max_output_tokens, price_in, price_out, api_key_env)))
+    resolved = resolve_or_exit(flags.layer())
     settings = resolved.settings
     if script is None and not settings.model:
         fail("give --model (or set CUDA_AGENT_MODEL, or model in cuda-agent.toml) or --script")

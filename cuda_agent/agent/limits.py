@@ -5,9 +5,11 @@ not import the loop). How steps count: loop.py."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from cuda_agent.flags import Flag
 
 if TYPE_CHECKING:
     from cuda_agent.workspace import VersionInfo
@@ -16,12 +18,21 @@ if TYPE_CHECKING:
 class AgentConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")  # a misspelt limit in a config file is an error, not ignored
 
-    max_steps: int = Field(50, ge=1)  # tool calls that run (a turn that runs none: one); none starts past it
-    max_cost: float | None = None  # dollars, over the priced turns (unpriced ones count as 0)
-    max_tokens: int | None = None  # prompt + completion tokens summed over turns (what is billed)
-    max_wall_s: float | None = None  # a deadline: no model request lasts past it, no tool starts past it
-    max_calls_per_turn: int = Field(8, ge=1)  # calls of one reply beyond these are answered "skipped"
-    target_speedup: float | None = None  # stop once the best correct version is this much faster...
+    # the flags' help (cuda_agent/flags.py); a batch counts the budgets per task
+    max_steps: Annotated[int, Flag(per_task=True)] = Field(50, ge=1, description=(
+        "Steps at most: each tool call that runs is one step, a model reply that runs none is one; no tool call "
+        "starts past it."))
+    max_cost: Annotated[float | None, Flag(per_task=True)] = Field(None, description=(
+        "Dollars at most over priced turns (unpriced ones count as 0)."))
+    max_tokens: Annotated[int | None, Flag(per_task=True)] = Field(None, description=(
+        "Prompt + completion tokens at most (summed over turns: what is billed)."))
+    max_wall_s: Annotated[float | None, Flag(name="--max-wall", per_task=True)] = Field(None, description=(
+        "Seconds of agent wall time at most: a deadline; no model request lasts past it (its timeout is the time "
+        "left, retries included) and no tool call starts past it; the re-verification at the end comes after it."))
+    max_calls_per_turn: Annotated[int, Flag()] = Field(8, ge=1, description=(
+        "Tool calls of one model reply that run; the rest are answered as skipped and never run."))
+    target_speedup: Annotated[float | None, Flag()] = Field(None, description=(
+        "Stop once the best version is this much faster than limits.target_baseline, torch.compile by default."))
     target_baseline: Literal["compile", "eager"] = "compile"  # ...than this baseline
     max_format_errors: int = Field(3, ge=1)  # turns in a row with no usable tool call
 

@@ -14,10 +14,9 @@ import warnings
 from typing import Any
 
 import tenacity
-from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from cuda_agent.agent.errors import LimitsExceeded, ModelError, error_kind
-from cuda_agent.agent.model_options import official_endpoint, server_window
+from cuda_agent.agent.model_options import ModelOptions, official_endpoint, server_window
 from cuda_agent.agent.protocol import ModelResponse, ToolCall, Usage
 from cuda_agent.agent.text_protocol import parse_action, to_text_messages
 from cuda_agent.secrets import Redactor
@@ -25,33 +24,19 @@ from cuda_agent.secrets import Redactor
 _LOCAL_PLACEHOLDER_KEY = "no-key"  # local servers ignore it; the OpenAI client insists on one
 
 
-class LitellmModelConfig(BaseModel):
-    """What a run records about its model: the env var's name, never its value."""
-
-    model_config = ConfigDict(extra="forbid")
+class LitellmModelConfig(ModelOptions):
+    """The model options (the `[llm]` settings, their fields and their price check) and what only the
+    client has: the model, its server, how it retries. A run records it, the key variable's name, never
+    its value. Without prices (price_in/price_out) a turn is priced by litellm's table for the model's
+    name only at the provider's own endpoint; at any other api_base the name may be borrowed (a local
+    server called openai/gpt-4o-mini): the turn is unpriced (cost None)."""
 
     model: str
     api_base: str | None = None
-    api_key_env: str | None = None
-    temperature: float | None = None  # None: the provider's default (some models accept no other)
-    max_tokens: int | None = None  # per reply (--max-output-tokens)
-    native_tools: bool | None = None  # None: ask litellm whether the model supports tool calling (--tools)
     retries: int = 4
     timeout_s: float = 600.0
     backoff_s: float = 2.0  # first retry waits about this long, doubling each time
     max_backoff_s: float = 60.0
-    context_tokens: int | None = Field(None, ge=1)  # overrides the server's report and litellm's model info (--context-tokens)
-    # USD per million prompt / completion tokens (--price-in/--price-out). Without them a turn is priced by
-    # litellm's table for the model's name only at the provider's own endpoint; at any other api_base the
-    # name may be borrowed (a local server called openai/gpt-4o-mini): the turn is unpriced (cost None)
-    price_in: float | None = None
-    price_out: float | None = None
-
-    @model_validator(mode="after")
-    def _both_prices(self) -> LitellmModelConfig:
-        if (self.price_in is None) != (self.price_out is None):
-            raise ValueError("give both price_in and price_out (USD per million tokens), or neither")
-        return self
 
 
 class EmptyReply(Exception):
@@ -83,10 +68,11 @@ def _litellm():
 class LitellmModel:
     """The Model protocol (agent/interfaces.py) through litellm."""
 
-    def __init__(self, model: str, api_base: str | None = None, api_key_env: str | None = None, **settings: Any):
-        """settings: the other LitellmModelConfig fields (temperature, max_tokens, native_tools,
-        retries, timeout_s, backoff_s, max_backoff_s, context_tokens); unknown names are an error."""
-        self.config = LitellmModelConfig(model=model, api_base=api_base, api_key_env=api_key_env, **settings)
+    def __init__(self, model: str, api_base: str | None = None, **settings: Any):
+        """settings: the other LitellmModelConfig fields: the model options (ModelOptions: tools,
+        context_tokens, temperature, max_output_tokens, prices, api_key_env) and retries, timeout_s,
+        backoff_s, max_backoff_s; unknown names are an error."""
+        self.config = LitellmModelConfig(model=model, api_base=api_base, **settings)
         self.name = model
         self._native: bool | None = self.config.native_tools
         self._window: tuple[int | None, str] | None = None  # (tokens, where from), once asked
@@ -149,7 +135,7 @@ class LitellmModel:
 
     @property
     def max_tokens(self) -> int | None:
-        return self.config.max_tokens
+        return self.config.max_output_tokens
 
     def count_tokens(self, messages: list[dict]) -> int | None:
         """litellm's tokenizer for the model's name; None (the loop's estimate) when litellm cannot
@@ -222,7 +208,7 @@ class LitellmModel:
     def _request(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         c = self.config
         optional = {"tools": tools, "api_base": c.api_base, "temperature": c.temperature,
-                    "max_tokens": c.max_tokens, "api_key": self._api_key()}
+                    "max_tokens": c.max_output_tokens, "api_key": self._api_key()}
         return {"model": c.model, "messages": messages, "timeout": c.timeout_s,
                 "num_retries": 0, "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
                 "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail

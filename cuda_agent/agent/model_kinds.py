@@ -40,7 +40,8 @@ def _litellm(settings: Settings, script: Path | None, skip: int) -> Model:
                              "or put model = \"...\" in cuda-agent.toml")
     from cuda_agent.agent.litellm_model import LitellmModel
 
-    return LitellmModel(settings.model, api_base=settings.api_base, **settings.llm.client_settings())
+    # the [llm] section as it is: LitellmModelConfig is ModelOptions plus the client's own fields
+    return LitellmModel(settings.model, api_base=settings.api_base, **settings.llm.model_dump())
 
 
 MODEL_KINDS: dict[str, ModelKind] = {

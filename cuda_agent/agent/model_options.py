@@ -1,16 +1,20 @@
-"""How the model is called (the `[llm]` settings; --tools, --context-tokens, --temperature,
---max-output-tokens, --price-in/--price-out, --api-key-env), and two facts about its server that litellm's
-tables cannot know: whether a price looked up by the model's name is this server's price, and the
-context window the server reports. Plain data and the standard library: no litellm here."""
+"""How the model is called (the `[llm]` settings, and the flags optimize and batch derive from them:
+--tools, --context-tokens, --temperature, --max-output-tokens, --price-in/--price-out, --api-key-env),
+and two facts about its server that litellm's tables cannot know: whether a price looked up by the
+model's name is this server's price, and the context window the server reports. Plain data and the
+standard library: no litellm here. A new model option is one field of ModelOptions: its flag, its
+setting, `config show` and the litellm client's config (LitellmModelConfig extends ModelOptions) follow."""
 
 from __future__ import annotations
 
 import json
 import urllib.request
-from typing import Any, Literal
+from typing import Annotated, Literal
 from urllib.parse import urlparse
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from cuda_agent.flags import Flag
 
 # the providers' own endpoints: only there is a price looked up by the model's name this server's price
 OFFICIAL_HOSTS = {"api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com", "api.mistral.ai",
@@ -24,19 +28,31 @@ SERVER_TIMEOUT_S = 5.0
 
 class ModelOptions(BaseModel):
     """The `[llm]` settings section: how the model is asked. None: the provider's default, or
-    litellm's table (window, price), or the server's own report (window)."""
+    litellm's table (window, price), or the server's own report (window). Each field is a flag too
+    (cuda_agent/flags.py): its description is the flag's help."""
 
     model_config = ConfigDict(extra="forbid")
 
-    tools: Literal["auto", "native", "text"] = "auto"  # auto: native when litellm says the model can
-    context_tokens: int | None = Field(None, ge=512)  # the model's window; default: the server's report, litellm's
-    temperature: float | None = Field(None, ge=0, le=2)
-    max_output_tokens: int | None = Field(None, ge=1)  # per reply
-    price_in: float | None = Field(None, ge=0)  # USD per million prompt tokens
-    price_out: float | None = Field(None, ge=0)  # USD per million completion tokens
-    # the environment variable that holds the key (its name only: the key never enters a setting or a record);
-    # None: the provider's usual one (OPENAI_API_KEY...), as litellm knows it
-    api_key_env: str | None = Field(None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    tools: Annotated[Literal["native", "text", "auto"], Flag()] = Field("auto", description=(
+        "How tool calls are exchanged: native (the provider's function calling), text (an ```action block in the "
+        "reply, for models and servers without it), auto (native when litellm's table says the model has it)."))
+    context_tokens: Annotated[int | None, Flag()] = Field(None, ge=512, description=(
+        "The model's context window in tokens, e.g. a local server's (llama.cpp: its --n_ctx); old observations "
+        "are trimmed to fit it; default: what a server at --api-base reports in /v1/models, else litellm's table."))
+    temperature: Annotated[float | None, Flag()] = Field(None, ge=0, le=2, description=(
+        "Sampling temperature; default: the provider's."))
+    max_output_tokens: Annotated[int | None, Flag()] = Field(None, ge=1, description=(
+        "Tokens one reply may take; default: the provider's."))
+    price_in: Annotated[float | None, Flag()] = Field(None, ge=0, description=(
+        "USD per million prompt tokens, with --price-out. Without them a turn is priced from litellm's table only "
+        "at the provider's own endpoint; with --api-base elsewhere it is unpriced."))
+    price_out: Annotated[float | None, Flag()] = Field(None, ge=0, description=(
+        "USD per million completion tokens, with --price-in."))
+    # its name only: the key never enters a setting or a record
+    api_key_env: Annotated[str | None, Flag(metavar="VARIABLE")] = Field(
+        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+            "The environment variable that holds the model's API key, e.g. MY_GATEWAY_KEY; default: the "
+            "provider's usual one, e.g. OPENAI_API_KEY. Its name only is recorded, never its value."))
 
     @model_validator(mode="after")
     def _both_prices(self) -> ModelOptions:
@@ -45,11 +61,10 @@ class ModelOptions(BaseModel):
                              "and completion tokens), or neither")
         return self
 
-    def client_settings(self) -> dict[str, Any]:
-        return {"native_tools": {"auto": None, "native": True, "text": False}[self.tools],
-                "context_tokens": self.context_tokens, "temperature": self.temperature,
-                "max_tokens": self.max_output_tokens, "price_in": self.price_in, "price_out": self.price_out,
-                "api_key_env": self.api_key_env}
+    @property
+    def native_tools(self) -> bool | None:
+        """The protocol `tools` asks for: True native, False text, None: as litellm's table says."""
+        return {"auto": None, "native": True, "text": False}[self.tools]
 
 
 def official_endpoint(api_base: str | None) -> bool:

@@ -129,7 +129,7 @@ def test_an_empty_reply_is_retried_and_then_a_model_error(tmp_path, fake_openai,
         fake_openai.reply(content="never read")
         fake_openai.script[-1]["body"]["choices"] = []
 
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, native_tools=True, backoff_s=0.01,
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native", backoff_s=0.01,
                          max_backoff_s=0.05, retries=2)
     empty()
     fake_openai.reply(content="here")

@@ -132,12 +132,12 @@ def test_the_neutral_values_follow_the_protocols_conventions(key):
 
 def test_the_litellm_model_answers_without_loading_litellm(monkeypatch):
     monkeypatch.setitem(sys.modules, "litellm", None)  # `import litellm` now fails, as on a GPU machine
-    model = LitellmModel("openai/gpt-x", api_base="http://localhost:9/v1", max_tokens=300, context_tokens=8192,
-                         native_tools=False)
+    model = LitellmModel("openai/gpt-x", api_base="http://localhost:9/v1", max_output_tokens=300,
+                         context_tokens=8192, tools="text")
     assert (model.max_tokens, model.context_window(), model.window_source) == (300, 8192, "context_tokens")
     assert model.window_source in WINDOW_SOURCES and model.native_tools is False
     assert model.count_tokens([{"role": "user", "content": "hi"}]) is None  # no litellm: the estimate
-    assert model.client_config()["max_tokens"] == 300 and model.secret_values() == []
+    assert model.client_config()["max_output_tokens"] == 300 and model.secret_values() == []
     json.dumps(model.client_config())  # what the header records
 
 

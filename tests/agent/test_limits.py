@@ -17,7 +17,7 @@ from cuda_agent.agent.loop import run_agent
 from cuda_agent.agent.resume import rebuild
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.cli import app
-from cuda_agent.cli_settings import run_flags
+from cuda_agent.cli_flags import SettingFlags
 from cuda_agent.settings import resolve
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from test_context import assert_paired
@@ -81,7 +81,7 @@ def test_a_model_request_ends_at_the_deadline_retries_and_waits_included(fake_op
     from cuda_agent.agent.litellm_model import LitellmModel
 
     messages = [{"role": "user", "content": "hi"}]
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, native_tools=True, timeout_s=600,
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native", timeout_s=600,
                          backoff_s=0.01, max_backoff_s=0.05)
     fake_openai.reply(content="quick")  # without a deadline nothing changes (and litellm is imported now)
     assert model.query(messages, []).content == "quick"
@@ -95,7 +95,7 @@ def test_a_model_request_ends_at_the_deadline_retries_and_waits_included(fake_op
     # a back-off never sleeps past the deadline either: 500s with 30-60 s waits
     fake_openai.script.clear()
     fake_openai.fail(500, times=5)
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, native_tools=True,
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native",
                          backoff_s=60, max_backoff_s=120)
     model.deadline = time.monotonic() + 1.0
     started = time.monotonic()
@@ -136,12 +136,11 @@ def test_the_command_holds_its_limits(tmp_path):
 
 
 def test_the_cap_is_a_setting_and_a_flag(tmp_path, monkeypatch):
-    flags = dict(model=None, api_base=None, max_steps=None, max_cost=None, max_tokens=None, max_wall=None,
-                 target_speedup=None, allow_shell=False, no_compile=False, no_sandbox=False)
-    assert resolve(run_flags(**flags), project_dir=tmp_path).settings.limits.max_calls_per_turn == 8
+    none = SettingFlags().layer()  # what optimize's flags give when none is passed
+    assert resolve(none, project_dir=tmp_path).settings.limits.max_calls_per_turn == 8
     monkeypatch.setenv("CUDA_AGENT_LIMITS__MAX_CALLS_PER_TURN", "5")
-    assert resolve(run_flags(**flags), project_dir=tmp_path).settings.limits.max_calls_per_turn == 5
-    resolved = resolve(run_flags(**flags, max_calls_per_turn=3), project_dir=tmp_path)
+    assert resolve(none, project_dir=tmp_path).settings.limits.max_calls_per_turn == 5
+    resolved = resolve(SettingFlags({"limits.max_calls_per_turn": 3}).layer(), project_dir=tmp_path)
     assert resolved.settings.limits.max_calls_per_turn == 3 and resolved.origins["limits.max_calls_per_turn"] == "flag"
     with pytest.raises(ValueError):
         AgentConfig(max_calls_per_turn=0)

@@ -31,7 +31,7 @@ def _key(monkeypatch):
 
 
 def make(server, **kw) -> LitellmModel:
-    kw.setdefault("native_tools", True)
+    kw.setdefault("tools", "native")
     return LitellmModel("openai/fake-model", api_base=server.base_url, api_key_env="FAKE_LLM_KEY",
                         backoff_s=0.01, max_backoff_s=0.05, **kw)
 
@@ -170,13 +170,13 @@ def test_missing_provider_key_names_the_variable(monkeypatch):
 def test_local_server_without_any_key(fake_openai, monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     fake_openai.reply(content="hi")
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, native_tools=True)
+    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native")
     assert model.query(MESSAGES, TOOLS).content == "hi"
 
 
 def test_text_protocol_when_the_model_has_no_native_tools(fake_openai):
     fake_openai.reply(content='Compile first.\n```action\n{"tool": "compile", "arguments": {"verbose": false}}\n```')
-    model = make(fake_openai, native_tools=None)  # litellm knows nothing of fake-model: text protocol
+    model = make(fake_openai, tools="auto")  # litellm knows nothing of fake-model: text protocol
     assert model.native_tools is False
     r = model.query(MESSAGES, TOOLS)
     calls = [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls]
@@ -190,7 +190,7 @@ def test_text_protocol_when_the_model_has_no_native_tools(fake_openai):
 def test_text_protocol_format_error_keeps_the_response(fake_openai):
     fake_openai.reply(content="```action\n{not json}\n```", prompt_tokens=50)
     with pytest.raises(FormatError) as e:
-        make(fake_openai, native_tools=False).query(MESSAGES, TOOLS)
+        make(fake_openai, tools="text").query(MESSAGES, TOOLS)
     assert FORMAT_HELP in str(e.value)
     assert e.value.response.usage.prompt_tokens == 50  # the loop can still count the turn
 
