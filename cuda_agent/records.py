@@ -1,4 +1,4 @@
-"""Trajectory record types (DESIGN decision 7): the lines of a run's trajectory.jsonl. A leaf: it
+"""Trajectory record types (docs/architecture.md): the lines of a run's trajectory.jsonl. A leaf: it
 imports nothing of cuda_agent, so the TUI, batch and the exporters read these types without the
 agent loop. Writing and reading the file is trajectory.py's.
 """

@@ -1,4 +1,4 @@
-"""A run's trajectory.jsonl (DESIGN decision 7): append-only, each record flushed and fsynced as it
+"""A run's trajectory.jsonl (docs/architecture.md): append-only, each record flushed and fsynced as it
 happens, so a crash loses at most the line being written (read back, a torn last line is skipped).
 Secrets never reach the file: every string of every record is redacted (secrets.Redactor, with the
 model keys the loop registers through `add_secrets`); the header's and resume's configs are scrubbed

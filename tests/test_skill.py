@@ -186,7 +186,7 @@ def test_example_forward_dispatches_no_torch_compute(example, monkeypatch):
     import torch
     from torch.utils._python_dispatch import TorchDispatchMode
 
-    from cuda_agent.eval.dynamic_guards import judge_aten
+    from cuda_agent.eval.dynamic_guards import aten_findings
 
     spec = parse_source(example["kernels/scale_add_relu.cu"].encode(), "kernels/scale_add_relu.cu")
     calls = []
@@ -223,7 +223,7 @@ def test_example_forward_dispatches_no_torch_compute(example, monkeypatch):
     with torch.no_grad(), Recorder():
         out = model_new(x, y)
     assert calls == ["scale_add_relu"]
-    assert not judge_aten(ops), ops
+    assert not aten_findings(ops), ops
     assert type(out) is torch.Tensor and out.shape == model(x, y).shape and out.is_contiguous()
 
 

@@ -1,10 +1,10 @@
-"""Eager and torch.compile baselines: timed like candidates, in their own worker, cached.
+"""Eager and torch.compile baselines: timed like candidates, in a judge of their own, cached.
 
 The cache key is (task hash, device name, torch version, dtypes, mode, timing method): the same
 task on the same GPU type is timed once, not once per candidate. The timing method (eval.timing:
 L2 flush, stream hold, warm-up, reps) is in it because it moves the figure: a baseline is only
 ever compared with a candidate timed the same way. Only the parent writes the cache file
-(workers run under a write sandbox), atomically (a temp file, then os.replace), under a lock
+(the jailed processes cannot write it), atomically (a temp file, then os.replace), under a lock
 file, so concurrent evaluators never read half a file nor lose each other's entries.
 
 The cache is not trusted on its word: every entry carries an HMAC-SHA256 tag over the canonical

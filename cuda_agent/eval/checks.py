@@ -1,4 +1,4 @@
-"""The parent's checks on what a worker handed back: outputs, mutated inputs, timed outputs and the
+"""The parent's checks on what the judge handed back: outputs, mutated inputs, timed outputs and the
 wall clock. Everything here runs in the judge's process on buffers it allocated itself.
 """
 
@@ -97,15 +97,15 @@ def _output_bytes(path: Path, want: int) -> bytearray | None:
 
 def new_threads(before: int, after: int) -> list[Finding]:
     """Threads the judge's process tree gained, counted from outside the jail (/proc)."""
-    from cuda_agent.eval.dynamic_guards import judge_side_work
+    from cuda_agent.eval.dynamic_guards import side_work_findings
 
-    return judge_side_work(0.0, None, after - before)
+    return side_work_findings(0.0, None, after - before)
 
 
 def side_work(timing: Timing) -> list[Finding]:
-    from cuda_agent.eval.dynamic_guards import judge_side_work
+    from cuda_agent.eval.dynamic_guards import side_work_findings
 
-    return judge_side_work(timing.median_ms, timing.host_median_ms, 0)
+    return side_work_findings(timing.median_ms, timing.host_median_ms, 0)
 
 
 def libraries(build: Any) -> set[str]:
@@ -152,7 +152,7 @@ def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str 
     return trap.tol, note
 
 
-def judge_set(seed: int, resp: RunResult, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
+def check_set(seed: int, resp: RunResult, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
               tol: Tolerances, fp32: bool, allow_precision: bool,
               probe: list | None = None) -> tuple[SetResult, list[Finding]]:
     """Compare what the judge wrote into `bufs` with the references, after checking what it says

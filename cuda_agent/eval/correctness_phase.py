@@ -10,7 +10,7 @@ from cuda_agent.eval import checks
 from cuda_agent.eval.channel import JailedChild
 from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.draft import Draft
-from cuda_agent.eval.dynamic_guards import judge_kernels
+from cuda_agent.eval.dynamic_guards import kernel_findings
 from cuda_agent.eval.plan import describe
 from cuda_agent.eval.protocol import Run
 from cuda_agent.eval.recording import record_plan
@@ -48,11 +48,11 @@ def check_sets(ctx: EvalContext, recorder: JailedChild, judge: JailedChild, buil
             draft.fail("runtime_error", resp.error_text())
             return out_tols
         if resp.kernels:
-            draft.find(*judge_kernels(resp.kernels, checks.own_kernels(build), checks.libraries(build),
+            draft.find(*kernel_findings(resp.kernels, checks.own_kernels(build), checks.libraries(build),
                                       allowed_torch=True))
         draft.find(*checks.new_threads(threads, judge.threads()))
         bufs = checks.read_outputs(files, resp.outputs, ref32)
-        result, found = checks.judge_set(seed, resp, bufs, ref32, ref64, out_tols, tol, ctx.ref.fp32,
+        result, found = checks.check_set(seed, resp, bufs, ref32, ref64, out_tols, tol, ctx.ref.fp32,
                                          ctx.cfg.allow_precision, probe=probe)
         draft.find(*found)
         if resp.mutated:

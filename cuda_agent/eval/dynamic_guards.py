@@ -1,5 +1,5 @@
 """Guards that watch the candidate's forward run: the ATen ops it dispatched and the GPU
-kernels it launched. The recording happens in the worker; the judging (these functions on
+kernels it launched. The recording happens in the jailed recorder and judge; the checking (these functions on
 plain lists of names) happens in the parent, which trusts only what it can re-check.
 """
 
@@ -23,7 +23,7 @@ def aten_base(op: str) -> str:
     return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[0]
 
 
-def judge_aten(ops: list[str]) -> list[Finding]:
+def aten_findings(ops: list[str]) -> list[Finding]:
     bad = Counter(aten_base(o) for o in ops if aten_base(o) not in ALLOWED_ATEN)
     if not bad:
         return []
@@ -66,7 +66,7 @@ def kernel_base(name: str) -> str:
     return "".join(out).split("::")[-1].strip()
 
 
-def judge_kernels(launched: list[str], own_kernels: list[str], libraries: set[str],
+def kernel_findings(launched: list[str], own_kernels: list[str], libraries: set[str],
                   allowed_torch: bool) -> list[Finding]:
     """Each launched kernel must be the candidate's own, an allowed library's, or torch's fill
     behind an allowed zeros/fill_ (`allowed_torch`)."""
@@ -84,7 +84,7 @@ def judge_kernels(launched: list[str], own_kernels: list[str], libraries: set[st
                     f"{names}; all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)")]
 
 
-def judge_side_work(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
+def side_work_findings(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
     """Events on the current stream vs a whole-device synchronize: a large gap is work elsewhere."""
     out = []
     if host_ms is not None and host_ms - event_ms > max(event_ms, 0.2):

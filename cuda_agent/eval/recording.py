@@ -12,7 +12,7 @@ from pathlib import Path
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.draft import Draft
-from cuda_agent.eval.dynamic_guards import judge_aten
+from cuda_agent.eval.dynamic_guards import aten_findings
 from cuda_agent.eval.plan import Plan, check_plan, describe, tensor_nbytes
 from cuda_agent.eval.protocol import Load, Record
 from cuda_agent.eval.verdict import Finding
@@ -53,7 +53,7 @@ def record_plan(ctx: EvalContext, recorder: JailedChild, described: list, spec: 
         draft.fail("runtime_error", resp.error_text())
         return None
     problems = [Finding(guard=g, message=m) for g, m in resp.problems]
-    problems += judge_aten(resp.compute)
+    problems += aten_findings(resp.compute)
     foreign = [d for d in resp.devices if d != ctx.device.split(":")[0]]
     if foreign:
         problems.append(Finding(guard="plan", message=(

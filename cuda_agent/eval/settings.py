@@ -23,7 +23,7 @@ class EvalConfig(BaseModel):
     # GPU memory (GiB) one evaluation may use, all its processes together; None: what the GPU has free
     # when the evaluator starts. A task that cannot fit is `unscorable` before any candidate runs
     memory_budget_gib: float | None = Field(None, gt=0)
-    timeout_s: float = 120.0  # per worker request (load, one input set, timing)
+    timeout_s: float = 120.0  # per request to a jailed process (load, one input set, timing)
     baseline_timeout_s: float = 900.0  # torch.compile can take minutes on big graphs
     baselines: list[str] = ["eager", "compile"]
     # 0: baselines from the cache (timed once per task, GPU and torch version). N: timed again in

@@ -1,4 +1,4 @@
-"""Time one callable the way a kernel engineer would trust (runs inside a worker process).
+"""Time one callable the way a kernel engineer would trust (runs inside a judge process).
 
 Per rep: whole-device synchronize, flush L2 (write a buffer twice its size), a short spin kernel
 that holds the stream (`hold_ms`, as nvbench's blocking kernel) while the forward's launches are

@@ -1,6 +1,6 @@
 """What one evaluation concludes: the types every later part reads (records, reports, reward).
 
-Plain pydantic models so a verdict round-trips through JSON (worker replies, trajectories,
+Plain pydantic models so a verdict round-trips through JSON (the judge's replies, trajectories,
 batch results) without pickling.
 """
 
@@ -18,7 +18,7 @@ Status = Literal[
     "guard_violation",  # a guard with severity "fail" fired (reward -1 even if outputs match)
     "compile_error",
     "runtime_error",  # exception, illegal address, OOM in the candidate
-    "timeout",  # the worker ran past its wall-time limit and was killed
+    "timeout",  # a jailed process ran past its wall-time limit and was killed
     "unscorable",  # the task itself cannot be scored (non-deterministic reference...)
     "error",  # the harness could not evaluate (bad task, bad candidate layout)
 ]

@@ -1,4 +1,4 @@
-"""kernels/*.cu -> one shared library per version, through a content-hash cache (DESIGN decision 1).
+"""kernels/*.cu -> one shared library per version, through a content-hash cache (docs/kernels.md).
 
 Each .cu is compiled on its own by plain nvcc (no torch headers: about a second, not a minute)
 into the object cache (objects.py), keyed by every file the compile read. An unchanged rebuild

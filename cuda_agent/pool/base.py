@@ -3,7 +3,7 @@
 - the evaluator side (the task's process, rebuilt there from the PoolSpec): `evaluator(task, cfg)`
   has the harness's Evaluator interface, and `slot(device)` holds one of the device's evaluation
   slots (re-verification at the end of a run takes one too).
-The harness never imports this package (DESIGN: eval/ imports no pool/, ray or git)."""
+The harness never imports this package (docs/architecture.md: eval/ imports no pool/, ray or git)."""
 
 from __future__ import annotations
 

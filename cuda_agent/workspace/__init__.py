@@ -1,4 +1,4 @@
-"""Per-task git workspace (DESIGN decision 6): the files the model sees, path safety, protected
+"""Per-task git workspace (docs/workspace.md): the files the model sees, path safety, protected
 files, and the history of evaluated versions as commits with metric trailers."""
 
 from .paths import PROTECTED, WorkspaceError

@@ -1,5 +1,5 @@
 """A per-task workspace: the folder the model works in, made from workspace_template/ and kept
-as a git repository whose log is the optimisation history (DESIGN decision 6).
+as a git repository whose log is the optimisation history (docs/workspace.md).
 
     runs/<task>-<YYYYmmdd-HHMMSS>/workspace/
       model.py  model.inputs.py  SKILL.md  kernel_runtime.py    protected (hash-checked)

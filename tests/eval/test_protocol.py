@@ -49,11 +49,11 @@ def test_outputs_claimed_but_not_described_do_not_pass():
     output, nothing would be compared and the set would pass: it is wrong instead."""
     ref = torch.ones(8)
     forged = RunResult(ok=True, n_outputs=1, outputs=[])
-    result, found = checks.judge_set(1, forged, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
+    result, found = checks.check_set(1, forged, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
     assert not result.ok and "output" in result.error
     honest = RunResult(ok=True, n_outputs=1, outputs=[OutputMeta(plain=True, type="Tensor", shape=[8], stride=[1],
                                                                  dtype="float32")])
-    result, found = checks.judge_set(1, honest, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
+    result, found = checks.check_set(1, honest, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
     assert result.ok and not found
 
 

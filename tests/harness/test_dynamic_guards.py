@@ -1,11 +1,11 @@
 """Judging what the worker recorded during forward: ATen ops, kernel names, side work."""
 
-from cuda_agent.eval.dynamic_guards import judge_aten, judge_kernels, judge_side_work, kernel_base
+from cuda_agent.eval.dynamic_guards import aten_findings, kernel_findings, side_work_findings, kernel_base
 
 
 def test_allocation_and_views_pass_compute_fails():
-    assert judge_aten(["aten.empty_like.default", "aten.view.default", "aten.t.default"]) == []
-    (f,) = judge_aten(["aten.empty.memory_format", "aten.relu.default", "aten.mm.default", "aten.mm.default"])
+    assert aten_findings(["aten.empty_like.default", "aten.view.default", "aten.t.default"]) == []
+    (f,) = aten_findings(["aten.empty.memory_format", "aten.relu.default", "aten.mm.default", "aten.mm.default"])
     assert f.guard == "aten_in_forward" and "relu" in f.message and "mm (x2)" in f.message
 
 
@@ -17,23 +17,23 @@ def test_kernel_base_names():
 
 def test_only_own_kernels_may_run():
     own = ["relu_kernel"]
-    assert judge_kernels(["void relu_kernel(float*, int)"], own, set(), allowed_torch=False) == []
-    (f,) = judge_kernels(["void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"],
+    assert kernel_findings(["void relu_kernel(float*, int)"], own, set(), allowed_torch=False) == []
+    (f,) = kernel_findings(["void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"],
                          own, set(), allowed_torch=True)
     assert f.guard == "foreign_kernel" and "AddFunctor" in f.message
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>()"
-    assert judge_kernels([fill], own, set(), allowed_torch=True) == []
+    assert kernel_findings([fill], own, set(), allowed_torch=True) == []
     gemm = "sm90_xmma_gemm_f32f32_tf32f32_f32_nn_n_tilesize128x128x32"
-    assert judge_kernels([gemm], own, set(), allowed_torch=False)  # cuBLAS only when the candidate links it
-    assert judge_kernels([gemm], own, {"cublas"}, allowed_torch=False) == []
+    assert kernel_findings([gemm], own, set(), allowed_torch=False)  # cuBLAS only when the candidate links it
+    assert kernel_findings([gemm], own, {"cublas"}, allowed_torch=False) == []
 
 
 def test_side_work_gap_and_threads():
-    assert judge_side_work(1.0, 1.05, 0) == []
-    assert judge_side_work(0.01, 0.03, 0) == []  # launch overhead on a tiny kernel is no finding
-    (f,) = judge_side_work(0.05, 2.0, 0)
+    assert side_work_findings(1.0, 1.05, 0) == []
+    assert side_work_findings(0.01, 0.03, 0) == []  # launch overhead on a tiny kernel is no finding
+    (f,) = side_work_findings(0.05, 2.0, 0)
     assert f.guard == "side_stream"
-    (g,) = judge_side_work(1.0, 1.0, 2)
+    (g,) = side_work_findings(1.0, 1.0, 2)
     assert g.guard == "side_stream" and "thread" in g.message
 
 

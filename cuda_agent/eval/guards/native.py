@@ -1,4 +1,4 @@
-"""Judge the built library, not only its source (DESIGN: the trust boundary; docs/guards.md).
+"""Judge the built library, not only its source (docs/harness.md, the trust boundary; docs/guards.md).
 
 A candidate's host code runs inside the judge's process, and its source can hide what it does
 from the source guards: an asm label renames an import, a weak declaration binds to whatever the

@@ -1,7 +1,7 @@
 """Static guards over a candidate folder: model_new.py through `ast`, kernels/ through tree-sitter.
 
 Static checks run before anything is built or imported, so a hack named here never
-gets to run; the dynamic guards in the worker catch what only shows at run time. After the build,
+gets to run; the dynamic guards in the recorder and the judge catch what only shows at run time. After the build,
 check_build_inputs runs the same rules over every other file nvcc read (its dependency lists).
 """
 

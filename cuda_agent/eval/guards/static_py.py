@@ -26,7 +26,7 @@ def check_model_new(source: str, *, filename: str = "model_new.py", task_fp32: b
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as e:
-        # It can't run either; the worker's import reports the error itself.
+        # It can't run either; the recorder's import reports the error itself.
         return [Finding(guard="static_parse", severity="info", where=f"{filename}:{e.lineno or 0}",
                         message=f"{filename} does not parse ({e.msg}); static guards skipped")]
     for node in ast.walk(tree):
