@@ -4,6 +4,7 @@ client: before the run starts a newer client takes an idle session's place, once
 second client is refused with a one-line reason; the run ends with `finish` or with its client's
 session, and the server then exits with optimize's codes. Bad --http values are one-line errors."""
 
+import builtins
 import json
 import re
 import signal
@@ -74,7 +75,8 @@ def text(result: types.CallToolResult) -> str:
 
 
 def innermost(e: BaseException) -> BaseException:
-    while isinstance(e, BaseExceptionGroup):
+    groups = getattr(builtins, "BaseExceptionGroup", ())  # Python 3.11 on; anyio's own on 3.10
+    while isinstance(e, groups) or type(e).__name__ in ("BaseExceptionGroup", "ExceptionGroup"):
         e = e.exceptions[0]
     return e
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.agent.history import INTERRUPTED, ResumeState, rebuild
+from cuda_agent.agent.history import ResumeState, rebuild
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.settings import ToolSettings

@@ -197,7 +197,7 @@ class Reference:
         buffers = {k: v.clone() for k, v in self.model64.named_buffers()}
         try:
             with self._code("forward in float64 with TF32-rounded operands"):
-                low, rounded = rounded_forward(lambda: flatten(self.model64(*doubles)))
+                low, rounded = rounded_forward(lambda d=doubles: flatten(self.model64(*d)))
         except TaskCodeError as e:
             self.probe_rounds = False
             self.notes.append(f"no TF32 probe ({e}); precision judged normwise only")

@@ -22,7 +22,7 @@ import stat
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import Field, ValidationError
 
 from ..records import VersionMetrics
 from ..untrusted_files import UnreadableFile, read_bytes

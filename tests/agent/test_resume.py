@@ -15,7 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import Agent, AgentConfig, run_agent
-from cuda_agent.agent.resume import AFTER_FINISH, INTERRUPTED, resume_run
+from cuda_agent.agent.history import INTERRUPTED
+from cuda_agent.agent.resume import AFTER_FINISH, resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.cli import app
 from cuda_agent.environment import Environment

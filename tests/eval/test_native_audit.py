@@ -175,7 +175,7 @@ def test_honest_candidate_passes_every_static_guard(entry):
     """The idioms of issue 25 item 9 (handles in statics, algorithm caches, compiler barriers, SKILL.md's
     launcher idioms): no finding of any severity from model_new.py's or kernels/' rules."""
     assert check_candidate_static(entry, task_fp32=True) == []
-    launchers = {l.name: l for l in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
+    launchers = {f.name: f for f in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
     for node in ast.walk(ast.parse((entry / "model_new.py").read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels":

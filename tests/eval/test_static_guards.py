@@ -91,7 +91,7 @@ def test_example_candidates_pass(candidate):
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=ids(ENTRIES))
 def test_every_launcher_called_exists_with_that_many_arguments(entry):
-    launchers = {l.name: l for l in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
+    launchers = {f.name: f for f in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
     for node in ast.walk(ast.parse((entry / "model_new.py").read_text())):
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
                 and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels":

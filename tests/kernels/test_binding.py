@@ -48,7 +48,7 @@ def test_kernels_object_holds_only_its_launchers(prebuilt, saxpy_source, kernel_
 def test_load_spec_then_bind_library(prebuilt, saxpy_source):
     out = prebuilt("saxpy.cu", saxpy_source).out_dir
     library, spec = binding.load_spec(out)
-    assert library.is_file() and library.parent == out and [l["name"] for l in spec["launchers"]] == ["saxpy"]
+    assert library.is_file() and library.parent == out and [f["name"] for f in spec["launchers"]] == ["saxpy"]
     assert binding.load_spec(out / SPEC_NAME) == (library, spec)  # the spec file itself works too
     launchers = binding.bind_library(library, spec, cuda=False)
     assert list(launchers) == ["saxpy"]

@@ -4,7 +4,6 @@ runner wraps runs the candidate's code) can read what it was given and nothing i
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -3,7 +3,6 @@ the report shapes other compute-sanitizer versions print."""
 
 from pathlib import Path
 
-import pytest
 
 from cuda_agent.profiling.sanitizer import parse_sanitizer
 from cuda_agent.profiling.sanitizer_parse import MAX_FINDINGS

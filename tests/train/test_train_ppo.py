@@ -3,7 +3,6 @@ verl 0.9.1's own (hydra composition of its ppo_trainer, and its validate_config 
 is a folder here), with the paper's recipe as defaults; bad inputs are one line and exit 2."""
 
 import subprocess
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner

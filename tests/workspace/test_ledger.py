@@ -9,7 +9,6 @@ import os
 import subprocess
 import threading
 import zlib
-from pathlib import Path
 
 import pytest
 
