@@ -96,7 +96,11 @@ class EpisodeHost:
                              tool_settings=ToolSettings(allow_shell=s.allow_shell))
 
     def reset(self, extra_info: dict[str, Any]) -> list[dict]:
-        return self.env.reset(task_from_row(extra_info, self.settings.runs_dir / "tasks"))
+        return self.start(task_from_row(extra_info, self.settings.runs_dir / "tasks"))
+
+    def start(self, task: Task) -> list[dict]:
+        """A new episode of a task already loaded (`train grpo`: from the task folder on this machine)."""
+        return self.env.reset(task)
 
     def tools(self) -> list[dict]:
         return self.env.tools()

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from cuda_agent.train.models import ModelLoadError, load_model, precision
 from cuda_agent.train.sft_data import read_export
 from cuda_agent.train.sft_tokens import DataReport, LongPolicy, ToolFormat, build_dataset
 
@@ -20,10 +21,6 @@ SUMMARY = "cuda_agent_sft.json"  # what was trained, on what, with which setting
 
 
 class NothingToTrain(ValueError):
-    pass
-
-
-class ModelLoadError(ValueError):
     pass
 
 
@@ -69,45 +66,6 @@ def check_out_dir(out: Path, overwrite: bool) -> None:
                               "or pick another --out")
 
 
-def load_model(model: str, gguf_file: str | None = None, *, dtype=None):
-    """(model, tokenizer) from disk only: a folder, a cached hub id, or a GGUF file in that folder.
-    GGUF weights are dequantised (to float32 unless dtype says otherwise) so they can be trained."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if model.startswith(("/", ".")) and not Path(model).exists():
-        raise ModelLoadError(f"cannot load {model}: no such folder")  # rather than "not a valid repo id"
-    kw = {"local_files_only": True, **({"gguf_file": gguf_file} if gguf_file else {})}
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(model, **kw)
-        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype or torch.float32, **kw)
-    except (OSError, ValueError, ImportError) as e:  # not on disk, not a model folder, no such GGUF file, no gguf
-        what = model + (f" (GGUF {gguf_file})" if gguf_file else "")
-        raise ModelLoadError(f"cannot load {what} from disk: {str(e).splitlines()[0]}") from None
-    if gguf_file:
-        _gguf_special_tokens(lm, tokenizer)
-    return lm, tokenizer
-
-
-def _gguf_special_tokens(lm, tokenizer) -> None:
-    """transformers 5.10's GGUF tokenizer converter for Llama-family files takes EOS from the BOS id
-    (integrations/ggml.py), so SmolLM2 would end turns with <|im_start|>; TRL would then copy that
-    onto the saved model's config. The model config read the GGUF's own eos/pad ids: use those."""
-    for name in ("eos", "pad"):
-        tid = getattr(lm.config, f"{name}_token_id", None)
-        if isinstance(tid, int) and 0 <= tid < len(tokenizer) and getattr(tokenizer, f"{name}_token_id") != tid:
-            setattr(tokenizer, f"{name}_token", tokenizer.convert_ids_to_tokens(tid))
-
-
-def precision() -> str:
-    """bf16 mixed precision where the GPU has it; float32 elsewhere (CPU, older GPUs)."""
-    import torch
-
-    if torch.cuda.is_available():
-        return "bf16" if torch.cuda.is_bf16_supported() else "fp32"
-    return "fp32-cpu"
-
-
 def train_sft(data: Path, settings: SFTSettings, *, model=None, tokenizer=None,
               announce: Callable[[DataReport], None] | None = None) -> SFTResult:
     """Train on the export at `data`; `model`/`tokenizer` already loaded skip `load_model`.
@@ -119,7 +77,7 @@ def train_sft(data: Path, settings: SFTSettings, *, model=None, tokenizer=None,
     check_out_dir(out, settings.overwrite)
     rows = read_export(data)
     if model is None or tokenizer is None:
-        model, tokenizer = load_model(settings.model, settings.gguf_file)
+        model, tokenizer = load_model(settings.model, settings.gguf_file, seed=settings.seed)
     if not tokenizer.chat_template:
         raise ModelLoadError(f"{settings.model} has no chat template: train a chat (instruct) model, or give its "
                              "tokenizer one")

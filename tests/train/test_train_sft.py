@@ -286,10 +286,13 @@ def test_one_real_trl_step_on_smollm2_from_gguf(smollm2, tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model(export, smollm2, tmp_path_factory) -> Path:
     """A byte-level BPE tokenizer learnt from the export (a small vocabulary keeps a 10k-token step
-    quick) with SmolLM2's chat template, and a one-layer Llama from a config: saved as a model folder."""
+    quick) with SmolLM2's chat template, and the one-layer Llama config `--model tiny` builds: saved
+    as a model folder."""
     import torch
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    from transformers import LlamaForCausalLM, PreTrainedTokenizerFast
+
+    from cuda_agent.train.tiny_model import tiny_config
 
     rows = read_export(export)
     texts = [json.dumps(r) for r in rows] + [m.get("content") or "" for r in rows for m in r["messages"]]
@@ -303,9 +306,7 @@ def tiny_model(export, smollm2, tmp_path_factory) -> Path:
                                   eos_token="<|im_end|>")
     tok.chat_template = smollm2[1].chat_template
     torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tok), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
-                         num_attention_heads=1, num_key_value_heads=1, max_position_embeddings=16384,
-                         tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+    config = tiny_config(len(tok), pad_token_id=0, bos_token_id=1, eos_token_id=2, positions=16384)  # `--model tiny`'s
     folder = tmp_path_factory.mktemp("tiny-llama")
     LlamaForCausalLM(config).save_pretrained(folder)
     tok.save_pretrained(folder)
