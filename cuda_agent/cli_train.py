@@ -10,6 +10,7 @@ from typing import Optional
 import typer
 
 from cuda_agent import install_hint
+from cuda_agent.cli_flags import SettingFlags, setting_flags
 from cuda_agent.cli_settings import fail, fail_on
 
 train_app = typer.Typer(no_args_is_help=True, add_completion=False,
@@ -72,6 +73,7 @@ def sft_command(
 
 
 @train_app.command("grpo")
+@setting_flags("eval.device", "eval.baselines")
 def grpo_command(
     tasks: str = typer.Argument(..., help="A task folder (every task below it, as batch finds them: KernelBench's layout, examples/) or one task file (file.py or file.py::Class)."),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the log, plot, checkpoints and the trained model."),
@@ -79,8 +81,7 @@ def grpo_command(
     from_checkpoint: Optional[str] = typer.Option(None, "--from-checkpoint", help="Start from this model folder instead: the --out of `train sft` (the RFT warm-up); with --model, it must have been trained from it."),
     max_steps: Optional[int] = typer.Option(None, "--max-steps", min=1, help="Optimizer steps in all (a resumed run goes on to this step). Default 100."),
     resume: bool = typer.Option(False, "--resume", help="Continue the run in --out from its last checkpoint, with its settings (--max-steps, --max-turns, --max-completion-length, --save-every and --keep-workspaces may change)."),
-    device: Optional[str] = typer.Option(None, "--device", help="Where evaluations run: cuda:N or cpu (host-only tasks). The policy trains on the first visible GPU, else the CPU."),
-    no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Time against eager only (the reward's torch.compile milestone then never counts)."),
+    flags: SettingFlags = SettingFlags(),  # --device (where evaluations run), --no-compile-baseline
     num_generations: Optional[int] = typer.Option(None, "--num-generations", "-g", min=2, help="Rollouts per task per step: GRPO's group, whose rewards are compared. Default 4."),
     tasks_per_step: Optional[int] = typer.Option(None, "--tasks-per-step", min=1, help="Tasks per optimizer step. Default 1."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate. Default 1e-6."),
@@ -102,10 +103,12 @@ def grpo_command(
     with the agent's tools, workspace, jail and judge, and its reward is the milestone reward of the best
     correct version its verdict ledger records (-1 when none). Writes log.jsonl, episodes.jsonl and
     reward.png to --out, checkpoints to --out/checkpoints. Ctrl-C stops after the current step with a
-    checkpoint (exit code 130; --resume continues). Exit codes: 0 trained, 2 bad usage."""
+    checkpoint (exit code 130; --resume continues). Evaluations run on --device (the policy trains on
+    the first visible GPU, else the CPU); --no-compile-baseline leaves the reward's torch.compile
+    milestone out. Exit codes: 0 trained, 2 bad usage."""
     from rich.console import Console
 
-    from cuda_agent.cli_settings import eval_flags, require_device, resolve_or_exit
+    from cuda_agent.cli_settings import require_device, resolve_or_exit
 
     console = Console(stderr=True)
     try:
@@ -129,7 +132,7 @@ def grpo_command(
             settings = settings_for_resume(out, given)
         else:
             settings = GRPOSettings(out=out, **{k: v for k, v in given.items() if v is not None})
-    eval_config = resolve_or_exit({"eval": eval_flags(no_compile, device=device)}).settings.eval
+    eval_config = resolve_or_exit(flags.layer()).settings.eval
     require_device(eval_config.device)
 
     def say(line: str) -> None:

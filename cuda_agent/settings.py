@@ -48,7 +48,7 @@ _EVAL_FLAGS = SectionFlags(
     memory_budget_gib=Flag(name="--memory-budget", help=(
         "GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task "
         "that cannot fit is unscorable before any candidate runs.")),
-    timeout_s=Flag(name="--timeout", help="Seconds allowed per worker step before it is killed."),
+    timeout_s=Flag(name="--timeout", help="Seconds a jailed process may take per request before it is killed."),
     baselines=Flag(name="--no-compile-baseline", sets=("eager",), help="Skip the torch.compile baseline."),
     allow_precision=Flag(sets=True, help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing."),
     sandbox=Flag(name="--no-sandbox", sets=False, help=(

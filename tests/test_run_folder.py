@@ -11,6 +11,7 @@ word ("the workspace", a dict key).
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 from cuda_agent import run_folder
@@ -64,7 +65,8 @@ def spelled(source: str, files: set[str], folders: set[str]) -> list[str]:
             found.append(f"line {node.lineno}: {ast.unparse(node)} (ask the workspace's run_folder)")
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in skipped:
             continue
-        named = [f for f in files if f in node.value]
+        # a whole name: `trainer_state.json` (a trainer's checkpoint) is not the layout's state.json
+        named = [f for f in files if re.search(rf"(?<![\w.-]){re.escape(f)}(?![\w-])", node.value)]
         if _in_a_path(node, parents):
             named += [d for d in folders if d in node.value.strip("/").split("/")]
         if named:
@@ -119,6 +121,7 @@ def f(run):
     """The workspace/ and ledger.jsonl."""
     # trajectory.jsonl
     row = {"workspace": 1, "dropin": None}
+    ckpt = run / "checkpoint-3" / "trainer_state.json"  # another tool's file, not the layout's state.json
     return run.trajectory, "the workspace is the model's own folder", f"{run.trajectory.name}"
 '''
     assert spelled(good, files, folders) == []

@@ -121,7 +121,7 @@ class CudaAgentEnvironment:
                                tool_calls=self._calls, seconds=round(time.monotonic() - self._started, 3),
                                versions=[{"version": e.version, "status": e.status, "reward": e.reward,
                                           "correct": e.correct, "time_ms": e.time_ms} for e in entries],
-                               run_dir=str(env.workspace.root.parent) if self._book.settings.keep_workspaces else None)
+                               run_dir=str(env.workspace.run_folder.path) if self._book.settings.keep_workspaces else None)
         self._book.finished.append(record)
         self._book.on_event("reward", record.as_dict())
         self._close()  # the evaluator's processes and, unless kept, the run folder go now, not at the next reset
