@@ -108,7 +108,7 @@ class RunOutcome(BaseModel):
                 "best": self.best.model_dump(mode="json") if self.best else None,
                 "verified_reward": v.reward if v else None,
                 "verified": {"speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
-                             "time_ms": m.time_ms, "eager_ms": m.eager_ms, "compile_ms": m.compile_ms} if v else None,
+                             "time_ms": m.time_ms, "eager_ms": m.eager_ms, "compile_ms": m.compile_ms} if v and m else None,
                 "report": str(self.report) if self.report else None,
                 "dropin": str(self.dropin) if self.dropin else None}
 
@@ -156,6 +156,7 @@ def open_run(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeStat
         if spec.resume is not None:
             env, _, state = resume_run(spec.resume, eval_overrides={"device": settings.eval.device})
             return env, state
+        assert spec.task is not None  # exactly one of the two, checked above
         task = load_task(spec.task, inputs=spec.inputs)
         ws = (Workspace.create(task, path=spec.workspace) if spec.workspace
               else Workspace.create(task, runs_dir=settings.out))
@@ -229,8 +230,8 @@ def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
     run = env.workspace.run_folder
     last = read_trajectory(run.trajectory)[-1] if spec.resume is not None else None
     # a finished run is never continued: at most finalized (killed while it was)
-    ended = isinstance(last, Closing) and (last.stop_reason == "finished" or (
-        hooks.closed_only_finalize and last.stop_reason != "interrupted"))
+    ended = last if isinstance(last, Closing) and (last.stop_reason == "finished" or (
+        hooks.closed_only_finalize and last.stop_reason != "interrupted")) else None
     if hooks.evaluators is not None:
         env.ctx.evaluator_factory = hooks.evaluators(env)
     env.ctx.progress = hooks.progress
@@ -238,9 +239,9 @@ def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
     result: RunResult | None = None
     final, final_error = None, None
     with env:
-        if ended:
-            result = RunResult(last.stop_reason, env.workspace.best(), last.steps, last.tokens, last.cost,
-                               last.unpriced_turns, last.wall_s, last.error)
+        if ended is not None:
+            result = RunResult(ended.stop_reason, env.workspace.best(), ended.steps, ended.tokens, ended.cost,
+                               ended.unpriced_turns, ended.wall_s, ended.error)
         else:
             model = hooks.model or make_model(settings, spec.script, skip=state.turns if state else 0)
             out = hooks.writer(run.trajectory, model) if hooks.writer else TrajectoryWriter(run.trajectory)

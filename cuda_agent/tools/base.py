@@ -19,7 +19,7 @@ from cuda_agent.settings import ToolSettings
 from cuda_agent.workspace.trailers import VersionInfo
 
 if TYPE_CHECKING:
-    from cuda_agent.eval.evaluator import Evaluator
+    from cuda_agent.pool.base import EvaluatorLike
     from cuda_agent.progress import Progress
     from cuda_agent.workspace import Workspace
 
@@ -79,7 +79,7 @@ class ToolContext:
     jailed processes, so only tools that need it pay). `eval` gives the build (arch, cache_dir)."""
 
     workspace: Workspace
-    evaluator_factory: Callable[[], Evaluator] | None = None
+    evaluator_factory: Callable[[], EvaluatorLike] | None = None  # an Evaluator, or a pool's
     tools: ToolSettings = field(default_factory=ToolSettings)
     eval: EvalConfig = field(default_factory=EvalConfig)
     task_copy: TaskCopy | None = None
@@ -89,14 +89,14 @@ class ToolContext:
     # benchmark answer the same files from it instead of building and committing them again
     failed_builds: dict[str, Verdict] = field(default_factory=dict)
     progress: Progress | None = None  # shows evaluations while they run (cuda_agent/progress.py); None: nothing
-    _evaluator: Evaluator | None = None
+    _evaluator: EvaluatorLike | None = None
 
     @property
     def evaluator_started(self) -> bool:
         return self._evaluator is not None
 
     @property
-    def evaluator(self) -> Evaluator:
+    def evaluator(self) -> EvaluatorLike:
         if self._evaluator is None:
             if self.evaluator_factory is None:
                 raise ToolError("no evaluator is configured for this workspace")
