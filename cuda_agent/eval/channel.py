@@ -63,8 +63,8 @@ class JailedChild:
         self.log_path = scratch / f"{self.name}.log"
         # the log is read through this descriptor, opened before the child runs: whatever the child
         # puts at log_path later (a symlink to a key file, a FIFO) is never opened (untrusted_files)
-        self._log: int | None = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC,
-                            0o600)
+        self._log: int | None = os.open(
+            self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         read_fd, write_fd = os.pipe()
         try:
             self.proc = jail.popen([sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],

@@ -15,15 +15,13 @@ Baselines = Literal["cached", "fresh", "interleaved"]
 
 
 class Draft:
-    """What one evaluation has found so far. Reading: `ok`, `status`, `timing`, `baselines`.
-    Writing: `fail`, `find`, `note`, `add_set`, `timed`, `baselines_timed`, `memory`, `spent`."""
+    """What one evaluation has found so far. Reading: `ok`, `failing`, `status`, `timing`, `baselines`,
+    `guards()`. Writing: `fail`, `find`, `note`, `add_set`, `timed`, `baselines_from`
+    with `baseline` (one mode at a time), `memory`. Then `score()`."""
 
-    def __init__(self, *, status: Status = "correct", error: str | None = None, findings: Iterable[Finding] = (),
-                 notes: Iterable[str] = ()):
-        self._v = Verdict(status=status, error=error)
+    def __init__(self, *, findings: Iterable[Finding] = ()):
+        self._v = Verdict(status="correct")
         self.find(*findings)
-        for text in notes:
-            self.note(text)
 
     # -- reading ---------------------------------------------------------------------------
     @property
@@ -77,13 +75,9 @@ class Draft:
     def timed(self, timing: Timing) -> None:
         self._v.timing = timing
 
-    def baselines_timed(self, how: Baselines, eager: Timing | None = None, compiled: Timing | None = None) -> None:
-        """The baselines' figures and how they were timed ("cached", "fresh", "interleaved")."""
-        self._v.baselines = how
-        self._v.eager, self._v.compiled = eager, compiled
-
     def baselines_from(self, how: Baselines) -> None:
-        """Baselines are about to be filled one mode at a time (`baseline`), timed as `how` says."""
+        """How the baselines given next (`baseline`, one mode at a time) were timed: "cached" (once per
+        task, GPU and torch version), "fresh" (now, after the candidate) or "interleaved" (beside it)."""
         self._v.baselines = how
 
     def baseline(self, mode: str, timing: Timing) -> None:

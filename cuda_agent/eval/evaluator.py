@@ -60,6 +60,7 @@ class CandidateError(ValueError):
 
 class Evaluator:
     def __init__(self, task: Task, cfg: EvalConfig | None = None, *, ahead: Ahead = "keep"):
+        self.ctx: EvalContext | None = None  # what the phases read; None while the task cannot be scored
         self.cfg = cfg or EvalConfig()
         self.device = self.cfg.device
         self.cuda = self.device.startswith("cuda")
@@ -70,12 +71,11 @@ class Evaluator:
         self.refusal = jail_problem() if self.cfg.sandbox else None
         self.spares = Spares(self.task, self.cfg, self.cache_dir, ahead="none" if self.refusal else ahead)
         self.baseline_cache = BaselineCache(self.cache_dir / "baselines.json")
-        self.ctx: EvalContext | None = None  # what the phases read; None while the task cannot be scored
         self.unscorable: str | None = None  # why no candidate can be scored on this task, if it can't
         # The evaluation's memory budget, fixed now: what a plan may allocate and how many timing sets
         # the judge holds are shares of it, not of what is free later (less while this evaluation's
         # own processes hold memory, which once rejected an honest candidate's 7.5 GB output).
-        self.budget_bytes = 8 << 30  # host-only test kernels
+        budget = 8 << 30  # host-only test kernels
         ref: Reference | None = None
         try:
             if self.cuda:
@@ -83,17 +83,17 @@ class Evaluator:
 
                 free = torch.cuda.mem_get_info(self.device)[0]
                 cap = self.cfg.memory_budget_gib
-                self.budget_bytes = min(free, int(cap * 2**30)) if cap else free
+                budget = min(free, int(cap * 2**30)) if cap else free
             ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
             self.unscorable = ref.determinism_problem(secrets.randbits(31))
             if self.cuda and not self.unscorable:
-                self.unscorable = checks.memory_problem(ref.eager_bytes, self.budget_bytes)
+                self.unscorable = checks.memory_problem(ref.eager_bytes, budget)
         except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory
             self.unscorable = str(e)
         if ref is not None:
             # every plan is checked against each parameter's and buffer's storage size
             self.ctx = EvalContext(task=self.task, cfg=self.cfg, ref=ref, spares=self.spares,
-                                   cache_dir=self.cache_dir, budget_bytes=self.budget_bytes,
+                                   cache_dir=self.cache_dir, budget_bytes=budget,
                                    baseline_cache=self.baseline_cache,
                                    state_nbytes={k: v.untyped_storage().nbytes() for k, v in ref.state_dict.items()})
         if self.unscorable:
@@ -108,9 +108,8 @@ class Evaluator:
     def cfg(self, cfg: EvalConfig) -> None:
         """Settings for the evaluations that follow (a benchmark raises baseline_rounds between two)."""
         self._cfg = cfg
-        ctx: EvalContext | None = getattr(self, "ctx", None)  # None before __init__ made it
-        if ctx is not None:
-            ctx.cfg = cfg
+        if self.ctx is not None:
+            self.ctx.cfg = cfg
 
     @property
     def ref(self) -> Reference | None:

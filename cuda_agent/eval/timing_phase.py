@@ -16,7 +16,7 @@ from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.plan import describe
-from cuda_agent.eval.protocol import Calibrate, TimeCollect, TimedSet, TimeLoop, TimePrepare, TimeReference
+from cuda_agent.eval.protocol import Calibrate, Timed, TimeCollect, TimedSet, TimeLoop, TimePrepare, TimeReference
 from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
@@ -136,7 +136,7 @@ def _timed_loop(ctx: EvalContext, judge: JailedChild, reps: int, draft: Draft) -
     return timing
 
 
-def _claimed_timing(resp, draft: Draft) -> Timing | None:
+def _claimed_timing(resp: Timed, draft: Draft) -> Timing | None:
     """The judge's figures as a Timing, or None with the draft saying why (it failed, or what it
     sent is not a timing: a claim the parent cannot even read counts as the candidate's failure)."""
     if not resp.ok:
@@ -195,8 +195,10 @@ def interleave(ctx: EvalContext, judge: JailedChild, reps: int, seeds: list[int]
             base.kill()
             draft.memory("baselines", base.peak_bytes)
     draft.timed(_middle(times["candidate"]))
-    draft.baselines_timed("interleaved", eager=_middle(times["eager"]) if times.get("eager") else None,
-                          compiled=_middle(times["compile"]) if times.get("compile") else None)
+    draft.baselines_from("interleaved")
+    for mode in ctx.cfg.baselines:
+        if times[mode]:
+            draft.baseline(mode, _middle(times[mode]))
     medians = "; ".join(f"{name} " + "/".join(f"{t.median_ms:.4f}" for t in ts) for name, ts in times.items())
     draft.note(f"baselines timed again beside the candidate: {rounds} interleaved round"
                f"{'s' * (rounds != 1)} of {', '.join(times)} on the same input sets, each figure the "
