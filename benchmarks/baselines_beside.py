@@ -26,10 +26,18 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def figures(v) -> dict:
     ms = lambda t: round(t.median_ms, 5) if t else None  # noqa: E731
-    return {"status": v.status, "reward": v.reward, "baselines": v.baselines, "candidate_ms": ms(v.timing),
-            "eager_ms": ms(v.eager), "compile_ms": ms(v.compiled), "speedup_eager": v.speedup_vs_eager,
-            "speedup_compile": v.speedup_vs_compile, "seconds": v.seconds.get("total"),
-            "notes": [n for n in v.notes if n.startswith("baselines")]}
+    return {
+        "status": v.status,
+        "reward": v.reward,
+        "baselines": v.baselines,
+        "candidate_ms": ms(v.timing),
+        "eager_ms": ms(v.eager),
+        "compile_ms": ms(v.compiled),
+        "speedup_eager": v.speedup_vs_eager,
+        "speedup_compile": v.speedup_vs_compile,
+        "seconds": v.seconds.get("total"),
+        "notes": [n for n in v.notes if n.startswith("baselines")],
+    }
 
 
 def evaluations(example: Path, candidate: Path, rounds: int, device: str, compile_: bool) -> dict:
@@ -71,12 +79,16 @@ def main() -> None:
     ap.add_argument("--no-compile", action="store_true", help="eager only")
     ap.add_argument("--no-profile", action="store_true")
     args = ap.parse_args()
-    result = {"evaluations": evaluations(args.example, args.candidate or args.example / "candidate", args.rounds,
-                                         args.device, not args.no_compile)}
+    result = {
+        "evaluations": evaluations(
+            args.example, args.candidate or args.example / "candidate", args.rounds, args.device, not args.no_compile
+        )
+    }
     print(json.dumps(result["evaluations"], indent=1))
     if not args.no_profile:
-        result["profile_cublas"] = profile(ROOT / "examples" / "gemm_bias_relu" / "model.py",
-                                           ROOT / "tests" / "gpu" / "cublas_candidate")
+        result["profile_cublas"] = profile(
+            ROOT / "examples" / "gemm_bias_relu" / "model.py", ROOT / "tests" / "gpu" / "cublas_candidate"
+        )
         print(result["profile_cublas"]["observation"])
     if args.json_out:
         args.json_out.write_text(json.dumps(result, indent=1))

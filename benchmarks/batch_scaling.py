@@ -48,11 +48,27 @@ def prepare(out: Path, copies: int = 1) -> tuple[Path, Path, Path]:
                 shutil.copy(ex / "model.inputs.py", tasks / f"{name}.inputs.py")
             shutil.copytree(ex / "candidate", cands / name, ignore=shutil.ignore_patterns("__pycache__", "build"))
         files = sorted(p for p in (ex / "candidate").rglob("*") if p.is_file() and p.suffix in (".py", ".cu", ".cuh"))
-        turns = [{"content": f"write {p.relative_to(ex / 'candidate')}", "tool_calls": [{"name": "edit_file", "arguments": {
-            "mode": "create", "path": str(p.relative_to(ex / "candidate")), "overwrite": True,
-            "file_text": p.read_text()}}]} for p in files]
-        turns += [{"content": "measure", "tool_calls": [{"name": "benchmark", "arguments": {}}]},
-                  {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "hand-written"}}]}]
+        turns = [
+            {
+                "content": f"write {p.relative_to(ex / 'candidate')}",
+                "tool_calls": [
+                    {
+                        "name": "edit_file",
+                        "arguments": {
+                            "mode": "create",
+                            "path": str(p.relative_to(ex / "candidate")),
+                            "overwrite": True,
+                            "file_text": p.read_text(),
+                        },
+                    }
+                ],
+            }
+            for p in files
+        ]
+        turns += [
+            {"content": "measure", "tool_calls": [{"name": "benchmark", "arguments": {}}]},
+            {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "hand-written"}}]},
+        ]
         for k in range(copies):
             name = ex.name if k == 0 else f"{ex.name}_{k}"
             (scripts / f"{name}.json").write_text(json.dumps({"name": "scripted-scaling", "responses": turns}))
@@ -73,8 +89,12 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("/tmp/batch-scaling"))
     ap.add_argument("--prepare-only", action="store_true", help="write the task folder and scripts, run nothing")
     ap.add_argument("--copies", type=int, default=1, help="tasks per example")
-    ap.add_argument("--only", default="", help="run only the batches whose name starts with one of these, ';'-separated"
-                    " (e.g. 'eval-only, 1 worker;eval-only, 2 workers, 2 GPUs')")
+    ap.add_argument(
+        "--only",
+        default="",
+        help="run only the batches whose name starts with one of these, ';'-separated"
+        " (e.g. 'eval-only, 1 worker;eval-only, 2 workers, 2 GPUs')",
+    )
     ap.add_argument("--no-compile", action="store_true", help="no torch.compile baseline (its first timing is slow)")
     a = ap.parse_args()
     tasks, cands, scripts = prepare(a.out, a.copies)
@@ -87,22 +107,40 @@ def main() -> None:
     gpus = torch.cuda.device_count()
     nc = ["--no-compile-baseline"] if a.no_compile else []
     batch(["baselines", str(tasks), "--device", "cuda:0", *nc])  # timed once; every batch below finds them cached
-    configs = [("eval-only, 1 worker, 1 GPU", ["--eval-only", "--candidates", str(cands), "--device", "cuda:0",
-                                                "--evals-per-gpu", "1", "-j", "1"]),
-               ("eval-only, 2 workers, 1 GPU", ["--eval-only", "--candidates", str(cands), "--device", "cuda:0",
-                                                 "--evals-per-gpu", "2", "-j", "2"]),
-               # one evaluation at a time, the next task's process (imports, reference, judge start) ready
-               ("eval-only, 2 workers, 1 GPU, 1 slot", ["--eval-only", "--candidates", str(cands), "--device",
-                                                        "cuda:0", "--evals-per-gpu", "1", "-j", "2"]),
-               ("scripted, 1 worker, 1 GPU", ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "1",
-                                              "-j", "1"]),
-               ("scripted, 2 workers, 1 GPU", ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "2",
-                                               "-j", "2"])]
+    configs = [
+        (
+            "eval-only, 1 worker, 1 GPU",
+            ["--eval-only", "--candidates", str(cands), "--device", "cuda:0", "--evals-per-gpu", "1", "-j", "1"],
+        ),
+        (
+            "eval-only, 2 workers, 1 GPU",
+            ["--eval-only", "--candidates", str(cands), "--device", "cuda:0", "--evals-per-gpu", "2", "-j", "2"],
+        ),
+        # one evaluation at a time, the next task's process (imports, reference, judge start) ready
+        (
+            "eval-only, 2 workers, 1 GPU, 1 slot",
+            ["--eval-only", "--candidates", str(cands), "--device", "cuda:0", "--evals-per-gpu", "1", "-j", "2"],
+        ),
+        (
+            "scripted, 1 worker, 1 GPU",
+            ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "1", "-j", "1"],
+        ),
+        (
+            "scripted, 2 workers, 1 GPU",
+            ["--script", str(scripts), "--device", "cuda:0", "--evals-per-gpu", "2", "-j", "2"],
+        ),
+    ]
     if gpus >= 2:  # the figure: tasks/hour on 2 GPUs over 1 (goal >= 1.8x), both kinds of batch
-        configs += [("eval-only, 2 workers, 2 GPUs", ["--eval-only", "--candidates", str(cands), "--gpus", "0,1",
-                                                      "--evals-per-gpu", "1", "-j", "2"]),
-                    ("scripted, 2 workers, 2 GPUs", ["--script", str(scripts), "--gpus", "0,1",
-                                                     "--evals-per-gpu", "1", "-j", "2"])]
+        configs += [
+            (
+                "eval-only, 2 workers, 2 GPUs",
+                ["--eval-only", "--candidates", str(cands), "--gpus", "0,1", "--evals-per-gpu", "1", "-j", "2"],
+            ),
+            (
+                "scripted, 2 workers, 2 GPUs",
+                ["--script", str(scripts), "--gpus", "0,1", "--evals-per-gpu", "1", "-j", "2"],
+            ),
+        ]
     prefixes = [p.strip() for p in a.only.split(";")]
     configs = [c for c in configs if any(c[0].startswith(p) for p in prefixes)]
     rows = []

@@ -35,8 +35,13 @@ SERVERS: set[int] = set()  # warm eval servers the evals used: stopped at the en
 
 def run_eval(task: Path, candidate: Path) -> tuple[float, dict]:
     t0 = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(candidate),
-                           "--json", *FLAGS], capture_output=True, text=True, timeout=900, env=ENV)
+    proc = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(candidate), "--json", *FLAGS],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=ENV,
+    )
     wall = time.perf_counter() - t0
     try:
         out = json.loads(proc.stdout)
@@ -73,22 +78,49 @@ def main() -> None:
             cand = Path(tmp) / name
             shutil.copytree(ex / "candidate", cand, ignore=shutil.ignore_patterns("__pycache__", "build"))
             wall, v = run_eval(ex / "model.py", cand)  # fills the caches
-            add(rows, {"example": name, "run": "first (fills caches)", "wall_s": wall, "status": v["status"],
-                       "server": v["server"], "seconds": v.get("seconds", {})})
+            add(
+                rows,
+                {
+                    "example": name,
+                    "run": "first (fills caches)",
+                    "wall_s": wall,
+                    "status": v["status"],
+                    "server": v["server"],
+                    "seconds": v.get("seconds", {}),
+                },
+            )
             cu = sorted((cand / "kernels").glob("*.cu"))[0]
             for rep in range(a.reps):
                 time.sleep(a.pause)
                 cu.write_text(cu.read_text() + f"\n// edit {rep}\n")
                 wall, v = run_eval(ex / "model.py", cand)
-                add(rows, {"example": name, "run": f"after edit {rep + 1}", "wall_s": wall, "status": v["status"],
-                           "server": v["server"], "seconds": v.get("seconds", {})})
+                add(
+                    rows,
+                    {
+                        "example": name,
+                        "run": f"after edit {rep + 1}",
+                        "wall_s": wall,
+                        "status": v["status"],
+                        "server": v["server"],
+                        "seconds": v.get("seconds", {}),
+                    },
+                )
             # a statically rejected candidate (it imports ctypes), caught before torch starts
             bad = Path(tmp) / f"{name}-static"
             shutil.copytree(cand, bad)
             (bad / "model_new.py").write_text("import ctypes\n" + (bad / "model_new.py").read_text())
             wall, v = run_eval(ex / "model.py", bad)
-            add(rows, {"example": name, "run": "statically rejected", "wall_s": wall, "status": v["status"],
-                       "server": v["server"], "seconds": v.get("seconds", {})})
+            add(
+                rows,
+                {
+                    "example": name,
+                    "run": "statically rejected",
+                    "wall_s": wall,
+                    "status": v["status"],
+                    "server": v["server"],
+                    "seconds": v.get("seconds", {}),
+                },
+            )
     for pid in SERVERS:
         try:
             os.kill(pid, signal.SIGTERM)

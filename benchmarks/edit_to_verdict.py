@@ -33,14 +33,17 @@ def main() -> None:
         import torch
 
         if not torch.cuda.is_available():
-            raise SystemExit("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu")
+            raise SystemExit(
+                "no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu"
+            )
     task_dir = Path(args.task)
     work = Path(tempfile.mkdtemp(prefix="edit-to-verdict-")) / "candidate"
     shutil.copytree(task_dir / "candidate", work)
     kernel = sorted((work / "kernels").glob("*.cu"))[0]
     original = kernel.read_text()
-    cfg = EvalConfig(device=device, cache_dir=Path(tempfile.mkdtemp(prefix="etv-cache-")),
-                     baselines=["eager", "compile"])
+    cfg = EvalConfig(
+        device=device, cache_dir=Path(tempfile.mkdtemp(prefix="etv-cache-")), baselines=["eager", "compile"]
+    )
     t0 = time.perf_counter()
     with Evaluator(load_task(str(task_dir / "model.py")), cfg) as ev:
         t_setup = time.perf_counter() - t0
@@ -52,8 +55,10 @@ def main() -> None:
         for i in range(args.reps):
             time.sleep(3.0)  # let the spare worker finish starting, as it would while a model thinks
             # a one-line edit that changes the compiled code: a different (still correct) block size
-            kernel.write_text(original.replace("const int threads = 256;", f"const int threads = {128 << (i % 3)};")
-                              + f"\n// edit {i}\n")
+            kernel.write_text(
+                original.replace("const int threads = 256;", f"const int threads = {128 << (i % 3)};")
+                + f"\n// edit {i}\n"
+            )
             t0 = time.perf_counter()
             v = ev.evaluate(work)
             times.append(time.perf_counter() - t0)
@@ -66,12 +71,17 @@ def main() -> None:
     for i, (t, v) in enumerate(zip(times, verdicts)):
         s = v.seconds
         other = t - sum(s.get(p, 0.0) for p in parts)  # scoring, the verdict, anything unaccounted
-        print(f"| {i} | {v.status} | {v.reward} | {t:.2f} | " + " | ".join(f"{s.get(p, 0.0):.2f}" for p in parts)
-              + f" | {other:.2f} |")
+        print(
+            f"| {i} | {v.status} | {v.reward} | {t:.2f} | "
+            + " | ".join(f"{s.get(p, 0.0):.2f}" for p in parts)
+            + f" | {other:.2f} |"
+        )
     print(f"edit -> verdict median: {statistics.median(times):.2f} s (target <= 3 s)")
     starts = {k: v for k, v in verdicts[-1].seconds.items() if k.startswith("judge_start")}
-    print("the judge's own start-up (last verdict; it overlaps the previous evaluation and the pause): "
-          + ", ".join(f"{k.removeprefix('judge_start_')} {v:.2f} s" for k, v in starts.items()))
+    print(
+        "the judge's own start-up (last verdict; it overlaps the previous evaluation and the pause): "
+        + ", ".join(f"{k.removeprefix('judge_start_')} {v:.2f} s" for k, v in starts.items())
+    )
 
 
 if __name__ == "__main__":

@@ -24,6 +24,7 @@ def _cu():
         rc = getattr(lib, name)(*args)
         if rc != 0:
             raise RuntimeError(f"{name} failed: CUresult {rc}")
+
     return lib, call
 
 
@@ -32,13 +33,22 @@ class _Loc(ctypes.Structure):
 
 
 class _Flags(ctypes.Structure):
-    _fields_ = [("compressionType", ctypes.c_ubyte), ("gpuDirectRDMACapable", ctypes.c_ubyte),
-                ("usage", ctypes.c_ushort), ("reserved", ctypes.c_ubyte * 4)]
+    _fields_ = [
+        ("compressionType", ctypes.c_ubyte),
+        ("gpuDirectRDMACapable", ctypes.c_ubyte),
+        ("usage", ctypes.c_ushort),
+        ("reserved", ctypes.c_ubyte * 4),
+    ]
 
 
 class _Prop(ctypes.Structure):
-    _fields_ = [("type", ctypes.c_int), ("requestedHandleTypes", ctypes.c_int), ("location", _Loc),
-                ("win32HandleMetaData", ctypes.c_void_p), ("allocFlags", _Flags)]
+    _fields_ = [
+        ("type", ctypes.c_int),
+        ("requestedHandleTypes", ctypes.c_int),
+        ("location", _Loc),
+        ("win32HandleMetaData", ctypes.c_void_p),
+        ("allocFlags", _Flags),
+    ]
 
 
 class _Access(ctypes.Structure):
@@ -70,8 +80,14 @@ def _map_fd(lib, call, fd: int, size: int) -> tuple[int, int]:
 def _map(call, h, size: int) -> int:
     """Map an allocation's handle into a range of its own, readable and writable here."""
     ptr = ctypes.c_ulonglong()
-    call("cuMemAddressReserve", ctypes.byref(ptr), ctypes.c_size_t(size), ctypes.c_size_t(0),
-         ctypes.c_ulonglong(0), ctypes.c_ulonglong(0))
+    call(
+        "cuMemAddressReserve",
+        ctypes.byref(ptr),
+        ctypes.c_size_t(size),
+        ctypes.c_size_t(0),
+        ctypes.c_ulonglong(0),
+        ctypes.c_ulonglong(0),
+    )
     call("cuMemMap", ptr, ctypes.c_size_t(size), ctypes.c_size_t(0), h, ctypes.c_ulonglong(0))
     acc = _Access()
     acc.location.type, acc.location.id, acc.flags = DEVICE, 0, RW
@@ -94,6 +110,7 @@ class _Ptr:
 
 def child() -> None:
     import torch
+
     torch.zeros(1, device="cuda")
     lib, call = _cu()
     req = json.loads(sys.stdin.readline())
@@ -137,6 +154,7 @@ def parent() -> None:
     import torch
 
     from cuda_agent.jail import Jail
+
     torch.zeros(1, device="cuda")
     lib, call = _cu()
     prop = _prop()
@@ -162,15 +180,27 @@ def parent() -> None:
         call("cuIpcGetMemHandle", ctypes.byref(hd), ctypes.c_ulonglong(t.data_ptr()))
         handles.append(bytes(hd).hex())
     for jailed in (True, False):
-        jail = Jail(gpu=True, enabled=jailed, readable=[__import__("pathlib").Path.cwd()],
-                    env={"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())})
-        proc = jail.popen([sys.executable, os.path.abspath(__file__), "child"], stdin=subprocess.PIPE,
-                          stdout=subprocess.PIPE, pass_fds=fds, text=True)
+        jail = Jail(
+            gpu=True,
+            enabled=jailed,
+            readable=[__import__("pathlib").Path.cwd()],
+            env={"PYTHONPATH": os.environ.get("PYTHONPATH", os.getcwd())},
+        )
+        proc = jail.popen(
+            [sys.executable, os.path.abspath(__file__), "child"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            pass_fds=fds,
+            text=True,
+        )
         req = {"fd_in": fds[0], "fd_out": fds[1], "size": size, "ipc_in": handles[0], "ipc_out": handles[1]}
         out, _ = proc.communicate(json.dumps(req) + "\n", timeout=120)
         y = torch.as_tensor(_Ptr(ptrs[1], N), device="cuda")
-        print(f"jailed={jailed} child={out.strip()} fd_out_ok={bool((y == 2.0).all())} "
-              f"ipc_out_ok={bool((b == 15.0).all())}", flush=True)
+        print(
+            f"jailed={jailed} child={out.strip()} fd_out_ok={bool((y == 2.0).all())} "
+            f"ipc_out_ok={bool((b == 15.0).all())}",
+            flush=True,
+        )
         y.zero_()
         b.zero_()
         torch.cuda.synchronize()

@@ -83,8 +83,10 @@ class Sampler(threading.Thread):
 
     def gb(self, by_pid: dict[int, int], digits: int | None = None) -> dict[str, float]:
         """{"judge 1234": GB} for bytes by pid (named by their command line)."""
-        return {f"{self.names.get(pid, pid)} {pid}": b / 1e9 if digits is None else round(b / 1e9, digits)
-                for pid, b in by_pid.items()}
+        return {
+            f"{self.names.get(pid, pid)} {pid}": b / 1e9 if digits is None else round(b / 1e9, digits)
+            for pid, b in by_pid.items()
+        }
 
     def run(self) -> None:
         while not self.stop.is_set():
@@ -112,16 +114,30 @@ def task_name(task: Path) -> str:
 
 
 def measure(task: Path, candidate: Path, extra: list[str]) -> dict:
-    eager = subprocess.run([sys.executable, "-c", EAGER_PEAK, str(task)], capture_output=True, text=True,
-                           timeout=600)
+    eager = subprocess.run([sys.executable, "-c", EAGER_PEAK, str(task)], capture_output=True, text=True, timeout=600)
     if eager.returncode:
         return {"task": task_name(task), "error": "eager peak: " + eager.stderr.strip().splitlines()[-1]}
     row = {"task": task_name(task), **json.loads(eager.stdout.strip().splitlines()[-1])}
     sampler = Sampler()
     sampler.start()
     t0 = time.monotonic()
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(candidate),
-                           "--json", "--no-server", *extra], capture_output=True, text=True, timeout=1800)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "eval",
+            str(task),
+            "--candidate",
+            str(candidate),
+            "--json",
+            "--no-server",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+    )
     row["wall_s"] = round(time.monotonic() - t0, 1)
     sampler.stop.set()
     sampler.join()
@@ -158,8 +174,11 @@ def main() -> None:
             level1 = args.kernelbench / "level1"
         jobs += [(level1 / f"{t}.py", ROOT / "benchmarks" / "kernelbench_l1" / t) for t in args.tasks.split(",") if t]
     if args.examples:
-        jobs += [(ex / "model.py", ex / "candidate") for ex in sorted((ROOT / "examples").iterdir())
-                 if (ex / "candidate").is_dir()]
+        jobs += [
+            (ex / "model.py", ex / "candidate")
+            for ex in sorted((ROOT / "examples").iterdir())
+            if (ex / "candidate").is_dir()
+        ]
     rows = []
     for task, cand in jobs:
         row = measure(task, cand, shlex.split(args.extra))
@@ -167,17 +186,23 @@ def main() -> None:
         print(json.dumps(row), flush=True)
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
-    print("\n| task | input GB | eager peak GB | harness peak GB | ratio | per process GB | at the peak GB | verdict | wall s |")
+    print(
+        "\n| task | input GB | eager peak GB | harness peak GB | ratio | per process GB | at the peak GB | verdict | wall s |"
+    )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         if "error" in r:
             print(f"| {r['task']} | {r['error']} |")
             continue
-        procs = ", ".join(f"{k.split()[0]} {v:.1f}" for k, v in sorted(r["per_process_gb"].items(), key=lambda kv: -kv[1]))
+        procs = ", ".join(
+            f"{k.split()[0]} {v:.1f}" for k, v in sorted(r["per_process_gb"].items(), key=lambda kv: -kv[1])
+        )
         at = " + ".join(f"{k.split()[0]} {v:.1f}" for k, v in r["at_peak_gb"].items())
-        print(f"| {r['task']} | {r['input_gb']:.2f} | {max(r['torch_peak_gb'], r['process_gb']):.2f} | "
-              f"{r['harness_peak_gb']:.1f} | {r['ratio_to_eager']:.1f}x | {procs} | {at} | {r['verdict'][:70]} | "
-              f"{r['wall_s']} |")
+        print(
+            f"| {r['task']} | {r['input_gb']:.2f} | {max(r['torch_peak_gb'], r['process_gb']):.2f} | "
+            f"{r['harness_peak_gb']:.1f} | {r['ratio_to_eager']:.1f}x | {procs} | {at} | {r['verdict'][:70]} | "
+            f"{r['wall_s']} |"
+        )
 
 
 if __name__ == "__main__":

@@ -47,8 +47,10 @@ def main() -> None:
             audit_library(result)
             times.append(time.perf_counter() - start)
         name = c.relative_to(ROOT).as_posix() if c.is_relative_to(ROOT) else str(c)
-        print(f"{name:<40} {first * 1e3:7.1f}ms {statistics.median(times) * 1e3:7.1f}ms "
-              f"{min(times) * 1e3:7.1f}ms  {len(findings)}" + ("  (first call of the process)" if i == 0 else ""))
+        print(
+            f"{name:<40} {first * 1e3:7.1f}ms {statistics.median(times) * 1e3:7.1f}ms "
+            f"{min(times) * 1e3:7.1f}ms  {len(findings)}" + ("  (first call of the process)" if i == 0 else "")
+        )
 
 
 if __name__ == "__main__":

@@ -70,8 +70,10 @@ def main() -> None:
     trace = [e for t in snap["device_traces"] for e in t]
     base, peak, blocks = peak_blocks(trace)
     print(f"verdict {v.status} reward {v.reward}; memory_gib {v.memory_gib}; eager forward {eager / 2**30:.3f} GiB")
-    print(f"held before the evaluation {base / 2**30:.3f} GiB; peak in it {peak / 2**30:.3f} GiB "
-          f"({peak / max(eager, 1):.2f} eager forwards); {len(trace)} trace events")
+    print(
+        f"held before the evaluation {base / 2**30:.3f} GiB; peak in it {peak / 2**30:.3f} GiB "
+        f"({peak / max(eager, 1):.2f} eager forwards); {len(trace)} trace events"
+    )
     by_site: dict[str, list[int]] = defaultdict(list)
     for size, frames in blocks.values():
         by_site[site(frames)].append(size)

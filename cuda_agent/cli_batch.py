@@ -10,8 +10,15 @@ from typing import Optional
 import typer
 
 from cuda_agent.cli_flags import JUDGE, MODEL, SettingFlags, setting_flags
-from cuda_agent.cli_settings import (NO_GPU, fail, fail_on, model_or_exit, out_folder_problem, require_device,
-                                     resolve_or_exit)
+from cuda_agent.cli_settings import (
+    NO_GPU,
+    fail,
+    fail_on,
+    model_or_exit,
+    out_folder_problem,
+    require_device,
+    resolve_or_exit,
+)
 
 tasks_app = typer.Typer(no_args_is_help=True, help="Task folders: import CUDA-Agent-Ops-6K's parquet.")
 
@@ -46,8 +53,10 @@ def _ray_devices(gpus: Optional[str], device: Optional[str]) -> list[str]:
     return ["cpu" if device == "cpu" else "cuda:0"]  # Ray sets CUDA_VISIBLE_DEVICES to the task's GPU
 
 
-CANDIDATE_LAYOUTS = ("<task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py as "
-                     "examples/ has them (--candidates examples/ with the task folder examples/)")
+CANDIDATE_LAYOUTS = (
+    "<task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py as "
+    "examples/ has them (--candidates examples/ with the task folder examples/)"
+)
 
 
 def _scripts_or_exit(script: Path, entries: list, settings) -> None:
@@ -74,8 +83,10 @@ def _eval_config(path: Optional[Path]) -> dict:
             data = json.loads(path.read_text())
             EvalConfig.model_validate(data)
         except (OSError, ValueError) as e:
-            fail(f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
-                  'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}')
+            fail(
+                f"--eval-config {path}: {str(e).splitlines()[0]}; give a JSON object of EvalConfig fields, "
+                'e.g. {"n_sets": 5, "timing": {"budget_ms": 500}}'
+            )
     return data
 
 
@@ -84,22 +95,65 @@ def batch_command(
     task_dir: Path = typer.Argument(..., help="Folder of task files (KernelBench level folders work as they are)."),
     out: Path = typer.Option(..., "--out", help="The batch's run folder; run again with the same --out to resume."),
     flags: SettingFlags = SettingFlags(),  # --model, --tools..., --max-steps... (per task): the settings named above
-    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of <task id>.json."),
+    script: Optional[Path] = typer.Option(
+        None,
+        "--script",
+        help="Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of <task id>.json.",
+    ),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
-    candidates: Optional[Path] = typer.Option(None, "--candidates", help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself)."),
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0)."),
-    device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu: host-only test kernels, nothing a GPU does; setting: eval.device)."),
-    concurrency: Optional[int] = typer.Option(None, "--concurrency", "-j", min=1, help="Tasks at once (default: 2 per device)."),
-    slots: int = typer.Option(2, "--evals-per-gpu", min=1, help="Evaluations at once per device (timing is serialised per GPU anyway)."),
-    filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose id (path below TASK_DIR, no .py) matches this regex."),
+    candidates: Optional[Path] = typer.Option(
+        None,
+        "--candidates",
+        help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself).",
+    ),
+    gpus: Optional[str] = typer.Option(
+        None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0)."
+    ),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        help="One device instead of --gpus (cpu: host-only test kernels, nothing a GPU does; setting: eval.device).",
+    ),
+    concurrency: Optional[int] = typer.Option(
+        None, "--concurrency", "-j", min=1, help="Tasks at once (default: 2 per device)."
+    ),
+    slots: int = typer.Option(
+        2, "--evals-per-gpu", min=1, help="Evaluations at once per device (timing is serialised per GPU anyway)."
+    ),
+    filter_: Optional[str] = typer.Option(
+        None, "--filter", help="Only tasks whose id (path below TASK_DIR, no .py) matches this regex."
+    ),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks (after --filter)."),
-    redo: bool = typer.Option(False, "--redo", help="Run every selected task anew (their old run folders are removed)."),
-    retry_failed: bool = typer.Option(False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."),
-    task_timeout: Optional[float] = typer.Option(None, "--task-timeout", help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none)."),
-    eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."),
-    max_total_cost: Optional[float] = typer.Option(None, "--max-total-cost", help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts."),
-    ray: Optional[str] = typer.Option(None, "--ray", help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray)."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr (the bar, or a line per task started and finished); the summary line still."),
+    redo: bool = typer.Option(
+        False, "--redo", help="Run every selected task anew (their old run folders are removed)."
+    ),
+    retry_failed: bool = typer.Option(
+        False, "--retry-failed", help="Run crashed and hung tasks again (finished ones stay skipped)."
+    ),
+    task_timeout: Optional[float] = typer.Option(
+        None,
+        "--task-timeout",
+        help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none).",
+    ),
+    eval_config: Optional[Path] = typer.Option(
+        None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."
+    ),
+    max_total_cost: Optional[float] = typer.Option(
+        None,
+        "--max-total-cost",
+        help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts.",
+    ),
+    ray: Optional[str] = typer.Option(
+        None,
+        "--ray",
+        help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray).",
+    ),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress on stderr (the bar, or a line per task started and finished); the summary line still.",
+    ),
 ) -> None:
     """One agent run per task (or one evaluation per candidate with --eval-only); resumable; writes
     results.jsonl, summary.md/.json and speedups.png in --out. Exit codes: 0 done, 2 bad usage,
@@ -133,14 +187,19 @@ def batch_command(
     with fail_on(TaskDirError):
         entries = discover(task_dir, filter_, limit)
     if eval_only and not any(candidate_folder(candidates, e) for e in entries):
-        fail(f"{candidates} has a candidate for none of the {len(entries)} task(s) in {task_dir} (e.g. "
-             f"{entries[0].id}): it needs {CANDIDATE_LAYOUTS}")
+        fail(
+            f"{candidates} has a candidate for none of the {len(entries)} task(s) in {task_dir} (e.g. "
+            f"{entries[0].id}): it needs {CANDIDATE_LAYOUTS}"
+        )
     if script is not None:
         _scripts_or_exit(script, entries, resolved.settings)
     elif not eval_only:  # the key the tasks' model needs; on a Ray cluster its nodes' environment has it, not ours
         model_or_exit(resolved.settings, None, key=not ray)
-    if problem := (out_folder_problem(out, "a batch's run folder is output (results, verdicts, logs), not source")
-                   if eval_only else out_folder_problem(out)):
+    if problem := (
+        out_folder_problem(out, "a batch's run folder is output (results, verdicts, logs), not source")
+        if eval_only
+        else out_folder_problem(out)
+    ):
         fail(problem)
     if ray:
         from cuda_agent.pool.ray_cluster import RayError, check_address, disconnect, import_ray
@@ -153,10 +212,21 @@ def batch_command(
     wall = resolved.settings.limits.max_wall_s
     timeout = task_timeout if task_timeout is not None else (wall + 1800 if wall else None)
     settings = BatchSettings(
-        mode="eval" if eval_only else "agent", task_dir=task_dir, out=out.resolve(), devices=devices,
-        concurrency=concurrency, slots_per_device=slots, task_timeout=timeout, redo=redo,
-        retry_failed=retry_failed, run=resolved.settings, script=script.resolve() if script else None,
-        candidates=candidates.resolve() if candidates else None, ray=ray, max_total_cost=max_total_cost)
+        mode="eval" if eval_only else "agent",
+        task_dir=task_dir,
+        out=out.resolve(),
+        devices=devices,
+        concurrency=concurrency,
+        slots_per_device=slots,
+        task_timeout=timeout,
+        redo=redo,
+        retry_failed=retry_failed,
+        run=resolved.settings,
+        script=script.resolve() if script else None,
+        candidates=candidates.resolve() if candidates else None,
+        ray=ray,
+        max_total_cost=max_total_cost,
+    )
     console = Console(stderr=True)
     try:
         with fail_on(BatchError):
@@ -186,15 +256,19 @@ def compare_command(
         (a, rows_a), (b, rows_b) = load_run(run_a), load_run(run_b)
     h2h = head_to_head(rows_a, rows_b)
     if json_out:
-        print(json.dumps({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json"), "head_to_head": h2h},
-                         indent=1))
+        print(
+            json.dumps({"a": a.model_dump(mode="json"), "b": b.model_dump(mode="json"), "head_to_head": h2h}, indent=1)
+        )
         return
     console = Console()
     for table in compare_tables(a, b, f"{run_a} ({a.model or a.mode})", f"{run_b} ({b.model or b.mode})"):
         console.print(table)
-    console.print(f"on {h2h['shared']} shared tasks: both correct {h2h['both_correct']} (A faster {h2h['a_faster']}, "
-                  f"B faster {h2h['b_faster']}); only A correct {h2h['only_a_correct']}, only B correct "
-                  f"{h2h['only_b_correct']}", highlight=False)
+    console.print(
+        f"on {h2h['shared']} shared tasks: both correct {h2h['both_correct']} (A faster {h2h['a_faster']}, "
+        f"B faster {h2h['b_faster']}); only A correct {h2h['only_a_correct']}, only B correct "
+        f"{h2h['only_b_correct']}",
+        highlight=False,
+    )
 
 
 def baselines_command(
@@ -203,9 +277,13 @@ def baselines_command(
     device: Optional[str] = typer.Option(None, "--device", help="One device instead of --gpus (cpu for tests)."),
     filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose id matches this regex."),
     limit: Optional[int] = typer.Option(None, "--limit", min=1, help="At most this many tasks."),
-    eval_config: Optional[Path] = typer.Option(None, "--eval-config", help="JSON of EvalConfig fields (timing, compile_mode...)."),
+    eval_config: Optional[Path] = typer.Option(
+        None, "--eval-config", help="JSON of EvalConfig fields (timing, compile_mode...)."
+    ),
     no_compile: bool = typer.Option(False, "--no-compile-baseline", help="Time eager only."),
-    quiet: bool = typer.Option(False, "--quiet", "-q", help="No progress on stderr (which task, what it does now): the result lines only."),
+    quiet: bool = typer.Option(
+        False, "--quiet", "-q", help="No progress on stderr (which task, what it does now): the result lines only."
+    ),
 ) -> None:
     """Time eager and torch.compile for every task once per GPU type, into the baseline cache that
     evaluations read: a line per task on stdout; while each is timed, progress on stderr (a live display on a
@@ -230,8 +308,12 @@ def baselines_command(
             job.advance()
             failed += r.error is not None
             state = "cached" if r.cached else "timed"
-            console.print(f"{name} {e.id}: eager {ms(r.eager_ms)}, compile {ms(r.compile_ms)} ({state})"
-                          + (f"; {r.error}" if r.error else ""), highlight=False, markup=False)
+            console.print(
+                f"{name} {e.id}: eager {ms(r.eager_ms)}, compile {ms(r.compile_ms)} ({state})"
+                + (f"; {r.error}" if r.error else ""),
+                highlight=False,
+                markup=False,
+            )
     console.print(f"{len(entries)} tasks; cache {cache_path(cfg)}", highlight=False)
     raise typer.Exit(1 if failed else 0)
 
@@ -254,6 +336,9 @@ def tasks_import(
     console = Console()
     for r in report.rejected:
         console.print(f"rejected row {r.row} ({r.ops}): {r.error}", highlight=False, markup=False)
-    console.print(f"{len(report.imported)} tasks written to {out}, {len(report.rejected)} rejected "
-                  f"(listed in {out / 'import.json'})", highlight=False)
+    console.print(
+        f"{len(report.imported)} tasks written to {out}, {len(report.rejected)} rejected "
+        f"(listed in {out / 'import.json'})",
+        highlight=False,
+    )
     raise typer.Exit(1 if report.rejected else 0)

@@ -17,9 +17,17 @@ from cuda_agent.cli_settings import fail, fail_on, require_device, resolve_or_ex
 def eval_command(
     task: str = typer.Argument(..., help="The task: path/to/file.py or path/to/file.py::ClassName."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Folder with model_new.py and kernels/*.cu."),
-    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py)."),
+    inputs: Optional[Path] = typer.Option(
+        None,
+        "--inputs",
+        help="File defining get_inputs()/get_init_inputs() when the task lacks them (default: <task>.inputs.py).",
+    ),
     flags: SettingFlags = SettingFlags(),  # --device, --sets, --no-server...: the [eval] settings that have flags
-    tolerance: Optional[str] = typer.Option(None, "--tolerance", help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances)."),
+    tolerance: Optional[str] = typer.Option(
+        None,
+        "--tolerance",
+        help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances).",
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:
     """Exit codes: 0 correct, 1 incorrect or a guard fired, 2 bad usage, 3 compile error,
@@ -39,8 +47,9 @@ def eval_command(
     if not candidate.is_dir():
         fail(f"candidate folder not found: {candidate}")
     if not (candidate / "model_new.py").is_file():  # nothing to evaluate: bad usage, not a verdict
-        fail(f"{candidate} has no model_new.py: a candidate folder holds model_new.py (class ModelNew) and "
-             "kernels/*.cu")
+        fail(
+            f"{candidate} has no model_new.py: a candidate folder holds model_new.py (class ModelNew) and kernels/*.cu"
+        )
     if (rejected := _static_rejection(candidate, cfg.allow_precision)) is not None:
         _report(rejected, {"path": task}, f"{task} <- {candidate}", candidate, cfg.device, json_out)
     if tolerance is not None:
@@ -81,9 +90,13 @@ def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: b
         fail(f"inputs file not found: {inputs}")
     say = partial(Console(stderr=True).print, highlight=False, markup=False, soft_wrap=True)
     cfg = cfg.model_copy(update={"cache_dir": cfg.cache_root().resolve()})  # the server runs in /: no relative paths
-    request = {"op": "evaluate", "task": str(path.resolve()) + (f"::{cls}" if cls else ""),
-               "inputs": str(inputs.resolve()) if inputs else None, "cfg": cfg.model_dump(mode="json"),
-               "candidate": str(candidate.resolve())}
+    request = {
+        "op": "evaluate",
+        "task": str(path.resolve()) + (f"::{cls}" if cls else ""),
+        "inputs": str(inputs.resolve()) if inputs else None,
+        "cfg": cfg.model_dump(mode="json"),
+        "candidate": str(candidate.resolve()),
+    }
     with Console(stderr=json_out).status("evaluating..."):
         # no server for this task yet: the device is checked first (one line, not a server that cannot use it)
         answer = server_client.evaluate(cfg, request, say, before_start=lambda: require_device(cfg.device))
@@ -91,12 +104,20 @@ def _on_server(task: str, inputs: Path | None, cfg, candidate: Path, json_out: b
         return
     if "usage" in answer:
         fail(answer["usage"])
-    _report(Verdict.model_validate(answer["verdict"]), answer["task"], f"{answer['name']} <- {candidate}", candidate,
-            cfg.device, json_out, server=answer["server"])
+    _report(
+        Verdict.model_validate(answer["verdict"]),
+        answer["task"],
+        f"{answer['name']} <- {candidate}",
+        candidate,
+        cfg.device,
+        json_out,
+        server=answer["server"],
+    )
 
 
-def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool,
-            server: dict | None = None) -> NoReturn:
+def _report(
+    verdict, task_info: dict, title: str, candidate: Path, device: str, json_out: bool, server: dict | None = None
+) -> NoReturn:
     """The verdict on stdout (a table, or one JSON object), and its exit code. `server`: which warm
     server evaluated it (pid, its evaluations of this task, whether its evaluator was reused)."""
     from rich.console import Console
@@ -104,8 +125,18 @@ def _report(verdict, task_info: dict, title: str, candidate: Path, device: str, 
     from cuda_agent.eval.render import EXIT_CODES, render_verdict
 
     if json_out:
-        print(json.dumps({"task": task_info, "candidate": str(candidate), "device": device, "server": server,
-                          "verdict": verdict.model_dump()}, indent=1))
+        print(
+            json.dumps(
+                {
+                    "task": task_info,
+                    "candidate": str(candidate),
+                    "device": device,
+                    "server": server,
+                    "verdict": verdict.model_dump(),
+                },
+                indent=1,
+            )
+        )
     else:
         render_verdict(verdict, Console(), title=title)
     raise typer.Exit(EXIT_CODES[verdict.status])
@@ -120,5 +151,8 @@ def _static_rejection(candidate: Path, allow_precision: bool):
     findings = check_candidate_static(candidate, task_fp32=False, allow_precision=allow_precision)
     if not any(f.severity == "fail" for f in findings):
         return None
-    return Verdict(status="guard_violation", findings=findings,
-                   notes=["rejected by the static guards before the task was loaded or anything was built"])
+    return Verdict(
+        status="guard_violation",
+        findings=findings,
+        notes=["rejected by the static guards before the task was loaded or anything was built"],
+    )

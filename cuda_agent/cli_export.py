@@ -14,14 +14,37 @@ from cuda_agent.run_folder import TRAJECTORY
 
 
 def export_command(
-    runs: List[Path] = typer.Argument(..., help=f"Run folders, batch folders or folders of runs (searched for {TRAJECTORY})."),
-    fmt: str = typer.Option(..., "--format", "-f", help="sft (chat JSONL, every run), rft (chat JSONL, the best run per task) or verl (parquet of tasks)."),
+    runs: List[Path] = typer.Argument(
+        ..., help=f"Run folders, batch folders or folders of runs (searched for {TRAJECTORY})."
+    ),
+    fmt: str = typer.Option(
+        ...,
+        "--format",
+        "-f",
+        help="sft (chat JSONL, every run), rft (chat JSONL, the best run per task) or verl (parquet of tasks).",
+    ),
     out: Path = typer.Option(..., "--out", "-o", help="The file to write (.jsonl for sft/rft, .parquet for verl)."),
-    min_reward: Optional[int] = typer.Option(None, "--min-reward", help="Leave out runs whose best reward is below this (sft, rft; rft defaults to 2)."),
-    drop_marked: bool = typer.Option(False, "--drop-marked", help="Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with weight 0)."),
-    drop_trimmed: bool = typer.Option(False, "--drop-trimmed", help="Leave out runs whose context was trimmed (default: kept, shortened as the model was shown them, the steps listed in metadata)."),
-    include_unfinished: bool = typer.Option(False, "--include-unfinished", help="Also export runs without a closing record (killed, still running)."),
-    include_external: bool = typer.Option(False, "--include-external", help="Keep runs an MCP client drove (cuda-agent mcp) in sft/rft as demonstrations: each of the client's turns is marked \"external\": true and holds only its tool calls (content null), and is trained as those calls (default: such runs are left out, with that reason)."),
+    min_reward: Optional[int] = typer.Option(
+        None, "--min-reward", help="Leave out runs whose best reward is below this (sft, rft; rft defaults to 2)."
+    ),
+    drop_marked: bool = typer.Option(
+        False,
+        "--drop-marked",
+        help="Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with weight 0).",
+    ),
+    drop_trimmed: bool = typer.Option(
+        False,
+        "--drop-trimmed",
+        help="Leave out runs whose context was trimmed (default: kept, shortened as the model was shown them, the steps listed in metadata).",
+    ),
+    include_unfinished: bool = typer.Option(
+        False, "--include-unfinished", help="Also export runs without a closing record (killed, still running)."
+    ),
+    include_external: bool = typer.Option(
+        False,
+        "--include-external",
+        help='Keep runs an MCP client drove (cuda-agent mcp) in sft/rft as demonstrations: each of the client\'s turns is marked "external": true and holds only its tool calls (content null), and is trained as those calls (default: such runs are left out, with that reason).',
+    ),
 ) -> None:
     """Counts of what was written and what was left out, and why, are printed at the end. Exit codes: 0 written;
     2 bad usage (a path that does not exist, an unknown format); 3 nothing to write (no run found, or every
@@ -35,8 +58,16 @@ def export_command(
     if fmt == "rft" and min_reward is None:
         min_reward = 2  # RFT keeps good trajectories: faster than eager at least
     try:
-        report = export(runs, fmt, out, min_reward=min_reward, drop_marked=drop_marked, drop_trimmed=drop_trimmed,
-                        include_unfinished=include_unfinished, include_external=include_external)
+        report = export(
+            runs,
+            fmt,
+            out,
+            min_reward=min_reward,
+            drop_marked=drop_marked,
+            drop_trimmed=drop_trimmed,
+            include_unfinished=include_unfinished,
+            include_external=include_external,
+        )
     except FileNotFoundError as e:
         fail(str(e))
     except ImportError:

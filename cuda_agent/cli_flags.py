@@ -53,8 +53,9 @@ class SettingFlags(Mapping[str, Any]):
         return nested
 
 
-def setting_flags(*names: str, per_task: bool = False,
-                  settings: type[BaseModel] | None = None) -> Callable[[Command], Command]:
+def setting_flags(
+    *names: str, per_task: bool = False, settings: type[BaseModel] | None = None
+) -> Callable[[Command], Command]:
     """Decorate a command: its parameter annotated SettingFlags becomes an option for each setting
     `names` picks, in that order, and is given what they gave. `per_task`: the budgets' help says a
     batch counts them per task. `settings`: the model the settings are read from (default Settings)."""
@@ -74,9 +75,15 @@ def setting_flags(*names: str, per_task: bool = False,
             raise TypeError(f"{command.__name__} has parameters named like setting flags: {', '.join(clash)}")
         parameters = list(signature.parameters.values())
         at = parameters.index(slot)
-        parameters[at:at + 1] = [inspect.Parameter(params[s.path], slot.kind, default=_option(s, per_task),
-                                                   annotation=bool if s.switch else Optional[_value_type(s)[0]])
-                                 for s in chosen]
+        parameters[at : at + 1] = [
+            inspect.Parameter(
+                params[s.path],
+                slot.kind,
+                default=_option(s, per_task),
+                annotation=bool if s.switch else Optional[_value_type(s)[0]],
+            )
+            for s in chosen
+        ]
 
         @functools.wraps(command)
         def with_flags(*args: Any, **kwargs: Any) -> Any:
@@ -131,5 +138,6 @@ def _option(s: FlaggedSetting, per_task: bool) -> Any:
     kind, choices = _value_type(s)
     low = next((kind(m.ge) for m in s.field.metadata if isinstance(m, annotated_types.Ge)), None)
     high = next((kind(m.le) for m in s.field.metadata if isinstance(m, annotated_types.Le)), None)
-    return typer.Option(None, *names, help=help, min=low, max=high,
-                        metavar=s.flag.metavar or ("|".join(choices) if choices else None))
+    return typer.Option(
+        None, *names, help=help, min=low, max=high, metavar=s.flag.metavar or ("|".join(choices) if choices else None)
+    )

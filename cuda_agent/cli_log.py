@@ -19,9 +19,8 @@ def log_command(
     commits: bool = typer.Option(True, "--commits/--no-commits", help="Also list the history's commits (git log)."),
 ) -> None:
     """Exit codes: 0 shown; 2 not a run (one line says what to give)."""
-    from rich.console import Console
-
     import git
+    from rich.console import Console
 
     from cuda_agent.filenames import shown
     from cuda_agent.run_folder import RunFolder
@@ -34,8 +33,13 @@ def log_command(
     try:
         history = History.open(work_tree)
         versions, best = history.versions(), history.best()
-        log = history.git("log", "--no-show-signature", "--no-color", "--format=%h %ad %s", "--date=short",
-                          "HEAD", ok=(0, 128)) if commits else ""
+        log = (
+            history.git(
+                "log", "--no-show-signature", "--no-color", "--format=%h %ad %s", "--date=short", "HEAD", ok=(0, 128)
+            )
+            if commits
+            else ""
+        )
     except (WorkspaceError, LedgerError) as e:
         fail(str(e))
     except git.GitCommandError as e:

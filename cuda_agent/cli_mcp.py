@@ -20,11 +20,25 @@ from cuda_agent.cli_settings import fail, keep_run_device, require_device, resol
 # no model flags: the client is the model; its steps and wall time are limits, its spending is its own
 @setting_flags("out", "eval.device", "limits.max_steps", "limits.max_wall_s", *JUDGE)
 def mcp_command(
-    task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
-    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A finished run is left as it is: one line, and its exit code."),
-    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
+    task: Optional[str] = typer.Argument(
+        None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."
+    ),
+    resume: Optional[Path] = typer.Option(
+        None,
+        "--resume",
+        metavar="RUN_DIR",
+        help="Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A finished run is left as it is: one line, and its exit code.",
+    ),
+    inputs: Optional[Path] = typer.Option(
+        None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."
+    ),
     flags: SettingFlags = SettingFlags(),  # --out, --device, --max-steps...: the settings named above
-    http: Optional[str] = typer.Option(None, "--http", metavar="[HOST:]PORT", help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first tool call drives the run, a second is refused, and the run ends when its session does. No authentication: anything that reaches the port can edit files and run code in the run's jail, so a non-loopback HOST gets a warning."),
+    http: Optional[str] = typer.Option(
+        None,
+        "--http",
+        metavar="[HOST:]PORT",
+        help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first tool call drives the run, a second is refused, and the run ends when its session does. No authentication: anything that reaches the port can edit files and run code in the run's jail, so a non-loopback HOST gets a warning.",
+    ),
 ) -> None:
     """The run starts with the client's first tool call and ends with `finish`, a limit, or the client
     disconnecting; it is then re-verified and reported as `optimize`'s is. Exit codes (when the client
@@ -52,8 +66,12 @@ def mcp_command(
     keep_run_device(resolved, resume)
     require_device(settings.eval.device)
     made = _missing(settings.out) if resume is None else []  # what a run that never starts must not leave
-    spec = RunSpec(task=task, inputs=inputs, resume=resume,  # the run folder is made as optimize makes it
-                   workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
+    spec = RunSpec(
+        task=task,
+        inputs=inputs,
+        resume=resume,  # the run folder is made as optimize makes it
+        workspace=None if resume is not None else new_run_folder(settings.out, task, inputs),
+    )
     opened = open_or_exit(spec, settings)
     from cuda_agent.mcp_server.session import serve_task
 
@@ -87,6 +105,9 @@ def _listen_or_exit(value: str):
     except OSError as e:
         fail(f"--http {value!r}: cannot listen on {host} port {port}: {e.strerror or e}")
     if not is_loopback(host):
-        typer.echo(f"warning: --http {value} listens beyond this machine, with no authentication: whoever reaches "
-                   "it can edit files and run code in the run's jail (prefer 127.0.0.1 and an SSH tunnel)", err=True)
+        typer.echo(
+            f"warning: --http {value} listens beyond this machine, with no authentication: whoever reaches "
+            "it can edit files and run code in the run's jail (prefer 127.0.0.1 and an SSH tunnel)",
+            err=True,
+        )
     return sock

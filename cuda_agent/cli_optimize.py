@@ -23,15 +23,34 @@ from cuda_agent.cli_settings import fail, keep_run_device, model_or_exit, requir
 
 @setting_flags(*MODEL, "out", "eval.device", "limits", *JUDGE)
 def optimize_command(
-    task: Optional[str] = typer.Argument(None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."),
+    task: Optional[str] = typer.Argument(
+        None, help="The task: path/to/file.py or path/to/file.py::ClassName (not with --resume)."
+    ),
     flags: SettingFlags = SettingFlags(),  # --model, --tools..., --max-steps...: the settings named above
-    script: Optional[Path] = typer.Option(None, "--script", help="Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with \"responses\" (and \"name\"), as examples/scale_add_small/demo_session.json; on --resume the turns already taken are skipped."),
-    resume: Optional[Path] = typer.Option(None, "--resume", metavar="RUN_DIR", help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."),
-    inputs: Optional[Path] = typer.Option(None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."),
+    script: Optional[Path] = typer.Option(
+        None,
+        "--script",
+        help='Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with "responses" (and "name"), as examples/scale_add_small/demo_session.json; on --resume the turns already taken are skipped.',
+    ),
+    resume: Optional[Path] = typer.Option(
+        None,
+        "--resume",
+        metavar="RUN_DIR",
+        help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code.",
+    ),
+    inputs: Optional[Path] = typer.Option(
+        None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."
+    ),
     json_out: bool = typer.Option(False, "--json", help="Print the result as JSON."),
     quiet: bool = typer.Option(False, "--quiet", "-q", help="Print nothing but the result line."),
-    confirm: bool = typer.Option(False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."),
-    tui: bool = typer.Option(False, "--tui", help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach)."),
+    confirm: bool = typer.Option(
+        False, "--confirm", help="Ask before each tool call: approve, reject with a reason, or edit its arguments."
+    ),
+    tui: bool = typer.Option(
+        False,
+        "--tui",
+        help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach).",
+    ),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,
     2 bad usage (one line on stderr, nothing made: a missing or malformed --script, no API key...),
@@ -64,13 +83,19 @@ def optimize_command(
     model_or_exit(settings, script)  # a bad script or no key: one line now, not a failed run in a new folder
     if script is not None and settings.eval.device == "cpu" and (refusal := script_cpu_refusal(script, task)):
         fail(refusal)  # its kernels need a GPU: every version would be a runtime error
-    spec = RunSpec(task=task, inputs=inputs, resume=resume, script=script.resolve() if script else None,
-                   workspace=None if resume is not None else new_run_folder(settings.out, task, inputs))
+    spec = RunSpec(
+        task=task,
+        inputs=inputs,
+        resume=resume,
+        script=script.resolve() if script else None,
+        workspace=None if resume is not None else new_run_folder(settings.out, task, inputs),
+    )
     if tui:
         from cuda_agent.tui.launch import launch_with_tui
 
-        request = RunRequest(spec=spec, settings=settings, control=True, approve=confirm,
-                             settings_record=resolved.record())
+        request = RunRequest(
+            spec=spec, settings=settings, control=True, approve=confirm, settings_record=resolved.record()
+        )
         raise typer.Exit(launch_with_tui(request, settings.out if resume is None else resume.parent))
     from cuda_agent.agent.console import ConsoleApproval, LiveWriter
     from cuda_agent.progress import Progress
@@ -78,8 +103,11 @@ def optimize_command(
     opened = open_or_exit(spec, settings)
     run_dir = opened[0].workspace.run_folder.path
     for lock in opened[0].workspace.removed_locks:
-        Console(stderr=True).print(f"removed {escape(str(lock))}: a stale git lock left by a process that is no "
-                                   "longer running", highlight=False, soft_wrap=True)
+        Console(stderr=True).print(
+            f"removed {escape(str(lock))}: a stale git lock left by a process that is no longer running",
+            highlight=False,
+            soft_wrap=True,
+        )
     console.print(f"run folder: {run_dir}", highlight=False, soft_wrap=True)  # a path to copy: never wrapped
     live = not (quiet or json_out or confirm) and console.is_terminal
     writer = (lambda path, llm: LiveWriter(path, console, llm.name)) if live else None  # None: run_task's plain writer
@@ -96,16 +124,22 @@ def optimize_command(
     else:
         v = done.verified
         # no compile baseline (--no-compile-baseline): no ratio to it, rather than "0.00x"
-        vs_compile = ("no torch.compile baseline" if v is None or v.speedup_vs_compile is None
-                      else f"{v.speedup_vs_compile:.2f}x vs torch.compile")
-        line = (f"best: version {done.best.version}, re-verified, reward {v.reward}, "
-                f"{v.timing.median_ms if v.timing else 0:.4f} ms, {vs_compile}"
-                if v else "no correct version passed re-verification")
-        Console().print(f"{done.stop_reason} after {done.steps} steps; {line}; {run_dir}", highlight=False,
-                        soft_wrap=True)
+        vs_compile = (
+            "no torch.compile baseline"
+            if v is None or v.speedup_vs_compile is None
+            else f"{v.speedup_vs_compile:.2f}x vs torch.compile"
+        )
+        line = (
+            f"best: version {done.best.version}, re-verified, reward {v.reward}, "
+            f"{v.timing.median_ms if v.timing else 0:.4f} ms, {vs_compile}"
+            if v
+            else "no correct version passed re-verification"
+        )
+        Console().print(
+            f"{done.stop_reason} after {done.steps} steps; {line}; {run_dir}", highlight=False, soft_wrap=True
+        )
         if done.dropin:
             Console().print(f"drop-in: {done.dropin} (see its README.md); report: {done.report}", highlight=False)
         if done.error:
             Console(stderr=True).print(f"[red]error[/]: {escape(done.error)}", highlight=False, soft_wrap=True)
     raise typer.Exit(done.exit_code)
-

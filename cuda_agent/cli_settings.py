@@ -12,7 +12,9 @@ from typing import Any, NoReturn, Optional
 
 import typer
 
-config_app = typer.Typer(no_args_is_help=True, help="Settings: what a run would use here, and where each value comes from.")
+config_app = typer.Typer(
+    no_args_is_help=True, help="Settings: what a run would use here, and where each value comes from."
+)
 
 
 def fail(message: str, code: int = 2) -> NoReturn:
@@ -68,10 +70,14 @@ def keep_run_device(resolved, run_dir: Path | None) -> None:
 
 
 # the README's route to a first verdict without a GPU: the example's host-only candidate (tests read it there)
-CPU_EXAMPLE = ("cuda-agent eval examples/scale_add_small/model.py --candidate examples/scale_add_small/candidate_cpu "
-               "--device cpu --no-compile-baseline")
-NO_GPU = ("no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
-          f"host-only kernels (nothing a GPU does is run or timed), e.g. from a clone's root: `{CPU_EXAMPLE}`")
+CPU_EXAMPLE = (
+    "cuda-agent eval examples/scale_add_small/model.py --candidate examples/scale_add_small/candidate_cpu "
+    "--device cpu --no-compile-baseline"
+)
+NO_GPU = (
+    "no CUDA GPU is visible to torch: run `cuda-agent doctor` to see why, or pass --device cpu to run "
+    f"host-only kernels (nothing a GPU does is run or timed), e.g. from a clone's root: `{CPU_EXAMPLE}`"
+)
 
 
 def require_device(device: str) -> None:
@@ -108,18 +114,28 @@ def out_folder_problem(out: Path, why: str = WORKSPACES_ARE_REPOSITORIES) -> str
     inside = Path(out).resolve().relative_to(owner)
     if inside != Path("."):
         with contextlib.suppress(OSError, subprocess.TimeoutExpired):  # the trailing /: a folder, existing or not
-            if subprocess.run(["git", "-C", str(owner), "check-ignore", "-q", "--", f"{inside.as_posix()}/"],
-                              capture_output=True, timeout=30).returncode == 0:
+            if (
+                subprocess.run(
+                    ["git", "-C", str(owner), "check-ignore", "-q", "--", f"{inside.as_posix()}/"],
+                    capture_output=True,
+                    timeout=30,
+                ).returncode
+                == 0
+            ):
                 return None
     ignore = f", or list {inside.as_posix()}/ in {owner / '.gitignore'}" if inside != Path(".") else ""
-    return (f"{out} is inside the git repository at {owner}, which does not ignore it: {why}; pass --out DIR "
-            f"outside it{ignore}")
+    return (
+        f"{out} is inside the git repository at {owner}, which does not ignore it: {why}; pass --out DIR "
+        f"outside it{ignore}"
+    )
 
 
 @config_app.command("show")
 def show_command(
     json_out: bool = typer.Option(False, "--json", help="Print JSON: values and origins."),
-    project_dir: Optional[Path] = typer.Option(None, "--project-dir", help="Where to look for cuda-agent.toml (default: here)."),
+    project_dir: Optional[Path] = typer.Option(
+        None, "--project-dir", help="Where to look for cuda-agent.toml (default: here)."
+    ),
 ) -> None:
     """Every setting with its value, the layer it came from (default < user file < project file
     (cuda-agent.toml) < environment (CUDA_AGENT_*, nested with __) < flag) and its flag, if it has one."""
@@ -133,13 +149,19 @@ def show_command(
         resolved = resolve(project_dir=project_dir)
     flags = {s.path: s.option for s in flagged(Settings)}  # the commands that take each: their --help
     if json_out:
-        print(json.dumps({"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins,
-                          "flags": flags}, indent=1))
+        print(
+            json.dumps(
+                {"values": resolved.settings.model_dump(mode="json"), "origins": resolved.origins, "flags": flags},
+                indent=1,
+            )
+        )
         return
     project_file = (project_dir or Path.cwd()) / PROJECT_FILE
-    table = Table("setting", "value", "from", "flag",
-                  title=f"settings (user file {user_file()}, project file {project_file})")
+    table = Table(
+        "setting", "value", "from", "flag", title=f"settings (user file {user_file()}, project file {project_file})"
+    )
     for name, value, origin in resolved.rows():
-        table.add_row(name, json.dumps(value), origin, flags.get(name, ""),
-                      style=None if origin == "default" else "bold")
+        table.add_row(
+            name, json.dumps(value), origin, flags.get(name, ""), style=None if origin == "default" else "bold"
+        )
     Console().print(table)

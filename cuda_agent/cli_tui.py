@@ -18,7 +18,9 @@ from cuda_agent.run_folder import TRAJECTORY, WORKSPACE, RunFolder
 def tui_command(
     run_dir: Path = typer.Argument(..., help=f"A run folder (what optimize wrote: {WORKSPACE}/, {TRAJECTORY})."),
     flags: SettingFlags = SettingFlags(),  # the model for resuming (--model, --api-base, --tools...)
-    script: Optional[Path] = typer.Option(None, "--script", help="Scripted model for resuming (optimize --script's file)."),
+    script: Optional[Path] = typer.Option(
+        None, "--script", help="Scripted model for resuming (optimize --script's file)."
+    ),
 ) -> None:
     """Keys: p pause/resume, a approve mode, m message the model, s stop, r resume, f profile,
     x diff base, y copy the workspace path, q quit (detach or stop); ctrl+p lists them all."""

@@ -37,8 +37,11 @@ def run_checks(model: str | None = None, api_base: str | None = None) -> list[Ch
         try:
             found = fn(facts)
         except Exception as e:  # one broken tool must not hide the rest of the report
-            found = Found(False, f"the check raised {type(e).__name__}: {e}",
-                          "see the detail: a broken install of this tool, or a bug in cuda-agent doctor")
+            found = Found(
+                False,
+                f"the check raised {type(e).__name__}: {e}",
+                "see the detail: a broken install of this tool, or a bug in cuda-agent doctor",
+            )
         checks.append(Check(name=name, ok=found.ok, detail=found.detail, fix=found.fix, severity=severity))
     return checks
 

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.reference import write_private
+from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.secrets import Redactor
 from cuda_agent.settings import ToolSettings
 from cuda_agent.task import Task, TaskError, load_task, source_digest
@@ -31,8 +31,9 @@ class StepResult:
 
 
 class Environment(contextlib.AbstractContextManager):
-    def __init__(self, workspace: Workspace, eval_config: EvalConfig | None = None,
-                 tool_settings: ToolSettings | None = None):
+    def __init__(
+        self, workspace: Workspace, eval_config: EvalConfig | None = None, tool_settings: ToolSettings | None = None
+    ):
         self.workspace = workspace
         self.eval_config = eval_config or EvalConfig()
         self.tool_settings = tool_settings or ToolSettings()
@@ -44,8 +45,14 @@ class Environment(contextlib.AbstractContextManager):
         record = workspace.record.task
         # the profile and sanitize tools run the reference task from this private copy
         copy = TaskCopy(ref=f"{self.reference_task().path}::{record.class_name}", hash=record.source_hash)
-        self.ctx = ToolContext(workspace, evaluator_factory=self._make_evaluator, tools=self.tool_settings,
-                               eval=self.eval_config, task_copy=copy, redact=self.redactor.text)
+        self.ctx = ToolContext(
+            workspace,
+            evaluator_factory=self._make_evaluator,
+            tools=self.tool_settings,
+            eval=self.eval_config,
+            task_copy=copy,
+            redact=self.redactor.text,
+        )
 
     @classmethod
     def create(cls, task: Task, runs_dir: Path = Path("runs"), **kw) -> Environment:
@@ -61,8 +68,12 @@ class Environment(contextlib.AbstractContextManager):
     def step(self, name: str, args: Any) -> StepResult:
         result = dispatch(self.tools, name, args, self.ctx)  # observations redacted there, before bounding
         v = result.verdict
-        return StepResult(result=result, reward=v.reward if v else None, done=bool(result.data.get("finished")),
-                          unscorable=v.error or "unscorable" if v and v.status == "unscorable" else None)
+        return StepResult(
+            result=result,
+            reward=v.reward if v else None,
+            done=bool(result.data.get("finished")),
+            unscorable=v.error or "unscorable" if v and v.status == "unscorable" else None,
+        )
 
     def episode_reward(self) -> int:
         """The paper's task score: the reward of the best correct version found, -1 if none, as the
@@ -85,14 +96,20 @@ class Environment(contextlib.AbstractContextManager):
         sidecar = ws.history.show(root, "model.inputs.py") if ws.record.task.inputs_path else None
         # checked before anything runs: the workspace's git objects are within the model's reach
         if source_digest(ws.record.task.class_name, source, sidecar) != ws.record.task.source_hash:
-            raise TaskError("the workspace's first commit does not hold the task it was made for; "
-                            "make a new workspace from the task file")
+            raise TaskError(
+                "the workspace's first commit does not hold the task it was made for; "
+                "make a new workspace from the task file"
+            )
         write_private(folder / "model.py", source)
         inputs = None if sidecar is None else folder / "model.inputs.py"
         if inputs is not None and sidecar is not None:
             write_private(inputs, sidecar)
-        self._reference = load_task(f"{folder / 'model.py'}::{ws.record.task.class_name}", inputs=inputs,
-                                    module_name="cuda_agent_task_env", expected_hash=ws.record.task.source_hash)
+        self._reference = load_task(
+            f"{folder / 'model.py'}::{ws.record.task.class_name}",
+            inputs=inputs,
+            module_name="cuda_agent_task_env",
+            expected_hash=ws.record.task.source_hash,
+        )
         return self._reference
 
     def _make_evaluator(self):

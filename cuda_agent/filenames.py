@@ -25,10 +25,12 @@ DOT_NAMES = frozenset({".gitignore", ".cuda-agent"})
 RULE = "use letters, digits, '_', '-' and '.' (folders split by '/'), e.g. kernels/my_kernel.cu"
 _PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
-_REFUSED_PARTS = {"": "it has an empty folder name ('//' or a '/' at the end)",
-                  "..": "'..' leaves the folder; name the file from the workspace root",
-                  ".": "'.' is not needed; name the file from the workspace root",
-                  ".git": ".git is the workspace history, kept by the harness"}
+_REFUSED_PARTS = {
+    "": "it has an empty folder name ('//' or a '/' at the end)",
+    "..": "'..' leaves the folder; name the file from the workspace root",
+    ".": "'.' is not needed; name the file from the workspace root",
+    ".git": ".git is the workspace history, kept by the harness",
+}
 
 
 def shown(name: str) -> str:
@@ -49,8 +51,12 @@ def _shown_part(part: str) -> str:
             out.append(_ESCAPES[ch])
         elif 0xDC80 <= o <= 0xDCFF:
             out.append(f"\\x{o - 0xDC00:02x}")
-        elif (0xD800 <= o <= 0xDFFF or not ch.isprintable() or unicodedata.category(ch) in ("Zl", "Zp")
-              or (ch.isspace() and i in (0, len(part) - 1))):
+        elif (
+            0xD800 <= o <= 0xDFFF
+            or not ch.isprintable()
+            or unicodedata.category(ch) in ("Zl", "Zp")
+            or (ch.isspace() and i in (0, len(part) - 1))
+        ):
             out.append(f"\\x{o:02x}" if o < 0x100 else f"\\u{o:04x}" if o < 0x10000 else f"\\U{o:08x}")
         else:
             out.append(ch)
@@ -94,8 +100,10 @@ def bad_sources(sources: Iterable[Path], root: Path) -> list[str]:
     for src in sources:
         rel = src.relative_to(root).as_posix()
         if (why := name_problem(rel)) is not None:
-            lines.append(f"{shown(rel)}: file name not allowed ({why}): delete it with delete_file or rename it "
-                         f"with rename_file (letters, digits, _ - . only), then compile again")
+            lines.append(
+                f"{shown(rel)}: file name not allowed ({why}): delete it with delete_file or rename it "
+                f"with rename_file (letters, digits, _ - . only), then compile again"
+            )
     return lines
 
 

@@ -43,17 +43,47 @@ from pathlib import Path
 from cuda_agent.jail_limits import NPROC_WRAPPER, LimitSettingError, Watch, new_cgroup, pids_base, setting
 
 # what a jailed process may read of /etc: the dynamic loader, names of users and groups, time
-_ETC = ("ld.so.cache", "ld.so.conf", "ld.so.conf.d", "passwd", "group", "nsswitch.conf", "localtime",
-        "alternatives", "nvidia")
+_ETC = (
+    "ld.so.cache",
+    "ld.so.conf",
+    "ld.so.conf.d",
+    "passwd",
+    "group",
+    "nsswitch.conf",
+    "localtime",
+    "alternatives",
+    "nvidia",
+)
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32")
 # procfs entries that must not be writable even by a process whose uid maps to root: /proc/driver holds
 # the NVIDIA driver's files (registry, suspend: 0644, root's), which CUDA only reads
-_PROC_RO = ("/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus", "/proc/driver", "/proc/mtrr",
-            "/proc/pressure")
+_PROC_RO = (
+    "/proc/sys",
+    "/proc/sysrq-trigger",
+    "/proc/irq",
+    "/proc/bus",
+    "/proc/driver",
+    "/proc/mtrr",
+    "/proc/pressure",
+)
 # environment variables a jailed process may receive (values are paths or plain settings)
-ENV_ALLOW = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDA_HOME",
-             "CUDA_PATH", "LD_LIBRARY_PATH", "PYTHONPATH", "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES",
-             "TERM", "COLUMNS", "CUDA_AGENT_NVCC")
+ENV_ALLOW = (
+    "LANG",
+    "LC_ALL",
+    "LC_CTYPE",
+    "TZ",
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "LD_LIBRARY_PATH",
+    "PYTHONPATH",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "TERM",
+    "COLUMNS",
+    "CUDA_AGENT_NVCC",
+)
 NO_SANDBOX = "run with --no-sandbox to evaluate without the jail"
 NO_SANDBOX_HINT = f"install bubblewrap (apt-get install bubblewrap) or {NO_SANDBOX}"
 
@@ -82,8 +112,9 @@ def jail_problem() -> str | None:
     except JailUnavailable as e:  # a limit's variable holds no number
         return str(e)
     try:
-        r = subprocess.run(probe, capture_output=True, text=True, timeout=30, env=minimal_env(),
-                           preexec_fn=_limits(None))
+        r = subprocess.run(
+            probe, capture_output=True, text=True, timeout=30, env=minimal_env(), preexec_fn=_limits(None)
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bubblewrap could not start ({e}): {NO_SANDBOX_HINT}"
     if r.returncode != 0:
@@ -96,8 +127,15 @@ def minimal_env(extra: dict[str, str] | None = None, home: str = "/tmp") -> dict
     """The environment a jailed process starts with: the allowlist's values from ours, a PATH of
     system and interpreter folders, HOME and TMPDIR in its private /tmp, plus `extra`."""
     env = {k: os.environ[k] for k in ENV_ALLOW if k in os.environ}
-    bins = [str(Path(sys.executable).parent), "/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin",
-            "/sbin", "/bin"]
+    bins = [
+        str(Path(sys.executable).parent),
+        "/usr/local/sbin",
+        "/usr/local/bin",
+        "/usr/sbin",
+        "/usr/bin",
+        "/sbin",
+        "/bin",
+    ]
     cuda_home = _cuda_home()
     if cuda_home:
         bins.insert(1, str(cuda_home / "bin"))
@@ -105,8 +143,14 @@ def minimal_env(extra: dict[str, str] | None = None, home: str = "/tmp") -> dict
     # editable install elsewhere names: a second checkout's judge failed with "No module named cuda_agent"
     package_root = str(Path(__file__).resolve().parent.parent)
     python_path = [package_root, *(p for p in env.get("PYTHONPATH", "").split(":") if p)]
-    env.update(PATH=":".join(dict.fromkeys(bins)), HOME=home, TMPDIR=home, PYTHONDONTWRITEBYTECODE="1",
-               PYTHONNOUSERSITE="1", PYTHONPATH=":".join(dict.fromkeys(python_path)))
+    env.update(
+        PATH=":".join(dict.fromkeys(bins)),
+        HOME=home,
+        TMPDIR=home,
+        PYTHONDONTWRITEBYTECODE="1",
+        PYTHONNOUSERSITE="1",
+        PYTHONPATH=":".join(dict.fromkeys(python_path)),
+    )
     env.setdefault("LANG", "C.UTF-8")
     env.update(extra or {})
     return env
@@ -127,7 +171,7 @@ def _interpreter_paths() -> list[Path]:
     # not sys.path[0]: the folder of the script that started us, or the cwd of `python -m` (the user's
     # home, or "/", which bound over everything would undo the private /tmp, /dev and /proc): the
     # jailed child imports nothing from it
-    paths.update(p for p in sys.path[0 if sys.flags.safe_path else 1:] if p and os.path.isabs(p))
+    paths.update(p for p in sys.path[0 if sys.flags.safe_path else 1 :] if p and os.path.isabs(p))
     paths.add(str(Path(__file__).resolve().parent))  # the package itself (an editable install too)
     paths.update(d for d in os.environ.get("LD_LIBRARY_PATH", "").split(":") if os.path.isabs(d))
     cuda_home = _cuda_home()
@@ -176,6 +220,7 @@ def _limits(address_space: int | None, file_size: int = 256 << 30):
         resource.setrlimit(resource.RLIMIT_NOFILE, (min(4096, hard), min(4096, hard)))
         if address_space:
             resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
+
     return apply
 
 
@@ -200,8 +245,9 @@ class Jail:
     quota: dict[Path, int] = field(default_factory=dict)  # a writable folder -> bytes it may hold (watched)
     file_size: int = 256 << 30  # RLIMIT_FSIZE: the largest file it may write
 
-    def argv(self, cmd: list[str], bwrap: str | None = None, nproc_inside: bool | None = None,
-             block_fd: int | None = None) -> list[str]:
+    def argv(
+        self, cmd: list[str], bwrap: str | None = None, nproc_inside: bool | None = None, block_fd: int | None = None
+    ) -> list[str]:
         """The bwrap command line. `nproc_inside`: RLIMIT_NPROC is set first thing in the jail (the
         pids limit where no cgroup holds it and the jail's uid is not root); default: where no
         pids cgroup can be made here. `block_fd`: bwrap sets the jail up, then waits for a byte
@@ -282,9 +328,14 @@ class Jail:
         block_r, block_w = os.pipe() if self.enabled else (None, None)
         pass_fds = (*kwargs.pop("pass_fds", ()), *([block_r] if self.enabled else []))
         try:
-            proc = JailedProcess(self.argv(cmd, nproc_inside=cgroup is None, block_fd=block_r),
-                                 env=minimal_env(self.env), start_new_session=True, preexec_fn=before_exec,
-                                 pass_fds=pass_fds, **kwargs)
+            proc = JailedProcess(
+                self.argv(cmd, nproc_inside=cgroup is None, block_fd=block_r),
+                env=minimal_env(self.env),
+                start_new_session=True,
+                preexec_fn=before_exec,
+                pass_fds=pass_fds,
+                **kwargs,
+            )
         except BaseException:
             if cgroup is not None:
                 cgroup.remove(wait_s=0)
@@ -309,12 +360,18 @@ class Jail:
 
     def _watch(self, proc: JailedProcess, cgroup) -> Watch:
         """What the parent measures of this jail while it runs: what no cgroup, rlimit or tmpfs size holds."""
-        return Watch(pid=proc.pid, kill=lambda: kill_group(proc.pid) or proc.kill(), children=_children,
-                     tasks=thread_count, pids=self.pids, cgroup=cgroup,
-                     pids_enforced=cgroup is not None or os.getuid() != 0,  # not root: RLIMIT_NPROC (argv)
-                     tmpfs={"/tmp": self.tmp_bytes, "/dev/shm": self.shm_bytes},
-                     tmpfs_enforced=_sizes_tmpfs(find_bwrap() or ""),
-                     quota={Path(p): n for p, n in self.quota.items()})
+        return Watch(
+            pid=proc.pid,
+            kill=lambda: kill_group(proc.pid) or proc.kill(),
+            children=_children,
+            tasks=thread_count,
+            pids=self.pids,
+            cgroup=cgroup,
+            pids_enforced=cgroup is not None or os.getuid() != 0,  # not root: RLIMIT_NPROC (argv)
+            tmpfs={"/tmp": self.tmp_bytes, "/dev/shm": self.shm_bytes},
+            tmpfs_enforced=_sizes_tmpfs(find_bwrap() or ""),
+            quota={Path(p): n for p, n in self.quota.items()},
+        )
 
 
 class JailedProcess(subprocess.Popen):

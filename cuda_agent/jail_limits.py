@@ -39,11 +39,16 @@ SCRATCH_ENTRIES = 100_000  # files and folders in a watched folder: the judge's 
 POLL_S = 0.25
 FAST_POLL_S = 0.02
 # limit -> (the environment variable that changes it, its unit in tasks or bytes, the default)
-_SETTINGS = {"pids": ("CUDA_AGENT_JAIL_PIDS", 1, PIDS), "tmp": ("CUDA_AGENT_JAIL_TMP_MIB", 1 << 20, TMP_BYTES),
-             "shm": ("CUDA_AGENT_JAIL_SHM_MIB", 1 << 20, SHM_BYTES)}
+_SETTINGS = {
+    "pids": ("CUDA_AGENT_JAIL_PIDS", 1, PIDS),
+    "tmp": ("CUDA_AGENT_JAIL_TMP_MIB", 1 << 20, TMP_BYTES),
+    "shm": ("CUDA_AGENT_JAIL_SHM_MIB", 1 << 20, SHM_BYTES),
+}
 # run first in the jail, where RLIMIT_NPROC binds (the user namespace exists, its uid is not root)
-NPROC_WRAPPER = ("import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_NPROC, (n, n)); "
-                 "os.execvp(sys.argv[2], sys.argv[2:])")
+NPROC_WRAPPER = (
+    "import os, resource, sys; n = int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_NPROC, (n, n)); "
+    "os.execvp(sys.argv[2], sys.argv[2:])"
+)
 
 
 class LimitSettingError(ValueError):
@@ -58,8 +63,9 @@ def setting(what: str) -> int:
         return default
     if not raw.isdigit() or int(raw) == 0:
         shown = "processes and threads" if unit == 1 else "MiB"
-        raise LimitSettingError(f"{name}={raw!r} is not a whole number of {shown} above 0: unset it (default "
-                                f"{default // unit}) or give one")
+        raise LimitSettingError(
+            f"{name}={raw!r} is not a whole number of {shown} above 0: unset it (default {default // unit}) or give one"
+        )
     return int(raw) * unit
 
 
@@ -370,14 +376,19 @@ class Watch:
         for folder, limit in self.quota.items():
             used, entries, hidden = folder_usage(folder, SCRATCH_ENTRIES)
             if hidden and folder.exists():
-                over = self._hit(f"was stopped: a folder in its scratch folder cannot be listed ({hidden}), so its "
-                                 "size is unknown: leave its folders readable and shallow")
+                over = self._hit(
+                    f"was stopped: a folder in its scratch folder cannot be listed ({hidden}), so its "
+                    "size is unknown: leave its folders readable and shallow"
+                )
             elif used > limit:
-                over = self._hit(f"filled its scratch folder (limit {size_text(limit)}) and was stopped: write "
-                                 "less there, or raise eval.scratch_gib if the task's outputs need more")
+                over = self._hit(
+                    f"filled its scratch folder (limit {size_text(limit)}) and was stopped: write "
+                    "less there, or raise eval.scratch_gib if the task's outputs need more"
+                )
             elif entries > SCRATCH_ENTRIES:
-                over = self._hit(f"made over {SCRATCH_ENTRIES} files in its scratch folder and was stopped: "
-                                 "write fewer")
+                over = self._hit(
+                    f"made over {SCRATCH_ENTRIES} files in its scratch folder and was stopped: write fewer"
+                )
         return over
 
     def _processes_over(self) -> bool:

@@ -38,8 +38,13 @@ PHASE_KEYS = ("static", "build", "audit", "start_wait", "load", "correctness", "
 class Progress:
     """Where long steps are shown: `console` (default: stderr), live when it is a terminal."""
 
-    def __init__(self, console: Console | None = None, *, quiet: bool = False,
-                 on_change: Callable[[str | None], None] | None = None):
+    def __init__(
+        self,
+        console: Console | None = None,
+        *,
+        quiet: bool = False,
+        on_change: Callable[[str | None], None] | None = None,
+    ):
         self.console = console if console is not None else Console(stderr=True)
         self.quiet, self.on_change = quiet, on_change
         self.live = self.console.is_terminal and not quiet
@@ -67,9 +72,16 @@ class Job:
             counted = [BarColumn(bar_width=20), MofNCompleteColumn()] if total else []
             # a stream is drawn above the display only when it is a terminal too: rich would
             # otherwise send a redirected stdout (the command's results) to the display's console
-            self.bar = RichProgress(SpinnerColumn(), TextColumn("{task.description}"), *counted, TimeElapsedColumn(),
-                                    console=progress.console, transient=True, redirect_stdout=_tty(sys.stdout),
-                                    redirect_stderr=_tty(sys.stderr))
+            self.bar = RichProgress(
+                SpinnerColumn(),
+                TextColumn("{task.description}"),
+                *counted,
+                TimeElapsedColumn(),
+                console=progress.console,
+                transient=True,
+                redirect_stdout=_tty(sys.stdout),
+                redirect_stderr=_tty(sys.stderr),
+            )
             self.task = self.bar.add_task(escape(what), total=total)
             self.bar.start()
 
@@ -165,14 +177,22 @@ def upcoming(ev: Evaluator, ended: str, timing: bool, seen: dict) -> str:
     """What evaluate() does once phase `ended` is over ("": it starts), as far as it can be told then."""
     cfg = ev.cfg
     if ended == "correctness" and timing:
-        beside = (f", with {baseline_names(cfg)} beside it in {cfg.baseline_rounds} interleaved rounds"
-                  if cfg.baseline_rounds and cfg.baselines else "")
+        beside = (
+            f", with {baseline_names(cfg)} beside it in {cfg.baseline_rounds} interleaved rounds"
+            if cfg.baseline_rounds and cfg.baselines
+            else ""
+        )
         return "timing it" + beside
     if ended == "kill" and "timing" in seen and not cfg.baseline_rounds and cfg.baselines:
         return f"the {baseline_names(cfg)} baselines: read from the cache, or timed now (once per task)"
-    return {"": "static guards", "static": "building the kernels", "build": "auditing the built library",
-            "audit": "starting the recorder and the judge", "start_wait": "loading the candidate",
-            "load": f"checking correctness on {cfg.n_sets} input sets"}.get(ended, "finishing")
+    return {
+        "": "static guards",
+        "static": "building the kernels",
+        "build": "auditing the built library",
+        "audit": "starting the recorder and the judge",
+        "start_wait": "loading the candidate",
+        "load": f"checking correctness on {cfg.n_sets} input sets",
+    }.get(ended, "finishing")
 
 
 def baseline_names(cfg) -> str:

@@ -144,8 +144,10 @@ class Closing(_Record):
     error: str | None = None  # the model error's message, for model_error:<kind>
 
 
-Record = Annotated[Union[Header, ModelTurn, ToolResultRecord, FormatErrorRecord, Evaluation, UserMessage,
-                         Trim, Resume, Closing], Field(discriminator="type")]
+Record = Annotated[
+    Union[Header, ModelTurn, ToolResultRecord, FormatErrorRecord, Evaluation, UserMessage, Trim, Resume, Closing],
+    Field(discriminator="type"),
+]
 _ADAPTER: TypeAdapter = TypeAdapter(Record)
 
 
@@ -167,7 +169,7 @@ _LONE_SURROGATE = re.compile("[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\ud
 
 def _shown(m: re.Match) -> str:
     code = ord(m.group())
-    return f"\\x{code - 0xdc00:02x}" if 0xdc80 <= code <= 0xdcff else "\ufffd"
+    return f"\\x{code - 0xDC00:02x}" if 0xDC80 <= code <= 0xDCFF else "\ufffd"
 
 
 def map_strings(value: Any, fn) -> Any:
@@ -195,4 +197,3 @@ def _valid_str(text: str) -> str:
         return text
     except UnicodeEncodeError:
         return _LONE_SURROGATE.sub(_shown, text).encode("utf-16", "surrogatepass").decode("utf-16")
-

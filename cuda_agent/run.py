@@ -23,8 +23,8 @@ from cuda_agent.settings import Settings
 from cuda_agent.workspace.trailers import VersionInfo, metrics_of
 
 if TYPE_CHECKING:
-    from cuda_agent.agent.loop import RunResult
     from cuda_agent.agent.interfaces import Model
+    from cuda_agent.agent.loop import RunResult
     from cuda_agent.agent.protocol import Approval
     from cuda_agent.agent.remote import RemoteControl
     from cuda_agent.agent.resume import ResumeState
@@ -103,14 +103,28 @@ class RunOutcome(BaseModel):
     def summary(self) -> dict:
         """What `optimize --json` prints and a batch row is made from."""
         v, m = self.verified, metrics_of(self.verified) if self.verified else None
-        return {"run_dir": str(self.run_dir), "stop_reason": self.stop_reason, "steps": self.steps,
-                "tokens": self.tokens, "cost": self.cost, "wall_s": round(self.wall_s, 1), "error": self.error,
-                "best": self.best.model_dump(mode="json") if self.best else None,
-                "verified_reward": v.reward if v else None,
-                "verified": {"speedup_vs_eager": v.speedup_vs_eager, "speedup_vs_compile": v.speedup_vs_compile,
-                             "time_ms": m.time_ms, "eager_ms": m.eager_ms, "compile_ms": m.compile_ms} if v and m else None,
-                "report": str(self.report) if self.report else None,
-                "dropin": str(self.dropin) if self.dropin else None}
+        return {
+            "run_dir": str(self.run_dir),
+            "stop_reason": self.stop_reason,
+            "steps": self.steps,
+            "tokens": self.tokens,
+            "cost": self.cost,
+            "wall_s": round(self.wall_s, 1),
+            "error": self.error,
+            "best": self.best.model_dump(mode="json") if self.best else None,
+            "verified_reward": v.reward if v else None,
+            "verified": {
+                "speedup_vs_eager": v.speedup_vs_eager,
+                "speedup_vs_compile": v.speedup_vs_compile,
+                "time_ms": m.time_ms,
+                "eager_ms": m.eager_ms,
+                "compile_ms": m.compile_ms,
+            }
+            if v and m
+            else None,
+            "report": str(self.report) if self.report else None,
+            "dropin": str(self.dropin) if self.dropin else None,
+        }
 
 
 def finished_run(run_dir: Path) -> RunOutcome | None:
@@ -137,8 +151,11 @@ def finished_run(run_dir: Path) -> RunOutcome | None:
 def finished_line(done: RunOutcome) -> str:
     """What `--resume` of a finished run says, in one line."""
     v = done.verified
-    result = (f"version {done.best.version} re-verified, reward {v.reward}" if v and done.best
-              else "no correct version passed re-verification")
+    result = (
+        f"version {done.best.version} re-verified, reward {v.reward}"
+        if v and done.best
+        else "no correct version passed re-verification"
+    )
     report = f"; report: {done.report}" if done.report else ""
     return f"{done.run_dir}: the run is finished ({done.steps} steps; {result}); nothing to resume{report}"
 
@@ -158,8 +175,11 @@ def open_run(spec: RunSpec, settings: Settings) -> tuple[Environment, ResumeStat
             return env, state
         assert spec.task is not None  # exactly one of the two, checked above
         task = load_task(spec.task, inputs=spec.inputs)
-        ws = (Workspace.create(task, path=spec.workspace) if spec.workspace
-              else Workspace.create(task, runs_dir=settings.out))
+        ws = (
+            Workspace.create(task, path=spec.workspace)
+            if spec.workspace
+            else Workspace.create(task, runs_dir=settings.out)
+        )
         return Environment(ws, settings.eval, settings.tools), None
     except (TaskError, WorkspaceError, ResumeError, ValueError) as e:  # a corrupt trajectory is a ValueError
         raise RunError(str(e)) from None
@@ -169,7 +189,8 @@ def make_model(settings: Settings, script: Path | None, skip: int = 0, kind: str
     """The model the run talks to, of kind `kind` from agent/model_kinds.py's registry (None: a
     scripted one when there is a script, its first `skip` responses already used, else an LLM through
     litellm, imported only then: GPU machines need not have it)."""
-    from cuda_agent.agent.model_kinds import ModelKindError, make_model as make_of_kind
+    from cuda_agent.agent.model_kinds import ModelKindError
+    from cuda_agent.agent.model_kinds import make_model as make_of_kind
 
     try:
         return make_of_kind(settings, script, skip, kind)
@@ -216,9 +237,14 @@ class RunHooks:
     progress: Progress | None = None  # shows the long steps: the first evaluation, the re-verification
 
 
-def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
-             opened: tuple[Environment, ResumeState | None] | None = None,
-             settings_record: dict | None = None) -> RunOutcome:
+def run_task(
+    spec: RunSpec,
+    settings: Settings,
+    hooks: RunHooks = RunHooks(),
+    *,
+    opened: tuple[Environment, ResumeState | None] | None = None,
+    settings_record: dict | None = None,
+) -> RunOutcome:
     """Run the agent on one task and finalize it (the outcome is saved in the run folder, RunFolder.outcome).
     `hooks`: what the caller changes (RunHooks); `opened`: open_run()'s result, when the caller has it;
     `settings_record`: the settings' origins for the header (settings.Resolved.record())."""
@@ -230,8 +256,12 @@ def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
     run = env.workspace.run_folder
     last = read_trajectory(run.trajectory)[-1] if spec.resume is not None else None
     # a finished run is never continued: at most finalized (killed while it was)
-    ended = last if isinstance(last, Closing) and (last.stop_reason == "finished" or (
-        hooks.closed_only_finalize and last.stop_reason != "interrupted")) else None
+    ended = (
+        last
+        if isinstance(last, Closing)
+        and (last.stop_reason == "finished" or (hooks.closed_only_finalize and last.stop_reason != "interrupted"))
+        else None
+    )
     if hooks.evaluators is not None:
         env.ctx.evaluator_factory = hooks.evaluators(env)
     env.ctx.progress = hooks.progress
@@ -240,17 +270,32 @@ def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
     final, final_error = None, None
     with env:
         if ended is not None:
-            result = RunResult(ended.stop_reason, env.workspace.best(), ended.steps, ended.tokens, ended.cost,
-                               ended.unpriced_turns, ended.wall_s, ended.error)
+            result = RunResult(
+                ended.stop_reason,
+                env.workspace.best(),
+                ended.steps,
+                ended.tokens,
+                ended.cost,
+                ended.unpriced_turns,
+                ended.wall_s,
+                ended.error,
+            )
         else:
             model = hooks.model or make_model(settings, spec.script, skip=state.turns if state else 0)
             out = hooks.writer(run.trajectory, model) if hooks.writer else TrajectoryWriter(run.trajectory)
             try:
-                result = run_agent(model, env, settings.limits, out, run_id=run.name, resume_state=state,
-                                   approval=remote.approval if remote else hooks.approval,
-                                   inbox=remote.inbox if remote else None,
-                                   checkpoint=remote.checkpoint if remote else None,
-                                   settings_record=settings_record or {"values": settings.model_dump(mode="json")})
+                result = run_agent(
+                    model,
+                    env,
+                    settings.limits,
+                    out,
+                    run_id=run.name,
+                    resume_state=state,
+                    approval=remote.approval if remote else hooks.approval,
+                    inbox=remote.inbox if remote else None,
+                    checkpoint=remote.checkpoint if remote else None,
+                    settings_record=settings_record or {"values": settings.model_dump(mode="json")},
+                )
             finally:
                 out.close()
                 if remote is not None:
@@ -259,16 +304,27 @@ def run_task(spec: RunSpec, settings: Settings, hooks: RunHooks = RunHooks(), *,
             with hooks.finalize_slot():
                 final, final_error = finalize(env, run, result, hooks.progress)
     verified = final.reverification.verified if final else None
-    done = RunOutcome(run_dir=run.path, stop_reason=result.stop_reason, steps=result.steps, tokens=result.tokens,
-                      cost=result.cost, wall_s=result.wall_s, loop_error=result.error, finalize_error=final_error,
-                      best=verified.version if verified else None, verified=verified.verdict if verified else None,
-                      report=final.report if final else None, dropin=final.dropin if final else None)
+    done = RunOutcome(
+        run_dir=run.path,
+        stop_reason=result.stop_reason,
+        steps=result.steps,
+        tokens=result.tokens,
+        cost=result.cost,
+        wall_s=result.wall_s,
+        loop_error=result.error,
+        finalize_error=final_error,
+        best=verified.version if verified else None,
+        verified=verified.verdict if verified else None,
+        report=final.report if final else None,
+        dropin=final.dropin if final else None,
+    )
     run.outcome.write_text(done.model_dump_json(indent=1))
     return done
 
 
-def finalize(env: Environment, run: RunFolder, result: RunResult,
-             progress: Progress | None = None) -> tuple[FinalOutputs | None, str | None]:
+def finalize(
+    env: Environment, run: RunFolder, result: RunResult, progress: Progress | None = None
+) -> tuple[FinalOutputs | None, str | None]:
     """Re-verify the run's best version, write report.md and the drop-in: (outputs, None), or (None, why not)."""
     from cuda_agent.results import finalize_run
 
@@ -299,8 +355,13 @@ def main(argv: list[str]) -> int:
         request.announce.write_text(str(run_dir))
     # the long steps as lines in the agent's log, and to the app's status line through the control state
     progress = Progress(on_change=remote.activity if remote else None)
-    done = run_task(request.spec, request.settings, RunHooks(remote=remote, progress=progress), opened=opened,
-                    settings_record=request.settings_record)
+    done = run_task(
+        request.spec,
+        request.settings,
+        RunHooks(remote=remote, progress=progress),
+        opened=opened,
+        settings_record=request.settings_record,
+    )
     print(f"{done.stop_reason} after {done.steps} steps; {run_dir}")
     return done.exit_code
 

@@ -31,11 +31,38 @@ MIN_LENGTH = 6  # shorter values are too common in ordinary text to replace ever
 
 
 # a name's parts (split at non-alphanumerics and camelCase) that make it a credential's name
-_SECRET_PARTS = frozenset({
-    "KEY", "KEYS", "APIKEY", "TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWORDS", "PASSWD", "PASS",
-    "PW", "PASSPHRASE", "CREDENTIAL", "CREDENTIALS", "CRED", "CREDS", "AUTH", "AUTHORIZATION", "OAUTH",
-    "COOKIE", "COOKIES", "SESSION", "SESSIONID", "DSN", "PAT", "JWT", "BEARER", "WEBHOOK",
-})
+_SECRET_PARTS = frozenset(
+    {
+        "KEY",
+        "KEYS",
+        "APIKEY",
+        "TOKEN",
+        "SECRET",
+        "SECRETS",
+        "PASSWORD",
+        "PASSWORDS",
+        "PASSWD",
+        "PASS",
+        "PW",
+        "PASSPHRASE",
+        "CREDENTIAL",
+        "CREDENTIALS",
+        "CRED",
+        "CREDS",
+        "AUTH",
+        "AUTHORIZATION",
+        "OAUTH",
+        "COOKIE",
+        "COOKIES",
+        "SESSION",
+        "SESSIONID",
+        "DSN",
+        "PAT",
+        "JWT",
+        "BEARER",
+        "WEBHOOK",
+    }
+)
 # parts too common in ordinary code to redact a quoted lowercase setting for (`cache_key = "conv"`)
 _WEAK_PARTS = frozenset({"KEY", "KEYS", "SESSION", "SESSIONID", "PASS", "PW", "PAT"})
 # a part ending in one of these is one too (APIKEY, ACCESSKEY, GHTOKEN, DBPASSWORD), and one
@@ -43,9 +70,28 @@ _WEAK_PARTS = frozenset({"KEY", "KEYS", "SESSION", "SESSIONID", "PASS", "PW", "P
 _SECRET_SUFFIXES = ("KEY", "TOKEN", "SECRET", "PASSWORD", "PASSWD", "COOKIE", "CREDENTIALS")
 _SECRET_INFIXES = ("SECRET", "PASSWORD", "PASSWD", "CREDENTIAL", "APIKEY", "ACCESSKEY", "PRIVATEKEY", "AUTHTOKEN")
 # a URL/URI/connection string of a database or broker carries its password
-_DB_PARTS = frozenset({"DATABASE", "DB", "POSTGRES", "POSTGRESQL", "PG", "MYSQL", "MARIADB", "MONGO",
-                       "MONGODB", "REDIS", "AMQP", "RABBITMQ", "BROKER", "SQL", "SQLALCHEMY", "CELERY",
-                       "ELASTICSEARCH", "CLICKHOUSE"})
+_DB_PARTS = frozenset(
+    {
+        "DATABASE",
+        "DB",
+        "POSTGRES",
+        "POSTGRESQL",
+        "PG",
+        "MYSQL",
+        "MARIADB",
+        "MONGO",
+        "MONGODB",
+        "REDIS",
+        "AMQP",
+        "RABBITMQ",
+        "BROKER",
+        "SQL",
+        "SQLALCHEMY",
+        "CELERY",
+        "ELASTICSEARCH",
+        "CLICKHOUSE",
+    }
+)
 _LOCATOR_PARTS = frozenset({"URL", "URI", "URLS", "CONN", "CONNSTR", "CONNECTION"})
 # desktop-session variables: a session's kind, not a credential ("ubuntu", "wayland")
 _NOT_SECRET = re.compile(r"^(XDG_SESSION_\w*|DESKTOP_SESSION|GDMSESSION)$", re.IGNORECASE)
@@ -61,8 +107,9 @@ def _secret_parts(name: str) -> list[str]:
     if _NOT_SECRET.match(name):
         return []
     parts = _parts(name)
-    found = [p for p in parts if p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES)
-             or any(w in p for w in _SECRET_INFIXES)]
+    found = [
+        p for p in parts if p in _SECRET_PARTS or p.endswith(_SECRET_SUFFIXES) or any(w in p for w in _SECRET_INFIXES)
+    ]
     if "CONNECTION" in parts and "STRING" in parts:
         found.append("CONNECTION_STRING")
     if _DB_PARTS.intersection(parts) and _LOCATOR_PARTS.intersection(parts):
@@ -94,15 +141,18 @@ _TOKEN_SHAPES = re.compile(
     r"|hf_[A-Za-z0-9]{20,}"
     r"|AIza[0-9A-Za-z_\-]{30,}"
     r"|eyJ[A-Za-z0-9_\-]{8,}\.eyJ[A-Za-z0-9_\-]{8,}\.[A-Za-z0-9_\-]*"
-    r")(?![A-Za-z0-9_\-])")
+    r")(?![A-Za-z0-9_\-])"
+)
 # the password of scheme://user:password@host (the user and host stay)
 _URL_PASSWORD = re.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s:/@'\"<>\ue000]*:)([^\s@/'\"<>\ue000]+)(@)")
 _AUTH_HEADER = re.compile(r"(?i)\b(authorization\s*[:=]\s*(?:bearer|basic|token|bot)?\s*)([^\s'\",;]{6,})")
 _BEARER = re.compile(r"\b(Bearer\s+)([A-Za-z0-9._~+/\-]{12,}=*)")
 # a URL's query parameter named like a credential (?key=..., &access_token=..., X-Amz-Signature=...);
 # not `a&&key==b` in kernel code (a doubled & or =)
-_URL_QUERY = re.compile(r"(?i)(?<!&)([?&][a-z0-9_.\-]*(?:key|token|secret|signature|sig|password)=)"
-                        r"([^=&\s#'\"<>][^&\s#'\"<>]{5,})")
+_URL_QUERY = re.compile(
+    r"(?i)(?<!&)([?&][a-z0-9_.\-]*(?:key|token|secret|signature|sig|password)=)"
+    r"([^=&\s#'\"<>][^&\s#'\"<>]{5,})"
+)
 # an env-style assignment (`export GH_PAT=...`, `DATABASE_URL="..."`, `api_key: "..."`) whose name
 # looks like a credential's; the name stays. Lowercase names only with a quoted value or a colon
 # after a strong word, so kernel code such as `int key=threadIdx.x;` is left alone.
@@ -131,8 +181,11 @@ def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[Any] = (
     or (name, value) pairs), 6 characters or longer and not a file path."""
     env = os.environ if env is None else env
     pairs = [item if isinstance(item, tuple) else (None, item) for item in extra]
-    pairs += [(name, value) for name, value in sorted(env.items())
-              if isinstance(value, str) and (looks_secret_name(name) or looks_like_credential(value))]
+    pairs += [
+        (name, value)
+        for name, value in sorted(env.items())
+        if isinstance(value, str) and (looks_secret_name(name) or looks_like_credential(value))
+    ]
     found: dict[str, str | None] = {}
     for name, value in pairs:
         if isinstance(value, str) and _worth_redacting(value):
@@ -144,8 +197,15 @@ def secret_values(env: Mapping[str, str] | None = None, extra: Iterable[Any] = (
 def _variants(value: str) -> set[str]:
     """How a value may appear in text: as is, URL-encoded, JSON-escaped (once or twice)."""
     escaped = json.dumps(value)[1:-1]
-    out = {value, quote(value, safe=""), quote(value), quote_plus(value), escaped,
-           json.dumps(value, ensure_ascii=False)[1:-1], json.dumps(escaped)[1:-1]}
+    out = {
+        value,
+        quote(value, safe=""),
+        quote(value),
+        quote_plus(value),
+        escaped,
+        json.dumps(value, ensure_ascii=False)[1:-1],
+        json.dumps(escaped)[1:-1],
+    }
     return {v for v in out if len(v) >= MIN_LENGTH}
 
 
@@ -258,8 +318,9 @@ class Redactor:
                 s = s.replace(form, hold(mark))
         s = redact_shapes(s)
         if markers:
-            s = _PLACEHOLDER.sub(lambda m: markers[int(m.group(1))] if int(m.group(1)) < len(markers)
-                                 else m.group(0), s)
+            s = _PLACEHOLDER.sub(
+                lambda m: markers[int(m.group(1))] if int(m.group(1)) < len(markers) else m.group(0), s
+            )
         return s
 
 
@@ -297,8 +358,11 @@ def scrub_config(config: Any) -> Any:
     """A config with credentials removed (not just masked): string values under credential-named
     keys, credential-shaped values. Numbers under such names (max_tokens) are limits: kept."""
     if isinstance(config, dict):
-        return {k: scrub_config(v) for k, v in config.items()
-                if not (looks_secret_name(str(k)) and isinstance(v, str) and v) and not _key_shaped(v)}
+        return {
+            k: scrub_config(v)
+            for k, v in config.items()
+            if not (looks_secret_name(str(k)) and isinstance(v, str) and v) and not _key_shaped(v)
+        }
     if isinstance(config, (list, tuple)):
         return [scrub_config(v) for v in config if not _key_shaped(v)]
     return config

@@ -28,8 +28,9 @@ class ToolSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    allow_shell: Annotated[bool, Flag(sets=True)] = Field(False, description=(
-        "Give the model a shell tool, in the jail (the workspace writable)."))
+    allow_shell: Annotated[bool, Flag(sets=True)] = Field(
+        False, description=("Give the model a shell tool, in the jail (the workspace writable).")
+    )
     shell_timeout_s: float = Field(60.0, gt=0)  # the default and the most one shell call may ask for
     ncu_path: Path | None = None  # default: next to nvcc, PATH, then Nsight Compute's own folders
     sanitizer_path: Path | None = None
@@ -45,17 +46,30 @@ class ToolSettings(BaseModel):
 _EVAL_FLAGS = SectionFlags(
     device=Flag(help="cuda:N, or cpu: host-only test kernels, nothing a GPU does."),
     n_sets=Flag(name="--sets", help="Correctness input sets, fresh seeds each run."),
-    memory_budget_gib=Flag(name="--memory-budget", help=(
-        "GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task "
-        "that cannot fit is unscorable before any candidate runs.")),
+    memory_budget_gib=Flag(
+        name="--memory-budget",
+        help=(
+            "GiB of GPU memory one evaluation may use, all its processes (default: what the GPU has free); a task "
+            "that cannot fit is unscorable before any candidate runs."
+        ),
+    ),
     timeout_s=Flag(name="--timeout", help="Seconds a jailed process may take per request before it is killed."),
     baselines=Flag(name="--no-compile-baseline", sets=("eager",), help="Skip the torch.compile baseline."),
     allow_precision=Flag(sets=True, help="Let fp16/bf16/TF32 in an fp32 task pass with a warning instead of failing."),
-    sandbox=Flag(name="--no-sandbox", sets=False, help=(
-        "Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it.")),
+    sandbox=Flag(
+        name="--no-sandbox",
+        sets=False,
+        help=(
+            "Run candidates and the shell without the jail (when bubblewrap cannot run here); every verdict records it."
+        ),
+    ),
     arch=Flag(help="nvcc arch, e.g. sm_90a (default: the GPU's, sm_90a without one)."),
-    server_idle_s=Flag(name="--no-server", sets=0, help=(
-        "Evaluate in this process, not in the warm eval server that later evals of the same task reuse.")))
+    server_idle_s=Flag(
+        name="--no-server",
+        sets=0,
+        help=("Evaluate in this process, not in the warm eval server that later evals of the same task reuse."),
+    ),
+)
 
 
 class Settings(BaseModel):
@@ -64,13 +78,19 @@ class Settings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    model: Annotated[str | None, Flag(short="-m")] = Field(None, description=(
-        "litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen."))
-    api_base: Annotated[str | None, Flag()] = Field(None, description=(
-        "OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama)."))
-    out: Annotated[Path, Flag()] = Field(Path("runs"), description=(
-        "Folder for run folders (a relative one: in the folder the command runs in): outside any git repository, "
-        "or in a folder its .gitignore lists (a clone's runs/)."))
+    model: Annotated[str | None, Flag(short="-m")] = Field(
+        None, description=("litellm model name, e.g. openai/gpt-5, anthropic/claude-sonnet-4-5, hosted_vllm/qwen.")
+    )
+    api_base: Annotated[str | None, Flag()] = Field(
+        None, description=("OpenAI-compatible server URL (vLLM, SGLang, llama.cpp, Ollama).")
+    )
+    out: Annotated[Path, Flag()] = Field(
+        Path("runs"),
+        description=(
+            "Folder for run folders (a relative one: in the folder the command runs in): outside any git repository, "
+            "or in a folder its .gitignore lists (a clone's runs/)."
+        ),
+    )
     llm: ModelOptions = Field(default_factory=ModelOptions)  # how the model is called: protocol, window, prices
     limits: AgentConfig = Field(default_factory=AgentConfig)
     # made per Settings: EvalConfig's sandbox default reads CUDA_AGENT_NO_SANDBOX when it is made. Its flags
@@ -100,21 +120,28 @@ class Resolved(BaseModel):
 
     def record(self) -> dict[str, Any]:
         """What a run's header keeps: the values and, for the ones not at their default, where from."""
-        return {"values": self.settings.model_dump(mode="json"),
-                "origins": {k: o for k, o in self.origins.items() if o != "default"}}
+        return {
+            "values": self.settings.model_dump(mode="json"),
+            "origins": {k: o for k, o in self.origins.items() if o != "default"},
+        }
 
 
 def user_file() -> Path:
     return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "cuda-agent" / "config.toml"
 
 
-def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = None,
-            user: Path | None = None) -> Resolved:
+def resolve(
+    flags: dict[str, Any] | None = None, *, project_dir: Path | None = None, user: Path | None = None
+) -> Resolved:
     """The settings from every layer; `flags` is a nested dict of what the command line gave (None
     values count as not given). Raises SettingsError naming the layer of a bad value."""
     project = (project_dir or Path.cwd()) / PROJECT_FILE
-    layers = [("user file", _toml(user or user_file())), ("project file", _toml(project)),
-              ("environment", _environment()), ("flag", _drop_none(flags or {}))]
+    layers = [
+        ("user file", _toml(user or user_file())),
+        ("project file", _toml(project)),
+        ("environment", _environment()),
+        ("flag", _drop_none(flags or {})),
+    ]
     merged: dict[str, Any] = {}
     origins: dict[str, str] = {}
     for name, data in layers:
@@ -124,13 +151,22 @@ def resolve(flags: dict[str, Any] | None = None, *, project_dir: Path | None = N
     except ValidationError as e:
         err = e.errors()[0]
         where = ".".join(str(p) for p in err["loc"])
-        layer = next((o for k, o in origins.items() if where == k or where.startswith(k + ".")
-                      or k.startswith(where + ".")), "default")
-        source = {"default": "the defaults", "user file": str(user or user_file()), "project file": str(project),
-                  "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"), "flag": "the command line"}[layer]
+        layer = next(
+            (o for k, o in origins.items() if where == k or where.startswith(k + ".") or k.startswith(where + ".")),
+            "default",
+        )
+        source = {
+            "default": "the defaults",
+            "user file": str(user or user_file()),
+            "project file": str(project),
+            "environment": "CUDA_AGENT_" + where.upper().replace(".", "__"),
+            "flag": "the command line",
+        }[layer]
         msg = "it is not a setting" if err["type"] == "extra_forbidden" else err["msg"].removeprefix("Value error, ")
-        raise SettingsError(f"setting {where or '(top level)'} from {source}: {msg}; fix it there "
-                            "(`cuda-agent config show` lists every setting)") from None
+        raise SettingsError(
+            f"setting {where or '(top level)'} from {source}: {msg}; fix it there "
+            "(`cuda-agent config show` lists every setting)"
+        ) from None
     return Resolved(settings=settings, origins=origins)
 
 

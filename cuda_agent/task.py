@@ -127,8 +127,9 @@ def source_digest(class_name: str, source: bytes, sidecar: bytes | None = None) 
     return hashlib.sha256(class_name.encode() + source + (sidecar or b"")).hexdigest()[:16]
 
 
-def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task",
-              expected_hash: str | None = None) -> Task:
+def load_task(
+    ref: str, inputs: Path | None = None, module_name: str = "cuda_agent_task", expected_hash: str | None = None
+) -> Task:
     """Load `file.py[::Class]`; inputs from the file, else `inputs`, else the `<file>.inputs.py` sidecar.
     Each file is read once: the bytes that run are the bytes hashed. With `expected_hash` (a copy
     the harness made and must not trust blindly) files that cannot give that hash are refused
@@ -141,14 +142,18 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
     if expected_hash is not None:
         # the sidecar counts only when it supplied the inputs: either hash may be the task's
         if expected_hash not in {source_digest(class_name, source), source_digest(class_name, source, side_source)}:
-            raise TaskError(f"{path} is not the task the harness copied (expected hash {expected_hash}); "
-                            "nothing was run from it")
+            raise TaskError(
+                f"{path} is not the task the harness copied (expected hash {expected_hash}); nothing was run from it"
+            )
     module = _exec_module(path.resolve(), module_name, source)
     if not isinstance(getattr(module, class_name, None), type):
         import torch
 
-        classes = sorted(n for n, v in vars(module).items() if isinstance(v, type) and issubclass(v, torch.nn.Module)
-                         and v.__module__.startswith("cuda_agent_task"))
+        classes = sorted(
+            n
+            for n, v in vars(module).items()
+            if isinstance(v, type) and issubclass(v, torch.nn.Module) and v.__module__.startswith("cuda_agent_task")
+        )
         hint = f" (it defines: {', '.join(classes)}; pick one with {path}::{classes[0]})" if classes else ""
         raise TaskError(f"{path} has no class {class_name}{hint}")
     fns: dict[str, Any] = {n: getattr(module, n, None) for n in ("get_inputs", "get_init_inputs")}
@@ -161,14 +166,22 @@ def load_task(ref: str, inputs: Path | None = None, module_name: str = "cuda_age
     elif inputs is not None and side_source is None:
         raise TaskError(f"inputs file not found: {inputs}")
     if missing := [n for n, f in fns.items() if f is None]:
-        raise TaskError(f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
-                        f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
-                        "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`")
+        raise TaskError(
+            f"{path} defines no {' or '.join(missing)}(): add them to the file, or write them in "
+            f"{sidecar_path(path)} (or pass --inputs FILE), e.g. "
+            "`def get_inputs(): return [torch.randn(64, 128)]` and `def get_init_inputs(): return []`"
+        )
     source_hash = source_digest(class_name, source, side_source if used_sidecar is not None else None)
     if expected_hash is not None and source_hash != expected_hash:
         raise TaskError(f"{path} is not the task the harness copied (hash {source_hash}, expected {expected_hash})")
-    return Task(path=path.resolve(), class_name=class_name, module=module, source_hash=source_hash,
-                inputs_path=used_sidecar.resolve() if used_sidecar else None, **fns)
+    return Task(
+        path=path.resolve(),
+        class_name=class_name,
+        module=module,
+        source_hash=source_hash,
+        inputs_path=used_sidecar.resolve() if used_sidecar else None,
+        **fns,
+    )
 
 
 def _read(path: Path) -> bytes:

@@ -40,8 +40,9 @@ class TrajectoryWriter(contextlib.AbstractContextManager):
             line.encode("utf-8")
         except UnicodeEncodeError:  # a lone surrogate (a file name that is not UTF-8): written as backslash
             # escapes, text rather than JSON escapes, so the file reads back as plain UTF-8
-            line = json.dumps(map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8")),
-                              ensure_ascii=False)
+            line = json.dumps(
+                map_strings(obj, lambda s: s.encode("utf-8", "backslashreplace").decode("utf-8")), ensure_ascii=False
+            )
         self._file.write(line + "\n")
         self._file.flush()
         os.fsync(self._file.fileno())
@@ -84,7 +85,7 @@ def _drop_torn_tail(path: Path) -> None:
         raise
     if not data or data.endswith(b"\n"):
         return
-    tail = data[data.rfind(b"\n") + 1:]
+    tail = data[data.rfind(b"\n") + 1 :]
     try:
         parse_record(tail)  # whole but for its newline: keep it
         with open(path, "ab") as f:

@@ -51,9 +51,15 @@ class UnreadableFile(OSError):
 
 def kind_of(mode: int) -> str:
     """What a file of this st_mode is, in a few words."""
-    for test, name in ((stat.S_ISLNK, "a symlink"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISDIR, "a folder"),
-                       (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
-                       (stat.S_ISBLK, "a block device"), (stat.S_ISREG, "a regular file")):
+    for test, name in (
+        (stat.S_ISLNK, "a symlink"),
+        (stat.S_ISFIFO, "a FIFO"),
+        (stat.S_ISDIR, "a folder"),
+        (stat.S_ISSOCK, "a socket"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISREG, "a regular file"),
+    ):
         if test(mode):
             return name
     return "of an unknown type"
@@ -70,14 +76,15 @@ def open_regular(path: Path | str, *, root: Path | str, shown: str | None = None
     try:
         dir_fd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     except OSError as e:
-        raise UnreadableFile(e.errno or errno.EIO, f"{shown} cannot be read: its folder {root} cannot be "
-                                                   f"opened ({e.strerror})") from None
+        raise UnreadableFile(
+            e.errno or errno.EIO, f"{shown} cannot be read: its folder {root} cannot be opened ({e.strerror})"
+        ) from None
     try:
         for i, part in enumerate(parts[:-1]):
             try:
                 fd = os.open(part, _DIR_FLAGS, dir_fd=dir_fd)
             except OSError as e:
-                raise _refused(e, part, dir_fd, shown, folder="/".join(parts[:i + 1])) from None
+                raise _refused(e, part, dir_fd, shown, folder="/".join(parts[: i + 1])) from None
             os.close(dir_fd)
             dir_fd = fd
         try:
@@ -128,13 +135,15 @@ def read_bytes(path: Path | str, *, root: Path | str, limit: int, shown: str | N
     finally:
         os.close(fd)
     if size > limit or len(data) > limit:  # over the cap, or it grew past it while read
-        raise UnreadableFile(errno.EFBIG, f"{shown} is {_size(max(size, len(data)))}, over the "
-                                          f"{_size(limit)} cap: not read")
+        raise UnreadableFile(
+            errno.EFBIG, f"{shown} is {_size(max(size, len(data)))}, over the {_size(limit)} cap: not read"
+        )
     return data
 
 
-def read_text(path: Path | str, *, root: Path | str, limit: int, shown: str | None = None,
-              errors: str = "replace") -> str:
+def read_text(
+    path: Path | str, *, root: Path | str, limit: int, shown: str | None = None, errors: str = "replace"
+) -> str:
     """read_bytes as UTF-8 text (bytes that are not UTF-8 as `errors` says)."""
     return read_bytes(path, root=root, limit=limit, shown=shown).decode("utf-8", errors)
 

@@ -56,13 +56,12 @@ def imports_of(name: str, path: Path, modules: dict[str, Path], type_checking: b
             targets = [alias.name for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
             if node.level:
-                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                base = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                 base = ".".join(base + ([node.module] if node.module else []))
             else:
                 base = node.module or ""
             # `from a.b import c`: the submodule a.b.c when there is one, else a name of a.b
-            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                       for alias in node.names]
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
         else:
             continue
         for target in targets:
@@ -124,7 +123,8 @@ def test_no_import_cycles():
 def test_no_cycles_through_imports_for_the_type_checker_either():
     found = cycles(import_graph(type_checking=True))
     assert not found, f"{len(found)} cycle(s) through TYPE_CHECKING imports:\n" + "\n".join(
-        " -> ".join(c) for c in found)
+        " -> ".join(c) for c in found
+    )
 
 
 def test_the_library_never_imports_the_command_line():

@@ -25,9 +25,23 @@ CLIENT = types.Implementation(name="test-client", version="9.1")
 
 
 def server(out: Path, *extra: str) -> StdioServerParameters:
-    return StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
-                                 args=["-m", "cuda_agent.cli", "mcp", str(TASK / "model.py"), "--out", str(out),
-                                       "--device", "cpu", "--no-compile-baseline", *extra])
+    return StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        env=dict(os.environ),
+        args=[
+            "-m",
+            "cuda_agent.cli",
+            "mcp",
+            str(TASK / "model.py"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            *extra,
+        ],
+    )
 
 
 def text(result: types.CallToolResult) -> str:
@@ -55,14 +69,17 @@ async def session(out: Path) -> dict:
         seen["system"] = (await c.get_prompt("system")).messages[0].content.text
         seen["bad"] = await c.call_tool("edit_file", {"mode": "create"})
         for path in ("kernels/scale_add.cu", "model_new.py"):
-            r = await c.call_tool("edit_file", {"mode": "create", "path": path, "overwrite": True,
-                                                "file_text": (TASK / "honest" / path).read_text()})
+            r = await c.call_tool(
+                "edit_file",
+                {"mode": "create", "path": path, "overwrite": True, "file_text": (TASK / "honest" / path).read_text()},
+            )
             assert not r.is_error, text(r)
         seen["compile"] = await c.call_tool("compile", {})
         seen["verify"] = await c.call_tool("verify", {}, progress_callback=heard(seen, "verify"))
         seen["benchmark"] = await c.call_tool("benchmark", {})
-        seen["finish"] = await c.call_tool("finish", {"summary": "host loop, fused"},
-                                           progress_callback=heard(seen, "finish"))
+        seen["finish"] = await c.call_tool(
+            "finish", {"summary": "host loop, fused"}, progress_callback=heard(seen, "finish")
+        )
         seen["after"] = await c.call_tool("list_files", {})
     return seen
 
@@ -104,8 +121,11 @@ def test_a_client_drives_a_whole_run_with_the_shape_of_an_optimize_run(tmp_path)
     assert [r.name for r in results] == ["edit_file"] * 3 + ["compile", "verify", "benchmark", "finish"]
     assert results[0].format_error and results[0].observation.startswith("Format error:")
     assert any(isinstance(r, Evaluation) and r.version for r in records)
-    log = __import__("subprocess").run(["git", "-C", str(run_dir / "workspace"), "log", "--oneline", "best"],
-                                       capture_output=True, text=True).stdout
+    log = (
+        __import__("subprocess")
+        .run(["git", "-C", str(run_dir / "workspace"), "log", "--oneline", "best"], capture_output=True, text=True)
+        .stdout
+    )
     assert len(log.splitlines()) >= 2, log
     assert Path(summary["report"]).is_file() and (Path(summary["dropin"]) / "layer.py").is_file()
     assert json.loads((run_dir / "outcome.json").read_text())["stop_reason"] == "finished"
@@ -159,8 +179,12 @@ def test_a_limit_ends_the_run_on_the_call_that_reached_it_and_resume_serves_it_a
     assert "the run ended: max_steps after 2 steps" in text(second), text(second)
     (run_dir,) = list(out.iterdir())
     assert read_trajectory(run_dir / "trajectory.jsonl")[-1].stop_reason == "max_steps"
-    resumed = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
-                                    args=["-m", "cuda_agent.cli", "mcp", "--resume", str(run_dir), "--max-steps", "4"])
+    resumed = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        env=dict(os.environ),
+        args=["-m", "cuda_agent.cli", "mcp", "--resume", str(run_dir), "--max-steps", "4"],
+    )
     (finish,) = anyio.run(calls, resumed, "finish")
     assert "the run ended: finished after 3 steps" in text(finish), text(finish)
     records = read_trajectory(run_dir / "trajectory.jsonl")

@@ -40,9 +40,26 @@ class Served:
     def __init__(self, tmp_path: Path, *extra: str):
         self.out, self.log = tmp_path / "runs", tmp_path / "server.log"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "cuda_agent.cli", "mcp", str(TASK / "model.py"), "--out", str(self.out),
-             "--device", "cpu", "--no-compile-baseline", "--http", "127.0.0.1:0", *extra],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=open(self.log, "w"))
+            [
+                sys.executable,
+                "-m",
+                "cuda_agent.cli",
+                "mcp",
+                str(TASK / "model.py"),
+                "--out",
+                str(self.out),
+                "--device",
+                "cpu",
+                "--no-compile-baseline",
+                "--http",
+                "127.0.0.1:0",
+                *extra,
+            ],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=open(self.log, "w"),
+        )
         deadline = time.monotonic() + 120
         while not (found := re.search(r"http://127\.0\.0\.1:\d+/mcp", self.stderr())):
             assert self.proc.poll() is None and time.monotonic() < deadline, self.stderr()
@@ -147,10 +164,28 @@ def test_the_run_ends_when_its_clients_session_does(served):
 
 def rebinding_post(url: str) -> int:
     """An initialize as a web page reached through a name of its own would send it: the HTTP status."""
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
-        "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "page", "version": "1"}}})
-    request = urllib.request.Request(url, data=body.encode(), method="POST", headers={
-        "Host": "evil.example:80", "Content-Type": "application/json", "Accept": "application/json, text/event-stream"})
+    body = json.dumps(
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "page", "version": "1"},
+            },
+        }
+    )
+    request = urllib.request.Request(
+        url,
+        data=body.encode(),
+        method="POST",
+        headers={
+            "Host": "evil.example:80",
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        },
+    )
     try:
         return urllib.request.urlopen(request, timeout=30).status
     except urllib.error.HTTPError as e:
@@ -192,9 +227,17 @@ def test_ctrl_c_during_a_run_stops_it_as_in_optimize_and_the_server_with_it(serv
     assert json.loads((run_dir / "outcome.json").read_text())["stop_reason"] == "interrupted"
 
 
-@pytest.mark.parametrize("value, words", [
-    ("nope", "not a number"), ("localhost:", "not a number"), ("127.0.0.1:70000", "0 to 65535"),
-    ("a:b:8000", "HOST:PORT"), (":8000", "HOST:PORT"), ("", "not a number")])
+@pytest.mark.parametrize(
+    "value, words",
+    [
+        ("nope", "not a number"),
+        ("localhost:", "not a number"),
+        ("127.0.0.1:70000", "0 to 65535"),
+        ("a:b:8000", "HOST:PORT"),
+        (":8000", "HOST:PORT"),
+        ("", "not a number"),
+    ],
+)
 def test_a_bad_http_value_is_one_line(tmp_path, value, words):
     from cuda_agent.cli import app
 
@@ -212,8 +255,9 @@ def test_a_port_in_use_is_one_line_and_makes_no_run_folder(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        r = CliRunner().invoke(app, ["mcp", str(TASK / "model.py"), "--out", str(tmp_path / "runs"),
-                                     "--http", str(port)])  # a bare port: 127.0.0.1
+        r = CliRunner().invoke(
+            app, ["mcp", str(TASK / "model.py"), "--out", str(tmp_path / "runs"), "--http", str(port)]
+        )  # a bare port: 127.0.0.1
     assert r.exit_code == 2, r.output
     (line,) = r.stderr.strip().splitlines()
     assert f"cannot listen on 127.0.0.1 port {port}" in line, line
@@ -229,8 +273,9 @@ def test_addresses_and_which_are_loopback(tmp_path):
     # a bind beyond loopback says so before anything else (here the task is missing: nothing is served)
     from cuda_agent.cli import app
 
-    r = CliRunner().invoke(app, ["mcp", str(tmp_path / "missing.py"), "--out", str(tmp_path / "runs"),
-                                 "--http", "0.0.0.0:0"])
+    r = CliRunner().invoke(
+        app, ["mcp", str(tmp_path / "missing.py"), "--out", str(tmp_path / "runs"), "--http", "0.0.0.0:0"]
+    )
     assert r.exit_code == 2
     first = r.stderr.splitlines()[0]
     assert first.startswith("warning: --http 0.0.0.0:0 listens beyond this machine") and "jail" in first, r.stderr

@@ -17,19 +17,45 @@ def call(name, **args):
 
 def test_scripted_run_writes_workspace_and_trajectory(tmp_path):
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        call("edit_file", mode="create", path="kernels/scale_add.cu",
-             file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text()),
-        call("edit_file", mode="create", path="model_new.py", overwrite=True,
-             file_text=(TASK / "honest" / "model_new.py").read_text()),
-        call("benchmark"),
-        call("finish", summary="host loop, fused"),
-    ]))
+    script.write_text(
+        json.dumps(
+            [
+                call(
+                    "edit_file",
+                    mode="create",
+                    path="kernels/scale_add.cu",
+                    file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+                ),
+                call(
+                    "edit_file",
+                    mode="create",
+                    path="model_new.py",
+                    overwrite=True,
+                    file_text=(TASK / "honest" / "model_new.py").read_text(),
+                ),
+                call("benchmark"),
+                call("finish", summary="host loop, fused"),
+            ]
+        )
+    )
     out = tmp_path / "runs"
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(out),
-                                 "--device", "cpu", "--no-compile-baseline", "--json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--script",
+            str(script),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--json",
+        ],
+    )
     assert r.exit_code == 1, r.output  # correct; "faster than torch.compile" is out of reach without it
-    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    summary = json.loads(r.stdout[r.stdout.index("{") :])
     assert summary["stop_reason"] == "finished" and summary["best"]["correct"]
     run_dir = Path(summary["run_dir"])
     records = read_trajectory(run_dir / "trajectory.jsonl")
@@ -50,8 +76,20 @@ def test_a_missing_key_is_bad_usage_before_any_run_folder(tmp_path, monkeypatch)
     """Not a failed run (exit 4) in a new folder: one line naming the variable, exit 2, nothing made
     (more cases in tests/test_cli_usage.py)."""
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "anthropic/claude-sonnet-4-5",
-                                 "--out", str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--model",
+            "anthropic/claude-sonnet-4-5",
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+        ],
+    )
     assert r.exit_code == 2, r.output
     assert "ANTHROPIC_API_KEY" in r.stderr and "re-verifying" not in r.output and not (tmp_path / "runs").exists()
 
@@ -61,9 +99,22 @@ def test_confirm_asks_before_each_call_and_a_rejection_reaches_the_model(tmp_pat
     script.write_text(json.dumps([call("list_files"), call("finish", summary="done")]))
     out = tmp_path / "runs"
     # reject list_files with a reason, approve finish
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(out),
-                                 "--device", "cpu", "--no-compile-baseline", "--confirm"],
-                           input="r\nnot now\na\n")
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--script",
+            str(script),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--confirm",
+        ],
+        input="r\nnot now\na\n",
+    )
     assert "approve?" in r.output and r.exit_code == 3, r.output  # no correct version was written
     run_dir = next(out.iterdir())
     results = [rec for rec in read_trajectory(run_dir / "trajectory.jsonl") if rec.type == "tool_result"]
@@ -108,12 +159,20 @@ def test_without_a_gpu_optimize_and_batch_stop_at_once_with_one_line(tmp_path):
     tasks = tmp_path / "tasks"
     tasks.mkdir()
     (tasks / "t.py").write_text((TASK / "model.py").read_text())
-    commands = [["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs")],
-                ["batch", str(tasks), "--script", str(script), "--out", str(tmp_path / "batch")],
-                ["batch", str(tasks), "--eval-only", "--candidates", str(tmp_path), "--out", str(tmp_path / "batch")]]
+    commands = [
+        ["optimize", str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs")],
+        ["batch", str(tasks), "--script", str(script), "--out", str(tmp_path / "batch")],
+        ["batch", str(tasks), "--eval-only", "--candidates", str(tmp_path), "--out", str(tmp_path / "batch")],
+    ]
     for args in commands:
-        proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", *args], capture_output=True, text=True,
-                              timeout=300, env=_no_gpu_env(), cwd=tmp_path)
+        proc = subprocess.run(
+            [sys.executable, "-m", "cuda_agent.cli", *args],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            env=_no_gpu_env(),
+            cwd=tmp_path,
+        )
         assert proc.returncode == 2 and proc.stdout == "", (args, proc.stderr[-2000:])
         assert proc.stderr.count("\n") == 1 and "no CUDA GPU is visible to torch" in proc.stderr, proc.stderr
         assert "cuda-agent doctor" in proc.stderr and "--device cpu" in proc.stderr

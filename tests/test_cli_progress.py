@@ -21,18 +21,45 @@ def call(name, **args):
 
 def honest_script(path: Path, versions: int = 1) -> Path:
     """`versions` correct versions of different files (each a benchmark), then finish."""
-    steps = [call("edit_file", mode="create", path="kernels/scale_add.cu",
-                  file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text())]
+    steps = [
+        call(
+            "edit_file",
+            mode="create",
+            path="kernels/scale_add.cu",
+            file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+        )
+    ]
     for k in range(versions):
-        steps += [call("edit_file", mode="create", path="model_new.py", overwrite=True,
-                       file_text=f"# version {k}\n" + HONEST_MODEL), call("benchmark")]
+        steps += [
+            call(
+                "edit_file",
+                mode="create",
+                path="model_new.py",
+                overwrite=True,
+                file_text=f"# version {k}\n" + HONEST_MODEL,
+            ),
+            call("benchmark"),
+        ]
     path.write_text(json.dumps(steps + [call("finish", summary="host loop")]))
     return path
 
 
 def optimize(tmp_path, script, *flags):
-    return CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out",
-                                    str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline", *flags])
+    return CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--script",
+            str(script),
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            *flags,
+        ],
+    )
 
 
 def test_optimize_says_the_first_evaluation_and_each_re_verification_on_stderr_and_json_stays_clean(tmp_path):
@@ -42,8 +69,10 @@ def test_optimize_says_the_first_evaluation_and_each_re_verification_on_stderr_a
     assert summary["stop_reason"] == "finished" and summary["verified_reward"] >= 1
     lines = r.stderr.splitlines()
     # the first evaluation starts the evaluator and times the baseline: said; the second is not
-    assert "first evaluation (benchmark): starting the evaluator (the task's reference, the jailed recorder and " \
-           "judge)" in lines
+    assert (
+        "first evaluation (benchmark): starting the evaluator (the task's reference, the jailed recorder and "
+        "judge)" in lines
+    )
     assert any(re.fullmatch(r"first evaluation \(benchmark\): correct in \d+ s", line) for line in lines), lines
     assert sum(line.startswith("first evaluation") for line in lines) >= 2
     assert not any(line.startswith("benchmark") for line in lines)
@@ -72,8 +101,15 @@ def test_baselines_say_which_task_of_how_many_and_what_is_timed(tmp_path, monkey
     shutil.copy(TASK / "model.py", tasks / "a.py")
     (tasks / "b.py").write_text((TASK / "model.py").read_text().replace("N = 1 << 15", "N = 1 << 14"))
     (tmp_path / "eval.json").write_text(json.dumps({"timing_sets": 1, "timing": {"warmup_ms": 5, "budget_ms": 30}}))
-    args = ["baselines", str(tasks), "--device", "cpu", "--no-compile-baseline", "--eval-config",
-            str(tmp_path / "eval.json")]
+    args = [
+        "baselines",
+        str(tasks),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--eval-config",
+        str(tmp_path / "eval.json"),
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert [line for line in r.stderr.splitlines() if line.startswith("baselines")] == [
@@ -82,7 +118,8 @@ def test_baselines_say_which_task_of_how_many_and_what_is_timed(tmp_path, monkey
         "baselines of a on cpu (1 of 2): timing eager on 1 input set (what the cache holds is read instead)",
         "baselines of b on cpu (2 of 2)",
         "baselines of b on cpu (2 of 2): loading the task and its reference outputs",
-        "baselines of b on cpu (2 of 2): timing eager on 1 input set (what the cache holds is read instead)"]
+        "baselines of b on cpu (2 of 2): timing eager on 1 input set (what the cache holds is read instead)",
+    ]
     assert [line.split(":")[0] for line in r.stdout.splitlines()[:2]] == ["cpu a", "cpu b"]  # results: stdout
     quiet = CliRunner().invoke(app, [*args, "--quiet"])
     assert quiet.exit_code == 0 and "baselines of" not in quiet.stderr, quiet.output

@@ -31,13 +31,15 @@ def bad_usage(args: list, says: str, made: Path, **env) -> None:
 
 def scripts(tmp_path: Path) -> dict[str, tuple[Path, str]]:
     """Script files a user can get wrong, each with what its one line says."""
-    cases = {"not JSON": ("{oops", "is not JSON"),
-             "no responses": (json.dumps({"name": "demo", "steps": []}), "a script is a JSON list of responses"),
-             "a number": ("42", "a script is a JSON list of responses"),
-             "an entry without a name": (json.dumps([{"tool_calls": [{"arguments": {}}]}]), "entry 1: scripted tool"),
-             "an entry of the wrong type": (json.dumps(["fine", 7]), "script entry 2 is a int"),
-             "a field of the wrong type": (json.dumps(["fine", {"cost": "cheap"}]), "entry 2: cost"),
-             "a name that is not text": (json.dumps({"name": 3, "responses": []}), "a script is a JSON list")}
+    cases = {
+        "not JSON": ("{oops", "is not JSON"),
+        "no responses": (json.dumps({"name": "demo", "steps": []}), "a script is a JSON list of responses"),
+        "a number": ("42", "a script is a JSON list of responses"),
+        "an entry without a name": (json.dumps([{"tool_calls": [{"arguments": {}}]}]), "entry 1: scripted tool"),
+        "an entry of the wrong type": (json.dumps(["fine", 7]), "script entry 2 is a int"),
+        "a field of the wrong type": (json.dumps(["fine", {"cost": "cheap"}]), "entry 2: cost"),
+        "a name that is not text": (json.dumps({"name": 3, "responses": []}), "a script is a JSON list"),
+    }
     out = {}
     for i, (name, (text, says)) in enumerate(cases.items()):
         path = tmp_path / f"script{i}.json"
@@ -103,8 +105,11 @@ def test_batch_refuses_bad_scripts_before_making_its_folder(tmp_path):
 def test_batch_refuses_a_model_without_its_key_before_making_its_folder(tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     tasks, out = _tasks(tmp_path), tmp_path / "batch"
-    bad_usage(["batch", tasks, "--out", out, "--device", "cpu", "--model", "anthropic/claude-sonnet-4-5"],
-              "set ANTHROPIC_API_KEY", out)
+    bad_usage(
+        ["batch", tasks, "--out", out, "--device", "cpu", "--model", "anthropic/claude-sonnet-4-5"],
+        "set ANTHROPIC_API_KEY",
+        out,
+    )
 
 
 def test_an_eval_only_batch_refuses_a_tracked_out_as_optimize_does(tmp_path, monkeypatch):
@@ -118,12 +123,18 @@ def test_an_eval_only_batch_refuses_a_tracked_out_as_optimize_does(tmp_path, mon
     script = tmp_path / "script.json"
     script.write_text(json.dumps([{"content": "x", "tool_calls": [{"name": "finish"}]}]))
     monkeypatch.chdir(repo)
-    for command in (["batch", "--eval-only", tasks, "--candidates", cands], ["batch", tasks, "--script", script],
-                    ["optimize", TASK / "model.py", "--script", script]):
+    for command in (
+        ["batch", "--eval-only", tasks, "--candidates", cands],
+        ["batch", tasks, "--script", script],
+        ["optimize", TASK / "model.py", "--script", script],
+    ):
         bad_usage([*command, "--out", "tests/myb", "--device", "cpu"], "which does not ignore it", repo / "tests")
     (tmp_path / "a_file").write_text("")
-    bad_usage(["batch", "--eval-only", tasks, "--candidates", cands, "--out", tmp_path / "a_file", "--device", "cpu"],
-              "is a file: give a folder", tmp_path / "a_file" / "x")
+    bad_usage(
+        ["batch", "--eval-only", tasks, "--candidates", cands, "--out", tmp_path / "a_file", "--device", "cpu"],
+        "is a file: give a folder",
+        tmp_path / "a_file" / "x",
+    )
 
 
 def test_eval_of_a_folder_without_model_new_is_one_line_as_a_missing_folder_is(tmp_path):
@@ -131,8 +142,11 @@ def test_eval_of_a_folder_without_model_new_is_one_line_as_a_missing_folder_is(t
     (empty / "kernels").mkdir(parents=True)
     for candidate, says in ((empty, "has no model_new.py"), (tmp_path / "nowhere", "candidate folder not found")):
         for json_out in ([], ["--json"]):
-            bad_usage(["eval", TASK / "model.py", "--candidate", candidate, "--device", "cpu", *json_out], says,
-                      tmp_path / "never")
+            bad_usage(
+                ["eval", TASK / "model.py", "--candidate", candidate, "--device", "cpu", *json_out],
+                says,
+                tmp_path / "never",
+            )
 
 
 def test_api_key_env_is_a_setting_of_every_layer_and_reaches_the_model(tmp_path, monkeypatch):

@@ -9,11 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+from readme_commands import ROOT as CLONE
+from readme_commands import as_argv, readme_command
 
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.eval.guards.static import check_candidate_static
 from cuda_agent.kernels.build import build_kernels
-from readme_commands import ROOT as CLONE, as_argv, readme_command
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "scale_add_small"
@@ -53,11 +54,25 @@ def test_every_kernel_version_builds_and_model_new_passes_the_static_guards(tmp_
 @pytest.mark.gpu
 def test_replay_on_a_gpu_ends_with_a_verified_result_report_and_dropin(tmp_path):
     out = tmp_path / "runs"
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "optimize", str(EXAMPLE / "model.py"),
-                           "--script", str(DEMO), "--out", str(out), "--json"],
-                          capture_output=True, text=True, timeout=900)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "optimize",
+            str(EXAMPLE / "model.py"),
+            "--script",
+            str(DEMO),
+            "--out",
+            str(out),
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert proc.returncode in (0, 1), proc.stderr[-3000:]
-    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert summary["stop_reason"] == "finished" and summary["verified_reward"] >= 1
     report = Path(summary["report"]).read_text()
     assert "| 2 |" in report or "v2" in report
@@ -112,8 +127,14 @@ def test_the_gpu_demo_on_the_cpu_stops_at_once_in_one_line_naming_its_twin(tmp_p
     README does; nothing on stdout, no run folder."""
     out = tmp_path / "runs"
     env = without_gpu() if device else {**without_gpu(), "CUDA_AGENT_EVAL__DEVICE": "cpu"}
-    proc = subprocess.run([*as_argv(readme_command("cuda-agent optimize", "demo_session.json")), *device,
-                           "--out", str(out)], capture_output=True, text=True, timeout=300, env=env, cwd=CLONE)
+    proc = subprocess.run(
+        [*as_argv(readme_command("cuda-agent optimize", "demo_session.json")), *device, "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+        cwd=CLONE,
+    )
     assert proc.returncode == 2 and proc.stdout == "", proc.stdout[-2000:] + proc.stderr[-2000:]
     assert proc.stderr.count("\n") == 1, proc.stderr
     assert "writes kernels that launch on a GPU, and --device cpu runs launchers on the host" in proc.stderr
@@ -125,11 +146,16 @@ def test_the_cpu_twin_replays_to_a_reverified_result_and_dropin_without_a_gpu(tm
     """The README's no-GPU demo command: the scripted session runs through the real tools on host
     loops, finishes, and its best version passes re-verification with a report and a drop-in."""
     out = tmp_path / "runs"
-    proc = subprocess.run([*as_argv(readme_command("cuda-agent optimize", "demo_session_cpu.json")), "--out",
-                           str(out), "--json"], capture_output=True, text=True, timeout=900, env=without_gpu(),
-                          cwd=CLONE)
+    proc = subprocess.run(
+        [*as_argv(readme_command("cuda-agent optimize", "demo_session_cpu.json")), "--out", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env=without_gpu(),
+        cwd=CLONE,
+    )
     assert proc.returncode in (0, 1), proc.stdout[-2000:] + proc.stderr[-3000:]
-    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert summary["stop_reason"] == "finished" and summary["verified_reward"] >= 1, summary
     assert Path(summary["report"]).is_file()
     # the drop-in, verified with host loops, runs them in a fresh process and matches the original layer

@@ -45,9 +45,11 @@ def test_every_bad_usage_exit_code_the_readme_gives_is_what_the_commands_return(
     codes = set(re.findall(r"(\d) bad usage", readme))
     assert codes == {"2"}, codes
     out = tmp_path / "runs"
-    for args in (["optimize", TASK / "model.py", "--script", tmp_path / "none.json", "--out", out],
-                 ["eval", TASK / "model.py", "--candidate", tmp_path],  # a folder without model_new.py
-                 ["export", tmp_path / "none", "--format", "sft", "--out", tmp_path / "x.jsonl"]):
+    for args in (
+        ["optimize", TASK / "model.py", "--script", tmp_path / "none.json", "--out", out],
+        ["eval", TASK / "model.py", "--candidate", tmp_path],  # a folder without model_new.py
+        ["export", tmp_path / "none", "--format", "sft", "--out", tmp_path / "x.jsonl"],
+    ):
         r = CliRunner().invoke(app, [str(a) for a in args])
         assert str(r.exit_code) in codes and r.stderr.count("\n") == 1, (args, r.output)
     assert not out.exists()
@@ -55,17 +57,32 @@ def test_every_bad_usage_exit_code_the_readme_gives_is_what_the_commands_return(
 
 def test_eval_puts_bad_usage_on_stderr_and_every_verdict_on_stdout(tmp_path):
     readme = doc("README.md")
-    assert ("Bad usage is one line on stderr and nothing on stdout; every verdict goes to stdout (`--json`: one "
-            "JSON object), with what went wrong in the candidate") in readme
+    assert (
+        "Bad usage is one line on stderr and nothing on stdout; every verdict goes to stdout (`--json`: one "
+        "JSON object), with what went wrong in the candidate"
+    ) in readme
     candidate = tmp_path / "raises"
     (candidate / "kernels").mkdir(parents=True)
     (candidate / "kernels" / "scale_add.cu").write_text((TASK / "honest" / "kernels" / "scale_add.cu").read_text())
     honest = (TASK / "honest" / "model_new.py").read_text()
     forward = honest.index("    def forward")
-    (candidate / "model_new.py").write_text(honest[:forward] + "    def forward(self, x, y):\n"
-                                            "        raise RuntimeError('the candidate gave up here')\n")
-    r = CliRunner().invoke(app, ["eval", str(TASK / "model.py"), "--candidate", str(candidate), "--device", "cpu",
-                                 "--no-compile-baseline", "--sets", "2"])
+    (candidate / "model_new.py").write_text(
+        honest[:forward] + "    def forward(self, x, y):\n        raise RuntimeError('the candidate gave up here')\n"
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            str(TASK / "model.py"),
+            "--candidate",
+            str(candidate),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--sets",
+            "2",
+        ],
+    )
     assert r.exit_code == 4, r.output
     assert "runtime_error" in r.stdout and "the candidate gave up here" in r.stdout
     assert "error" not in r.stderr.lower(), r.stderr
@@ -94,12 +111,12 @@ def test_the_quit_key_does_what_docs_tui_md_says(tmp_path, monkeypatch):
     pytest.importorskip("textual")
     import asyncio
 
+    from fake_run import build
     from textual.widgets import Button
 
     from cuda_agent.tui.app import RunApp
     from cuda_agent.tui.launch import closing_line
     from cuda_agent.tui.screens import QuitScreen
-    from fake_run import build
 
     async def labels() -> list[str]:
         app = RunApp(build(tmp_path, monkeypatch), poll_s=60.0, gpu=False)
@@ -128,7 +145,11 @@ def test_the_snapshot_report_is_not_written_into_the_checkout(pytestconfig):
 def test_nothing_users_get_cites_a_design_file_they_do_not_have():
     """The package, docs/, README.md and pyproject.toml stand on their own: a reference to the design
     notes kept beside the repository (DESIGN.md, "DESIGN decision N") points a reader at nothing."""
-    shipped = [ROOT / "README.md", ROOT / "pyproject.toml", *sorted((ROOT / "docs").glob("*.md")),
-               *sorted((ROOT / "cuda_agent").rglob("*.py"))]
+    shipped = [
+        ROOT / "README.md",
+        ROOT / "pyproject.toml",
+        *sorted((ROOT / "docs").glob("*.md")),
+        *sorted((ROOT / "cuda_agent").rglob("*.py")),
+    ]
     citing = [str(p.relative_to(ROOT)) for p in shipped if re.search(r"\bDESIGN\b", p.read_text())]
     assert not citing, citing

@@ -39,7 +39,7 @@ def fake_cuda(tmp_path, monkeypatch):
     nvcc.parent.mkdir(parents=True)
     nvcc.write_text(
         '#!/bin/sh\ncase "$1" in\n'
-        '  --list-gpu-arch) echo compute_75; echo compute_80; echo compute_90;;\n'
+        "  --list-gpu-arch) echo compute_75; echo compute_80; echo compute_90;;\n"
         '  *) echo "Cuda compilation tools, release 13.0, V13.0.88";;\nesac\n'
     )
     nvcc.chmod(nvcc.stat().st_mode | stat.S_IXUSR)
@@ -150,8 +150,7 @@ def test_gpu_detail_lists_driver_and_each_gpu():
     found = doctor_checks.check_gpu(facts_with(Driver("580.159.03", (13, 0), [H200, H200])))
     assert found.ok
     assert found.detail == (
-        "driver 580.159.03 (supports CUDA 13.0); "
-        "GPU 0: NVIDIA H200, 140 GiB, sm_90; GPU 1: NVIDIA H200, 140 GiB, sm_90"
+        "driver 580.159.03 (supports CUDA 13.0); GPU 0: NVIDIA H200, 140 GiB, sm_90; GPU 1: NVIDIA H200, 140 GiB, sm_90"
     )
 
 
@@ -189,10 +188,15 @@ def test_an_unset_key_warns(monkeypatch):
 @pytest.mark.parametrize(
     "model, env",
     [
-        ("openai/gpt-4o", "OPENAI_API_KEY"), ("gpt-5", "OPENAI_API_KEY"), ("o3-mini", "OPENAI_API_KEY"),
-        ("o4-mini", "OPENAI_API_KEY"), ("anthropic/claude-opus-4", "ANTHROPIC_API_KEY"),
-        ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"), ("gemini/gemini-2.5-pro", "GEMINI_API_KEY"),
-        ("openrouter/qwen/qwen3-coder", "OPENROUTER_API_KEY"), ("deepseek/deepseek-chat", "DEEPSEEK_API_KEY"),
+        ("openai/gpt-4o", "OPENAI_API_KEY"),
+        ("gpt-5", "OPENAI_API_KEY"),
+        ("o3-mini", "OPENAI_API_KEY"),
+        ("o4-mini", "OPENAI_API_KEY"),
+        ("anthropic/claude-opus-4", "ANTHROPIC_API_KEY"),
+        ("claude-sonnet-4-5", "ANTHROPIC_API_KEY"),
+        ("gemini/gemini-2.5-pro", "GEMINI_API_KEY"),
+        ("openrouter/qwen/qwen3-coder", "OPENROUTER_API_KEY"),
+        ("deepseek/deepseek-chat", "DEEPSEEK_API_KEY"),
         ("mistral/codestral", None),
     ],
 )
@@ -265,8 +269,9 @@ def test_on_a_gpu_machine_the_required_checks_pass():
     assert doctor.exit_code(checks) == 0, [c for c in checks if c.status == "FAIL"]
 
 
-@pytest.mark.parametrize("params, refused", [("RmProfilingAdminOnly: 1\n", True),
-                                             ("RmProfilingAdminOnly: 0\n", False), (None, False)])
+@pytest.mark.parametrize(
+    "params, refused", [("RmProfilingAdminOnly: 1\n", True), ("RmProfilingAdminOnly: 0\n", False), (None, False)]
+)
 def test_ncu_check_warns_when_the_driver_keeps_counters_for_admins(tmp_path, monkeypatch, params, refused):
     """profile runs ncu in the jail, without admin rights even as root: a driver that restricts the
     counters to admins would refuse it, and doctor says so with the driver option to change."""
@@ -274,7 +279,9 @@ def test_ncu_check_warns_when_the_driver_keeps_counters_for_admins(tmp_path, mon
     ncu.parent.mkdir()
     ncu.write_text("#!/bin/sh\necho 'NVIDIA (R) Nsight Compute Command Line Profiler Version 2099.1.0'\n")
     ncu.chmod(0o755)
-    monkeypatch.setattr(doctor_facts, "find_tool", lambda name: doctor_facts.Tool(ncu, "test") if name == "ncu" else None)
+    monkeypatch.setattr(
+        doctor_facts, "find_tool", lambda name: doctor_facts.Tool(ncu, "test") if name == "ncu" else None
+    )
     p = tmp_path / "params"
     if params is not None:
         p.write_text("ResmanDebugLevel: 4294967295\n" + params)

@@ -14,9 +14,15 @@ TASK = Path(__file__).parent / "harness" / "cpu_task"
 
 @pytest.fixture
 def env(tmp_path):
-    cfg = EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                     timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
-                     cache_dir=tmp_path / "cache")
+    cfg = EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        cache_dir=tmp_path / "cache",
+    )
     with Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs", eval_config=cfg) as e:
         yield e
 
@@ -25,8 +31,15 @@ def test_scripted_session_write_compile_verify_benchmark_finish(env):
     kernel = (TASK / "honest" / "kernels" / "scale_add.cu").read_text()
     steps = [
         ("edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "file_text": kernel}),
-        ("edit_file", {"mode": "create", "path": "model_new.py", "overwrite": True,
-                       "file_text": (TASK / "honest" / "model_new.py").read_text()}),
+        (
+            "edit_file",
+            {
+                "mode": "create",
+                "path": "model_new.py",
+                "overwrite": True,
+                "file_text": (TASK / "honest" / "model_new.py").read_text(),
+            },
+        ),
         ("compile", {}),
         ("verify", {}),
         ("benchmark", {}),
@@ -44,18 +57,37 @@ def test_scripted_session_write_compile_verify_benchmark_finish(env):
 
 
 def test_wrong_kernel_gives_reward_minus_one_and_the_reason(env):
-    env.step("edit_file", {"mode": "create", "path": "kernels/scale_add.cu",
-                           "file_text": (TASK / "wrong" / "kernels" / "scale_add.cu").read_text()})
-    env.step("edit_file", {"mode": "create", "path": "model_new.py", "overwrite": True,
-                           "file_text": (TASK / "wrong" / "model_new.py").read_text()})
+    env.step(
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "kernels/scale_add.cu",
+            "file_text": (TASK / "wrong" / "kernels" / "scale_add.cu").read_text(),
+        },
+    )
+    env.step(
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "model_new.py",
+            "overwrite": True,
+            "file_text": (TASK / "wrong" / "model_new.py").read_text(),
+        },
+    )
     r = env.step("verify", {})
     assert r.reward == -1 and "outside tolerance" in r.result.observation
     assert env.episode_reward() == -1
 
 
 def test_compile_error_is_an_observation_and_the_next_call_works(env):
-    r = env.step("edit_file", {"mode": "create", "path": "kernels/k.cu",
-                               "file_text": 'extern "C" void f(float* x, cudaStream_t s) { undefined_thing; }\n'})
+    r = env.step(
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "kernels/k.cu",
+            "file_text": 'extern "C" void f(float* x, cudaStream_t s) { undefined_thing; }\n',
+        },
+    )
     assert r.result.status == "ok"
     c = env.step("compile", {})
     assert c.result.status == "error" and "kernels/k.cu:1" in c.result.observation
@@ -84,16 +116,27 @@ def test_the_same_failing_files_are_not_evaluated_or_committed_twice(env):
     (env.workspace.root / "model_new.py").write_text((TASK / "honest" / "model_new.py").read_text())
     changed = env.step("verify", {})
     assert changed.result.verdict is not None and len(env.workspace.versions()) == 2
-    env.step("edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "overwrite": True,
-                           "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text()})
+    env.step(
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "kernels/scale_add.cu",
+            "overwrite": True,
+            "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+        },
+    )
     fixed = env.step("verify", {})
     assert fixed.reward >= 1 and len(env.workspace.versions()) == 3
     assert env.step("verify", {}).result.verdict is not None  # a correct version is evaluated again (fresh seeds)
 
 
 def test_tampering_with_a_protected_file_is_a_guard_violation(env):
-    assert env.step("edit_file", {"mode": "create", "path": "model.py", "overwrite": True,
-                                  "file_text": "x = 1\n"}).result.status == "error"  # the tool refuses
+    assert (
+        env.step(
+            "edit_file", {"mode": "create", "path": "model.py", "overwrite": True, "file_text": "x = 1\n"}
+        ).result.status
+        == "error"
+    )  # the tool refuses
     (env.workspace.root / "model.py").write_text("# tampered\n")  # as a shell could
     r = env.step("verify", {})
     assert r.reward == -1 and "protected_file" in r.result.observation

@@ -15,6 +15,7 @@ from typing import Annotated, Literal
 
 import pytest
 import typer
+from fake_openai_server import FakeOpenAIServer
 from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
@@ -26,8 +27,6 @@ from cuda_agent.cli_flags import SettingFlags, setting_flags
 from cuda_agent.flags import Flag, SectionFlags, flagged
 from cuda_agent.settings import Settings, resolve
 
-from fake_openai_server import FakeOpenAIServer
-
 ROOT = Path(__file__).resolve().parents[1]
 TASK = Path(__file__).parent / "harness" / "cpu_task"
 FINISH = 'Done.\n```action\n{"tool": "finish", "arguments": {"summary": "nothing"}}\n```'
@@ -35,7 +34,7 @@ needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, 
 
 # A new model option, written where model options are declared (ModelOptions) and nowhere else. The patch
 # happens before anything else of the package is imported, so every module sees it as if it were there.
-ADD_TOP_P = '''
+ADD_TOP_P = """
 import json, sys
 from typing import Annotated
 from pydantic import Field
@@ -60,7 +59,7 @@ run = runner.invoke(app, ["optimize", sys.argv[2], "--model", "openai/fake-model
                           "--no-compile-baseline", "--json"])
 out["run"] = json.loads(run.stdout[run.stdout.index("{"):])
 print("RESULT " + json.dumps(out))
-'''
+"""
 
 
 @needs_litellm
@@ -71,14 +70,20 @@ def test_a_model_option_added_in_one_place_is_a_flag_a_setting_and_the_clients(t
         monkeypatch.delenv(name, raising=False)
     with FakeOpenAIServer() as server:
         server.reply(content=FINISH)
-        proc = subprocess.run([sys.executable, "-c", ADD_TOP_P, server.base_url, str(TASK / "model.py"),
-                               str(tmp_path / "runs")], capture_output=True, text=True, timeout=600,
-                              env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+        proc = subprocess.run(
+            [sys.executable, "-c", ADD_TOP_P, server.base_url, str(TASK / "model.py"), str(tmp_path / "runs")],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**__import__("os").environ, "PYTHONPATH": str(ROOT)},
+        )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = json.loads(proc.stdout.split("RESULT ", 1)[1])
     for command in ("optimize", "batch", "tui"):  # every command that calls a model
-        assert ("--top-p <float range> [0.0<=x<=1.0] Nucleus sampling: the share of probability mass a reply is "
-                "drawn from (setting: llm.top_p).") in out[command], (command, out[command])
+        assert (
+            "--top-p <float range> [0.0<=x<=1.0] Nucleus sampling: the share of probability mass a reply is "
+            "drawn from (setting: llm.top_p)."
+        ) in out[command], (command, out[command])
     assert "--top-p" not in out["mcp"] and "--max-steps" in out["mcp"]  # there the client is the model
     config = out["config"]
     assert config["values"]["llm"]["top_p"] == 0.25 and config["origins"]["llm.top_p"] == "environment"
@@ -109,13 +114,16 @@ def test_every_model_option_is_a_flag_a_listed_setting_and_part_of_the_clients_c
             assert s.option in options and options[s.option].help == s.help(), (command, s.path)
     assert not any(s.option in _options("mcp") for s in declared.values())
     shown = json.loads(CliRunner().invoke(app, ["config", "show", "--json", "--project-dir", str(tmp_path)]).stdout)
-    assert {k: v for k, v in shown["flags"].items() if k.startswith("llm.")} == {p: s.option for p, s in declared.items()}
+    assert {k: v for k, v in shown["flags"].items() if k.startswith("llm.")} == {
+        p: s.option for p, s in declared.items()
+    }
     assert set(shown["values"]["llm"]) == set(ModelOptions.model_fields)
     # the client's config is the model options plus its own fields: the same names, the same values
     assert set(ModelOptions.model_fields) <= set(LitellmModelConfig.model_fields)
     monkeypatch.setenv("CUDA_AGENT_LLM__MAX_OUTPUT_TOKENS", "77")
-    settings = resolve({"model": "openai/x", "llm": {"tools": "text", "price_in": 1.0, "price_out": 2.0}},
-                       project_dir=tmp_path).settings
+    settings = resolve(
+        {"model": "openai/x", "llm": {"tools": "text", "price_in": 1.0, "price_out": 2.0}}, project_dir=tmp_path
+    ).settings
     client = make_model(settings).client_config()
     assert {k: client[k] for k in ModelOptions.model_fields} == settings.llm.model_dump(mode="json")
     assert (client["tools"], client["max_output_tokens"], client["price_out"]) == ("text", 77, 2.0)
@@ -163,16 +171,22 @@ def test_setting_flags_turns_declared_fields_into_options_and_back():
     seen = []
 
     @setting_flags("section", "other.level", per_task=True, settings=_Settings)
-    def command(first: str = typer.Argument(...), flags: SettingFlags = SettingFlags(),
-                last: bool = typer.Option(False, "--last")) -> None:
+    def command(
+        first: str = typer.Argument(...),
+        flags: SettingFlags = SettingFlags(),
+        last: bool = typer.Option(False, "--last"),
+    ) -> None:
         seen.append(flags)
 
     demo = typer.Typer()
     demo.command()(command)
     demo.command("other")(lambda: None)
     shown = " ".join(CliRunner().invoke(demo, ["command", "--help"], env={"COLUMNS": "300"}).output.split())
-    assert shown.index("--mode fast|slow") < shown.index("--rounds -r <int range> [2<=x<=9] Per task: rounds "
-                                                         "(setting: section.rounds).") < shown.index("--loud")
+    assert (
+        shown.index("--mode fast|slow")
+        < shown.index("--rounds -r <int range> [2<=x<=9] Per task: rounds (setting: section.rounds).")
+        < shown.index("--loud")
+    )
     assert shown.index("--loud") < shown.index("--level") < shown.index("--last")
     assert "How to go (setting: section.mode; default fast)." in shown and "(setting: section.quiet = false)" in shown
     assert "The level (setting: other.level; default 1)." in shown and "--hidden" not in shown and "--name" not in shown

@@ -40,7 +40,8 @@ def test_lines_off_a_terminal_say_each_step_with_its_count_and_each_announced_ph
         "version 4 FAILED re-verification",
         "re-verifying version 2 (2 of 3)",
         "re-verifying version 2 (2 of 3): checking correctness",
-        "version 2 passed re-verification"]
+        "version 2 passed re-verification",
+    ]
     assert changes[0] == "re-verifying: starting the evaluator" and changes[-1] is None
     assert "re-verifying version 2 (2 of 3): checking correctness" in changes
 
@@ -86,14 +87,33 @@ def test_the_phases_of_an_evaluation_in_order(monkeypatch):
     with Progress(plain()[0], on_change=changes.append).job("benchmark", lines=False) as job:
         with job.watch(ev):
             seconds = ev.phases()
-            for key in ("static", "build", "audit", "start_wait", "judge_ready_after", "load", "correctness",
-                        "timing", "kill", "baselines", "total"):
+            for key in (
+                "static",
+                "build",
+                "audit",
+                "start_wait",
+                "judge_ready_after",
+                "load",
+                "correctness",
+                "timing",
+                "kill",
+                "baselines",
+                "total",
+            ):
                 seconds[key] = 0.01
             assert dict(seconds)["total"] == 0.01  # still the timings evaluate() returns in the verdict
     assert [c.removeprefix("benchmark: ") for c in changes if c] == [
-        "static guards", "building the kernels", "auditing the built library", "starting the recorder and the judge",
-        "loading the candidate", "checking correctness on 10 input sets", "timing it", "finishing",
-        "the eager and torch.compile baselines: read from the cache, or timed now (once per task)", "finishing"]
+        "static guards",
+        "building the kernels",
+        "auditing the built library",
+        "starting the recorder and the judge",
+        "loading the candidate",
+        "checking correctness on 10 input sets",
+        "timing it",
+        "finishing",
+        "the eager and torch.compile baselines: read from the cache, or timed now (once per task)",
+        "finishing",
+    ]
 
 
 def test_what_comes_next_depends_on_what_the_evaluation_does():

@@ -60,8 +60,12 @@ def spelled(source: str, files: set[str], folders: set[str]) -> list[str]:
     skipped = _docstrings(tree)
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr == "parent" and isinstance(node.value, ast.Attribute) \
-                and node.value.attr == "root":
+        if (
+            isinstance(node, ast.Attribute)
+            and node.attr == "parent"
+            and isinstance(node.value, ast.Attribute)
+            and node.value.attr == "root"
+        ):
             found.append(f"line {node.lineno}: {ast.unparse(node)} (ask the workspace's run_folder)")
         if not isinstance(node, ast.Constant) or not isinstance(node.value, str) or id(node) in skipped:
             continue
@@ -77,12 +81,42 @@ def spelled(source: str, files: set[str], folders: set[str]) -> list[str]:
 def test_the_layout_names_are_those_on_disk():
     """Run folders already on disk must still resume and export: the names never change."""
     run = RunFolder(Path("/r"))
-    assert [p.relative_to("/r").as_posix() for p in (
-        run.workspace, run.history, run.trajectory, run.ledger, run.outcome, run.report, run.plot, run.dropin,
-        run.error_log, run.agent_log, run.control, run.commands, run.state, run.launch, run.verdict)] == [
-        "workspace", "workspace.git", "trajectory.jsonl", "ledger.jsonl", "outcome.json", "report.md",
-        "speedup.png", "dropin", "error.log", "agent.log", "control", "control/commands.jsonl",
-        "control/state.json", "control/launch.json", "verdict.json"]
+    assert [
+        p.relative_to("/r").as_posix()
+        for p in (
+            run.workspace,
+            run.history,
+            run.trajectory,
+            run.ledger,
+            run.outcome,
+            run.report,
+            run.plot,
+            run.dropin,
+            run.error_log,
+            run.agent_log,
+            run.control,
+            run.commands,
+            run.state,
+            run.launch,
+            run.verdict,
+        )
+    ] == [
+        "workspace",
+        "workspace.git",
+        "trajectory.jsonl",
+        "ledger.jsonl",
+        "outcome.json",
+        "report.md",
+        "speedup.png",
+        "dropin",
+        "error.log",
+        "agent.log",
+        "control",
+        "control/commands.jsonl",
+        "control/state.json",
+        "control/launch.json",
+        "verdict.json",
+    ]
 
 
 def test_a_workspace_made_anywhere_has_the_folder_around_it_as_its_run_folder(tmp_path):
@@ -105,7 +139,7 @@ def test_the_check_sees_a_layout_name_spelled_in_code():
     files, folders = layout_names()
     assert {"trajectory.jsonl", "ledger.jsonl", "report.md", "workspace.git"} <= files
     assert {"workspace", "control", "dropin"} <= folders
-    bad = '''
+    bad = """
 def f(run_dir, ws, env):
     a = run_dir / "trajectory.jsonl"
     b = Path(run_dir, "workspace")
@@ -113,7 +147,7 @@ def f(run_dir, ws, env):
     d = f"{run_dir}/ledger.jsonl"
     e = run_dir / "control" / "state.json"
     g = typer.Argument(..., help="a folder holding report.md")
-'''
+"""
     assert len(spelled(bad, files, folders)) == 7, spelled(bad, files, folders)
     good = '''
 """A run writes trajectory.jsonl and report.md."""
@@ -132,6 +166,7 @@ def test_no_module_but_run_folder_spells_the_layout():
     found = []
     for path in sorted(PACKAGE.rglob("*.py")):
         if path != OWNER:
-            found += [f"{path.relative_to(PACKAGE.parent)} {line}"
-                      for line in spelled(path.read_text(), files, folders)]
+            found += [
+                f"{path.relative_to(PACKAGE.parent)} {line}" for line in spelled(path.read_text(), files, folders)
+            ]
     assert not found, "the run folder's layout spelled outside run_folder.py (ask a RunFolder):\n" + "\n".join(found)

@@ -22,8 +22,13 @@ def layers(tmp_path, monkeypatch):
     """A user file and a project file, no CUDA_AGENT_* from the machine running the tests."""
     import os
 
-    for k in [k for k in os.environ if k.startswith("CUDA_AGENT_") and "__" in k or k in (
-            "CUDA_AGENT_MODEL", "CUDA_AGENT_API_BASE", "CUDA_AGENT_OUT")]:
+    for k in [
+        k
+        for k in os.environ
+        if k.startswith("CUDA_AGENT_")
+        and "__" in k
+        or k in ("CUDA_AGENT_MODEL", "CUDA_AGENT_API_BASE", "CUDA_AGENT_OUT")
+    ]:
         monkeypatch.delenv(k)
     monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "config"))
     user = tmp_path / "config" / "cuda-agent" / "config.toml"
@@ -40,21 +45,34 @@ def test_each_layer_overrides_the_one_below_and_says_so(layers, monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_EVAL__N_SETS", "8")
     r = resolve({"limits": {"max_cost": 0.5, "max_tokens": None}}, project_dir=project)
     s = r.settings
-    assert (s.model, s.limits.max_steps, s.limits.max_cost, s.eval.n_sets, s.eval.timing.budget_ms) == \
-        ("openai/from-user", 22, 0.5, 8, 123)
-    assert r.origins == {"model": "user file", "limits.max_steps": "project file", "limits.max_cost": "flag",
-                         "eval.n_sets": "environment", "eval.timing.budget_ms": "project file"}
+    assert (s.model, s.limits.max_steps, s.limits.max_cost, s.eval.n_sets, s.eval.timing.budget_ms) == (
+        "openai/from-user",
+        22,
+        0.5,
+        8,
+        123,
+    )
+    assert r.origins == {
+        "model": "user file",
+        "limits.max_steps": "project file",
+        "limits.max_cost": "flag",
+        "eval.n_sets": "environment",
+        "eval.timing.budget_ms": "project file",
+    }
     rows = {name: (value, origin) for name, value, origin in r.rows()}
     assert rows["eval.timing.warmup_ms"] == (Settings().eval.timing.warmup_ms, "default")  # a sibling keeps its default
     assert r.record()["origins"]["limits.max_cost"] == "flag"
 
 
-@pytest.mark.parametrize("where, text, says", [
-    ("project", "[eval]\nn_set = 9\n", "eval.n_set from {project}: it is not a setting"),
-    ("project", "[eval]\nn_sets = 0\n", "eval.n_sets from {project}: Input should be greater than or equal to 1"),
-    ("user", "[tools]\nshell_timeout_s = 'soon'\n", "tools.shell_timeout_s from {user}"),
-    ("project", "[eval\n", "{project} is not valid TOML"),
-])
+@pytest.mark.parametrize(
+    "where, text, says",
+    [
+        ("project", "[eval]\nn_set = 9\n", "eval.n_set from {project}: it is not a setting"),
+        ("project", "[eval]\nn_sets = 0\n", "eval.n_sets from {project}: Input should be greater than or equal to 1"),
+        ("user", "[tools]\nshell_timeout_s = 'soon'\n", "tools.shell_timeout_s from {user}"),
+        ("project", "[eval\n", "{project} is not valid TOML"),
+    ],
+)
 def test_a_bad_value_is_one_line_naming_its_file(layers, where, text, says):
     user, project = layers
     path = {"user": user, "project": project / "cuda-agent.toml"}[where]
@@ -99,19 +117,25 @@ def test_a_run_uses_the_project_file_and_records_where_each_setting_came_from(la
     limit), flags still win, and the header keeps the resolved settings with their origins."""
     user, project = layers
     (project / "cuda-agent.toml").write_text(
-        f'out = "{project / "runs"}"\n[limits]\nmax_steps = 2\n[eval]\nbaselines = ["eager"]\nn_sets = 2\n')
+        f'out = "{project / "runs"}"\n[limits]\nmax_steps = 2\n[eval]\nbaselines = ["eager"]\nn_sets = 2\n'
+    )
     script = project / "script.json"
     script.write_text(json.dumps([{"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]}] * 5))
     monkeypatch.chdir(project)
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--device", "cpu",
-                                 "--json"])
-    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    r = CliRunner().invoke(
+        app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--device", "cpu", "--json"]
+    )
+    summary = json.loads(r.stdout[r.stdout.index("{") :])
     assert summary["stop_reason"] == "max_steps" and summary["steps"] == 2, r.output
     run_dir = Path(summary["run_dir"])
     assert run_dir.parent == project / "runs"
     header = read_trajectory(run_dir / "trajectory.jsonl")[0]
     recorded = header.config["settings"]
-    assert recorded["origins"] == {"out": "project file", "limits.max_steps": "project file",
-                                   "eval.baselines": "project file", "eval.n_sets": "project file",
-                                   "eval.device": "flag"}
+    assert recorded["origins"] == {
+        "out": "project file",
+        "limits.max_steps": "project file",
+        "eval.baselines": "project file",
+        "eval.n_sets": "project file",
+        "eval.device": "flag",
+    }
     assert recorded["values"]["eval"]["n_sets"] == 2 and header.config["eval"]["baselines"] == ["eager"]

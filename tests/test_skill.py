@@ -25,18 +25,83 @@ TEMPLATE = ROOT / "cuda_agent" / "workspace_template"
 GUARDS_DOC = ROOT / "docs" / "guards.md"
 
 # The model's tools (issue 3): the only tool names SKILL.md may mention.
-TOOLS = frozenset({"view_file", "edit_file", "list_files", "delete_file", "rename_file", "compile", "verify",
-                   "benchmark", "profile", "sanitize", "shell", "finish"})
+TOOLS = frozenset(
+    {
+        "view_file",
+        "edit_file",
+        "list_files",
+        "delete_file",
+        "rename_file",
+        "compile",
+        "verify",
+        "benchmark",
+        "profile",
+        "sanitize",
+        "shell",
+        "finish",
+    }
+)
 STATUSES = frozenset(typing.get_args(Status))
 # Other snake_case words SKILL.md puts in backticks (outside code blocks). A new one must be added
 # here on purpose, so an invented tool or guard name can't slip in unnoticed.
-OTHER_WORDS = frozenset({
-    "best", "forward", "self", "stream", "fail", "warn", "state_dict", "get_inputs", "kernel_runtime", "model",
-    "torch", "math", "typing", "ast", "view", "permute", "t", "unsqueeze", "narrow", "global", "nonlocal",
-    "try", "except", "lru_cache", "setattr", "open", "exec", "eval", "globals", "save", "popen", "fopen",
-    "getenv", "dlopen", "dlsym", "system", "fork", "half", "float", "double", "bool", "int", "long", "size_t",
-    "int64_t", "int32", "float4", "void", "static", "sm_90a", "expf", "erff", "rsqrtf", "reinterpret_cast",
-})
+OTHER_WORDS = frozenset(
+    {
+        "best",
+        "forward",
+        "self",
+        "stream",
+        "fail",
+        "warn",
+        "state_dict",
+        "get_inputs",
+        "kernel_runtime",
+        "model",
+        "torch",
+        "math",
+        "typing",
+        "ast",
+        "view",
+        "permute",
+        "t",
+        "unsqueeze",
+        "narrow",
+        "global",
+        "nonlocal",
+        "try",
+        "except",
+        "lru_cache",
+        "setattr",
+        "open",
+        "exec",
+        "eval",
+        "globals",
+        "save",
+        "popen",
+        "fopen",
+        "getenv",
+        "dlopen",
+        "dlsym",
+        "system",
+        "fork",
+        "half",
+        "float",
+        "double",
+        "bool",
+        "int",
+        "long",
+        "size_t",
+        "int64_t",
+        "int32",
+        "float4",
+        "void",
+        "static",
+        "sm_90a",
+        "expf",
+        "erff",
+        "rsqrtf",
+        "reinterpret_cast",
+    }
+)
 NVCC_FLAGS = ["-O3", "-std=c++17", "-gencode", "arch=compute_90a,code=sm_90a", "-Xcompiler", "-fPIC", "-shared"]
 
 _FENCE = re.compile(r"^```.*?$\n(.*?)^```[ \t]*$", re.M | re.S)
@@ -93,8 +158,12 @@ def test_skill_is_short_enough_to_read():
 def test_tools_section_lists_exactly_the_tools():
     text = skill_text()
     section = text.split("## 3. Tools", 1)[1].split("\n## ", 1)[0]
-    listed = {w for line in section.splitlines() if line.startswith("- ")
-              for w in re.findall(r"`([a-z_]+)`", line.split(":", 1)[0])}
+    listed = {
+        w
+        for line in section.splitlines()
+        if line.startswith("- ")
+        for w in re.findall(r"`([a-z_]+)`", line.split(":", 1)[0])
+    }
     assert listed == TOOLS
 
 
@@ -102,8 +171,10 @@ def test_every_backticked_word_is_known():
     text = skill_text()
     known = TOOLS | documented_guards() | STATUSES | OTHER_WORDS
     unknown = sorted(w for w in backticked_words(text) if w not in known)
-    assert not unknown, f"SKILL.md names {unknown}: a tool, guard or status that does not exist? " \
-                        "(if it is neither, add it to OTHER_WORDS)"
+    assert not unknown, (
+        f"SKILL.md names {unknown}: a tool, guard or status that does not exist? "
+        "(if it is neither, add it to OTHER_WORDS)"
+    )
 
 
 def test_named_guard_ids_exist_in_docs():
@@ -166,8 +237,11 @@ def test_example_launcher_parses_and_matches_the_call(example):
     assert params[-1].kind == "stream"
     assert set(found.kernels) == {"scale_add_relu_vec4", "scale_add_relu_scalar"}
     # model_new.py passes every parameter before the stream, positionally
-    call = next(n for n in ast.walk(ast.parse(example["model_new.py"]))
-                if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "scale_add_relu")
+    call = next(
+        n
+        for n in ast.walk(ast.parse(example["model_new.py"]))
+        if isinstance(n, ast.Call) and getattr(n.func, "attr", None) == "scale_add_relu"
+    )
     assert len(call.args) == len(params) - 1 and not call.keywords
 
 
@@ -229,8 +303,13 @@ def test_example_forward_dispatches_no_torch_compute(example, monkeypatch):
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_example_kernel_compiles_with_the_harness_flags(candidate, tmp_path):
-    proc = subprocess.run(["nvcc", *NVCC_FLAGS, "kernels/scale_add_relu.cu", "-o", str(tmp_path / "libx.so")],
-                          cwd=candidate, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        ["nvcc", *NVCC_FLAGS, "kernels/scale_add_relu.cu", "-o", str(tmp_path / "libx.so")],
+        cwd=candidate,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     ours = [line for line in (proc.stdout + proc.stderr).splitlines() if "scale_add_relu.cu" in line]
     assert not [line for line in ours if "warning" in line.lower()], ours
@@ -244,8 +323,11 @@ def test_example_is_correct_on_the_gpu(candidate, tmp_path):
     from cuda_agent.eval.timing import TimingConfig
     from cuda_agent.task import load_task
 
-    cfg = EvalConfig(cache_dir=tmp_path / "cache", baselines=["eager"],
-                     timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300))
+    cfg = EvalConfig(
+        cache_dir=tmp_path / "cache",
+        baselines=["eager"],
+        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300),
+    )
     with Evaluator(load_task(str(candidate.parent / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(candidate)
     assert v.status == "correct" and v.reward >= 2, (v.status, v.error, [f.message for f in v.findings])

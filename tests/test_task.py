@@ -7,7 +7,7 @@ import torch
 
 from cuda_agent.task import TaskError, load_task, parse_task_ref
 
-KB_STYLE = '''
+KB_STYLE = """
 import torch
 import torch.nn as nn
 
@@ -28,7 +28,7 @@ def get_inputs():
 
 def get_init_inputs():
     return [16]
-'''
+"""
 
 
 @pytest.fixture
@@ -80,7 +80,9 @@ def test_sidecar_supplies_missing_functions(tmp_path):
     p = tmp_path / "bare.py"
     p.write_text("import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x + 1\n")
     side = tmp_path / "bare.inputs.py"
-    side.write_text("import torch\ndef get_inputs():\n    return [torch.ones(3)]\ndef get_init_inputs():\n    return []\n")
+    side.write_text(
+        "import torch\ndef get_inputs():\n    return [torch.ones(3)]\ndef get_init_inputs():\n    return []\n"
+    )
     t = load_task(str(p))
     assert t.inputs_path == side.resolve()
     h1 = t.source_hash
@@ -92,7 +94,9 @@ def test_inputs_flag_names_another_file(tmp_path):
     p = tmp_path / "bare.py"
     p.write_text("import torch.nn as nn\nclass Model(nn.Module):\n    def forward(self, x):\n        return x\n")
     other = tmp_path / "shapes.py"
-    other.write_text("import torch\ndef get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n")
+    other.write_text(
+        "import torch\ndef get_inputs():\n    return [torch.ones(2)]\ndef get_init_inputs():\n    return []\n"
+    )
     assert load_task(str(p), inputs=other).inputs_path == other.resolve()
     with pytest.raises(TaskError, match="inputs file not found"):
         load_task(str(p), inputs=tmp_path / "nope.py")

@@ -47,8 +47,10 @@ class LiveWriter(TrajectoryWriter):
     def _status(self) -> Text:
         best = "no correct version yet"
         if (b := self.best) is not None:
-            best = (f"best v{b.version}: reward {b.reward}, {b.time_ms or 0:.4f} ms, "
-                    f"{b.speedup_compile or 0:.2f}x vs compile, {b.speedup_eager or 0:.2f}x vs eager")
+            best = (
+                f"best v{b.version}: reward {b.reward}, {b.time_ms or 0:.4f} ms, "
+                f"{b.speedup_compile or 0:.2f}x vs compile, {b.speedup_eager or 0:.2f}x vs eager"
+            )
         return Text(f"{self.model} | step {self.step} | {self.last[:60]} | {best} | ${self.cost:.2f}")
 
     def close(self) -> None:

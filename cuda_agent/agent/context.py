@@ -91,29 +91,45 @@ def context_budget(model: Model, tools: list[dict], count_tokens: TokenCounter) 
     return max(0, int(window * FRACTION) - answer - schemas)
 
 
-_WINDOW_FROM = {"context_tokens": "given by --context-tokens", "server": "as its server reports it",
-                "litellm": "from litellm's table", "model": "as the model says"}
+_WINDOW_FROM = {
+    "context_tokens": "given by --context-tokens",
+    "server": "as its server reports it",
+    "litellm": "from litellm's table",
+    "model": "as the model says",
+}
 
 
 def too_long(model: Model, tools: list[dict], count_tokens: TokenCounter, needed: int, budget: int, turns: int) -> str:
     """One line for a conversation that does not fit even trimmed: the sizes, and which flag or model would help."""
     window, answer, schemas = budget_parts(model, tools, count_tokens) or (0, 0, 0)
     source = model.window_source
-    what = ("the system prompt and the task need" if turns == 0
-            else "the conversation needs, with every old observation and reply trimmed,")
+    what = (
+        "the system prompt and the task need"
+        if turns == 0
+        else "the conversation needs, with every old observation and reply trimmed,"
+    )
     given = model.max_tokens
-    fixes = ["give a larger --context-tokens if the server has more (llama.cpp: start it with a larger --n_ctx)"
-             if source == "context_tokens" else "start the server with a larger window and give it as --context-tokens N",
-             f"a smaller --max-output-tokens ({answer} tokens are kept for the reply{'' if given else ' by default'})",
-             "or a model with a larger window"]
-    return (f"{what} about {needed} tokens, more than {model.name}'s window of {window} tokens "
-            f"({_WINDOW_FROM.get(source, 'as the model says')}) leaves for them: {budget} "
-            f"({FRACTION:.0%} of it, less {answer} for the reply and {schemas} for the tool schemas); "
-            + ", ".join(fixes))
+    fixes = [
+        "give a larger --context-tokens if the server has more (llama.cpp: start it with a larger --n_ctx)"
+        if source == "context_tokens"
+        else "start the server with a larger window and give it as --context-tokens N",
+        f"a smaller --max-output-tokens ({answer} tokens are kept for the reply{'' if given else ' by default'})",
+        "or a model with a larger window",
+    ]
+    return (
+        f"{what} about {needed} tokens, more than {model.name}'s window of {window} tokens "
+        f"({_WINDOW_FROM.get(source, 'as the model says')}) leaves for them: {budget} "
+        f"({FRACTION:.0%} of it, less {answer} for the reply and {schemas} for the tool schemas); " + ", ".join(fixes)
+    )
 
 
-def fit_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = approx_tokens, *,
-                 target_tokens: int | None = None) -> tuple[list[dict], list[TrimNote], int]:
+def fit_messages(
+    messages: list[dict],
+    budget_tokens: int,
+    count_tokens: TokenCounter = approx_tokens,
+    *,
+    target_tokens: int | None = None,
+) -> tuple[list[dict], list[TrimNote], int]:
     """`messages` trimmed to `budget_tokens`, the latest turns kept whole while that is enough
     (SHRINK_TURNS), what was shortened, and the tokens left (over the budget: it cannot fit)."""
     out, notes = messages, []
@@ -125,16 +141,23 @@ def fit_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCo
     return out, notes, tokens
 
 
-def trim_messages(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter = approx_tokens, *,
-                  target_tokens: int | None = None, keep_turns: int = KEEP_TURNS) -> tuple[list[dict], list[TrimNote]]:
+def trim_messages(
+    messages: list[dict],
+    budget_tokens: int,
+    count_tokens: TokenCounter = approx_tokens,
+    *,
+    target_tokens: int | None = None,
+    keep_turns: int = KEEP_TURNS,
+) -> tuple[list[dict], list[TrimNote]]:
     """`messages` shortened when over `budget_tokens`, down to `target_tokens` (default: the budget;
     a lower target makes passes rarer), and what was shortened. The input is not changed."""
     out, notes, _ = _trim(messages, budget_tokens, count_tokens, target_tokens, keep_turns)
     return out, notes
 
 
-def _trim(messages: list[dict], budget_tokens: int, count_tokens: TokenCounter, target_tokens: int | None,
-          keep_turns: int) -> tuple[list[dict], list[TrimNote], int]:
+def _trim(
+    messages: list[dict], budget_tokens: int, count_tokens: TokenCounter, target_tokens: int | None, keep_turns: int
+) -> tuple[list[dict], list[TrimNote], int]:
     counts = [count_tokens([m]) for m in messages]
     out = list(messages)
     if sum(counts) <= budget_tokens:
@@ -165,15 +188,22 @@ def _open_span(messages: list[dict], keep_turns: int) -> tuple[int, int]:
 
 def _shorten_observation(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[TrimNote]]:
     content = m.get("content")
-    if m.get("role") != "tool" or not isinstance(content, str) or len(content) < MIN_CHARS \
-            or content.startswith(OBSERVATION_MARK):
+    if (
+        m.get("role") != "tool"
+        or not isinstance(content, str)
+        or len(content) < MIN_CHARS
+        or content.startswith(OBSERVATION_MARK)
+    ):
         return m, []
     tool = names.get(m.get("tool_call_id", ""), "?")
     status = next((line.strip() for line in content.splitlines() if line.strip()), "")
     status = status if len(status) <= 120 else status[:117] + "..."
     note = f"{OBSERVATION_MARK} {len(content)} chars; it was {tool} -> {status}]"
-    return {**m, "content": note}, [TrimNote(index=i, role="tool", tool=tool, call_id=m.get("tool_call_id", ""),
-                                             what="observation", chars=len(content))]
+    return {**m, "content": note}, [
+        TrimNote(
+            index=i, role="tool", tool=tool, call_id=m.get("tool_call_id", ""), what="observation", chars=len(content)
+        )
+    ]
 
 
 def _shorten_sources(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[TrimNote]]:
@@ -194,8 +224,17 @@ def _shorten_sources(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list
             value = args.get(field)
             if isinstance(value, str) and len(value) >= MIN_CHARS and not value.startswith(SOURCE_MARK):
                 args[field] = f"{SOURCE_MARK} {len(value)} chars]"
-                notes.append(TrimNote(index=i, role="assistant", tool=fn["name"], call_id=c["id"], what="source",
-                                      field=field, chars=len(value)))
+                notes.append(
+                    TrimNote(
+                        index=i,
+                        role="assistant",
+                        tool=fn["name"],
+                        call_id=c["id"],
+                        what="source",
+                        field=field,
+                        chars=len(value),
+                    )
+                )
                 changed = True
         calls.append({**c, "function": {**fn, "arguments": json.dumps(args, ensure_ascii=False)}} if changed else c)
     return ({**m, "tool_calls": calls} if notes else m), notes
@@ -205,12 +244,22 @@ def _shorten_reply(m: dict, i: int, names: dict[str, str]) -> tuple[dict, list[T
     """An old reply's text (a small model's rambling, a text-protocol action already answered); its
     calls stay, so their results still answer them."""
     content = m.get("content")
-    if m.get("role") != "assistant" or not isinstance(content, str) or len(content) < MIN_CHARS \
-            or content.startswith(REPLY_MARK):
+    if (
+        m.get("role") != "assistant"
+        or not isinstance(content, str)
+        or len(content) < MIN_CHARS
+        or content.startswith(REPLY_MARK)
+    ):
         return m, []
     first = (m.get("tool_calls") or [{}])[0]
-    note = TrimNote(index=i, role="assistant", tool=first.get("function", {}).get("name", ""),
-                    call_id=first.get("id", ""), what="reply", chars=len(content))
+    note = TrimNote(
+        index=i,
+        role="assistant",
+        tool=first.get("function", {}).get("name", ""),
+        call_id=first.get("id", ""),
+        what="reply",
+        chars=len(content),
+    )
     return {**m, "content": f"{REPLY_MARK} {len(content)} chars]"}, [note]
 
 
@@ -224,8 +273,9 @@ def replay_trim(messages: list[dict], removed: list[dict]) -> list[dict]:
     for note in removed:
         role, call_id = note.get("role"), note.get("call_id", "")
         if (i := _find(out, note.get("index", -1), role, call_id)) is not None:
-            shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(note.get("what", ""),
-                                                                                         _shorten_sources)
+            shorten = {"observation": _shorten_observation, "reply": _shorten_reply}.get(
+                note.get("what", ""), _shorten_sources
+            )
             out[i] = shorten(out[i], i, names)[0]
     return out
 

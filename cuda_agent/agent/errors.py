@@ -10,8 +10,17 @@ if TYPE_CHECKING:
 
 ModelErrorKind = Literal["auth", "context_window", "bad_request", "unavailable"]
 # litellm maps every provider's failures onto these exception types (and HTTP statuses)
-_RETRYABLE = frozenset({"RateLimitError", "Timeout", "APIConnectionError", "InternalServerError",
-                        "ServiceUnavailableError", "BadGatewayError", "EmptyReply"})
+_RETRYABLE = frozenset(
+    {
+        "RateLimitError",
+        "Timeout",
+        "APIConnectionError",
+        "InternalServerError",
+        "ServiceUnavailableError",
+        "BadGatewayError",
+        "EmptyReply",
+    }
+)
 _AUTH = frozenset({"AuthenticationError", "PermissionDeniedError"})
 
 

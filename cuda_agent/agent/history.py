@@ -20,8 +20,10 @@ from cuda_agent.agent.context import replay_trim
 from cuda_agent.agent.protocol import assistant_message
 from cuda_agent.records import Header, ModelTurn, Record, ToolResultRecord
 
-INTERRUPTED = ("[interrupted: the run stopped before this call's result was recorded, so it may not have run; "
-               "the workspace shows what changed; call it again if you still need it]")
+INTERRUPTED = (
+    "[interrupted: the run stopped before this call's result was recorded, so it may not have run; "
+    "the workspace shows what changed; call it again if you still need it]"
+)
 
 
 @dataclass
@@ -87,8 +89,14 @@ def _turn(state: ResumeState, turn: ModelTurn, results: dict) -> None:
     for c in turn.tool_calls:
         result = results.get((turn.step, c.id))
         if result is None:
-            result = ToolResultRecord(step=turn.step, call_id=c.id, name=c.name, observation=INTERRUPTED,
-                                      status="interrupted", data={"interrupted": True})
+            result = ToolResultRecord(
+                step=turn.step,
+                call_id=c.id,
+                name=c.name,
+                observation=INTERRUPTED,
+                status="interrupted",
+                data={"interrupted": True},
+            )
             state.records.append(result)
             state.interrupted.append(c.id)
         elif result.status != "skipped":

@@ -21,8 +21,10 @@ class InterruptLatch:
         self._previous: Callable[[int, FrameType | None], Any] | int | None = None  # the handler it replaced
 
     def __enter__(self) -> InterruptLatch:
-        if threading.current_thread() is threading.main_thread() and \
-                signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        if (
+            threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGINT) is signal.default_int_handler
+        ):
             self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 

@@ -55,8 +55,9 @@ def _litellm():
     except ModuleNotFoundError:
         from cuda_agent import install_hint
 
-        raise ModelError("unavailable", f"litellm is not installed: {install_hint('agent')} "
-                         "(or use --script for a scripted model)") from None
+        raise ModelError(
+            "unavailable", f"litellm is not installed: {install_hint('agent')} (or use --script for a scripted model)"
+        ) from None
 
     litellm.suppress_debug_info = True  # no "Give Feedback" banners on stdout
     # its own warnings (price-map fetches, deprecations) are noise no user can act on, and would break
@@ -171,8 +172,12 @@ class LitellmModel:
     def resolved(self) -> dict[str, Any]:
         """What the run header records of how this model is called, once decided: the protocol (--tools
         auto resolved), the window and where it came from, and how turns are priced."""
-        return {"protocol": "native" if self.native_tools else "text", "context_tokens": self.context_window(),
-                "window_from": self.window_source, "pricing": self.pricing}
+        return {
+            "protocol": "native" if self.native_tools else "text",
+            "context_tokens": self.context_window(),
+            "window_from": self.window_source,
+            "pricing": self.pricing,
+        }
 
     @property
     def pricing(self) -> str:
@@ -207,12 +212,22 @@ class LitellmModel:
 
     def _request(self, messages: list[dict], tools: list[dict]) -> dict[str, Any]:
         c = self.config
-        optional = {"tools": tools, "api_base": c.api_base, "temperature": c.temperature,
-                    "max_tokens": c.max_output_tokens, "api_key": self._api_key()}
-        return {"model": c.model, "messages": messages, "timeout": c.timeout_s,
-                "num_retries": 0, "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
-                "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
-                **{k: v for k, v in optional.items() if v not in (None, "", [])}}  # temperature 0 stays
+        optional = {
+            "tools": tools,
+            "api_base": c.api_base,
+            "temperature": c.temperature,
+            "max_tokens": c.max_output_tokens,
+            "api_key": self._api_key(),
+        }
+        return {
+            "model": c.model,
+            "messages": messages,
+            "timeout": c.timeout_s,
+            "num_retries": 0,
+            "max_retries": 0,  # we retry; litellm and the OpenAI client must not also
+            "drop_params": True,  # e.g. temperature on models that take none: drop, don't fail
+            **{k: v for k, v in optional.items() if v not in (None, "", [])},
+        }  # temperature 0 stays
 
     def check_key(self) -> None:
         """Raise the ModelError the first request would for want of a key or of litellm (the commands
@@ -224,8 +239,10 @@ class LitellmModel:
         if c.api_key_env:
             key = os.environ.get(c.api_key_env)
             if not key:
-                raise ModelError("auth", f"{c.api_key_env} is not set (llm.api_key_env names it): export it with "
-                                         f"your API key for {c.model}")
+                raise ModelError(
+                    "auth",
+                    f"{c.api_key_env} is not set (llm.api_key_env names it): export it with your API key for {c.model}",
+                )
             return key
         litellm = _litellm()  # not installed: that ModelError says how to install it
         try:
@@ -236,8 +253,11 @@ class LitellmModel:
         if missing and all(k.endswith("_API_KEY") for k in missing):
             if c.api_base:
                 return _LOCAL_PLACEHOLDER_KEY
-            raise ModelError("auth", f"set {' or '.join(missing)} to use {c.model} (or name the variable that "
-                                     "holds the key with --api-key-env, setting llm.api_key_env)")
+            raise ModelError(
+                "auth",
+                f"set {' or '.join(missing)} to use {c.model} (or name the variable that "
+                "holds the key with --api-key-env, setting llm.api_key_env)",
+            )
         return None
 
     def _retrying(self) -> tenacity.Retrying:
@@ -246,8 +266,9 @@ class LitellmModel:
         never past the deadline (the attempt after it then stops the run at its wall limit)."""
         c = self.config
         half, half_cap = c.backoff_s / 2, c.max_backoff_s / 2
-        backoff = (tenacity.wait_exponential(multiplier=half, max=half_cap)
-                   + tenacity.wait_random_exponential(multiplier=half, max=half_cap))
+        backoff = tenacity.wait_exponential(multiplier=half, max=half_cap) + tenacity.wait_random_exponential(
+            multiplier=half, max=half_cap
+        )
 
         def wait(state: tenacity.RetryCallState) -> float:
             left = self._time_left()
@@ -257,7 +278,8 @@ class LitellmModel:
             stop=tenacity.stop_after_attempt(c.retries + 1),
             wait=wait,
             retry=tenacity.retry_if_exception(lambda e: error_kind(e) == "unavailable"),
-            reraise=True)  # the provider's own exception, not tenacity's RetryError, reaches _error
+            reraise=True,
+        )  # the provider's own exception, not tenacity's RetryError, reaches _error
 
     def _error(self, e: Exception, attempts: int) -> ModelError:
         kind = error_kind(e)
@@ -269,23 +291,32 @@ class LitellmModel:
             who = self.config.api_key_env or "the provider's API key variable"
             return ModelError(kind, f"{model} rejected the API key: check {who} ({detail})")
         if kind == "unavailable":
-            return ModelError(kind, f"{model} still failing after {attempts} attempt(s): {type(e).__name__}; "
-                                    f"wait and retry, or check api_base ({detail})")
+            return ModelError(
+                kind,
+                f"{model} still failing after {attempts} attempt(s): {type(e).__name__}; "
+                f"wait and retry, or check api_base ({detail})",
+            )
         return ModelError(kind, f"{model} rejected the request: {type(e).__name__} ({detail})")
 
     def _too_long(self, detail: str) -> str:
         """The provider refused the conversation as too long: what the user can do about it."""
         window, source = self._window or (None, "unknown")
         if source == "context_tokens":
-            fix = (f"--context-tokens {window} is more than {self.config.model} accepts: give the window its "
-                   "server really has (llama.cpp: its --n_ctx)")
+            fix = (
+                f"--context-tokens {window} is more than {self.config.model} accepts: give the window its "
+                "server really has (llama.cpp: its --n_ctx)"
+            )
         elif window:
-            fix = (f"cuda-agent took its window as {window} tokens ({source}); if the server has less, give "
-                   "--context-tokens N (llama.cpp: its --n_ctx)")
+            fix = (
+                f"cuda-agent took its window as {window} tokens ({source}); if the server has less, give "
+                "--context-tokens N (llama.cpp: its --n_ctx)"
+            )
         else:
             fix = "its window is unknown, so nothing was trimmed: give --context-tokens N (llama.cpp: its --n_ctx)"
-        return (f"the conversation is longer than {self.config.model} accepts ({detail}); {fix}, so old "
-                "observations are trimmed to fit, or use a model with a larger window")
+        return (
+            f"the conversation is longer than {self.config.model} accepts ({detail}); {fix}, so old "
+            "observations are trimmed to fit, or use a model with a larger window"
+        )
 
     def _scrub(self, text: str) -> str:
         """One line, bounded, with credentials removed (providers sometimes echo the key): the
@@ -304,12 +335,21 @@ class LitellmModel:
             args = args if isinstance(args, str) else json.dumps(args or {})
             calls.append(ToolCall(id=call.id or f"call-{i}", name=call.function.name or "", arguments=args))
         usage = getattr(response, "usage", None)
-        tokens = Usage(prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
-                       completion_tokens=getattr(usage, "completion_tokens", 0) or 0)
+        tokens = Usage(
+            prompt_tokens=getattr(usage, "prompt_tokens", 0) or 0,
+            completion_tokens=getattr(usage, "completion_tokens", 0) or 0,
+        )
         return ModelResponse(
-            content=message.content or "", tool_calls=calls, latency_s=latency_s, usage=tokens,
+            content=message.content or "",
+            tool_calls=calls,
+            latency_s=latency_s,
+            usage=tokens,
             cost=self._cost(litellm, response, tokens.prompt_tokens, tokens.completion_tokens),
             model=getattr(response, "model", None) or self.config.model,
-            raw={"finish_reason": choice.finish_reason, "id": getattr(response, "id", None), "retries": retries,
-                 "protocol": "native" if native else "text"})
-
+            raw={
+                "finish_reason": choice.finish_reason,
+                "id": getattr(response, "id", None),
+                "retries": retries,
+                "protocol": "native" if native else "text",
+            },
+        )

@@ -25,16 +25,32 @@ from typing import TYPE_CHECKING, Callable
 from pydantic import BaseModel, ValidationError
 
 from cuda_agent.agent.context import TokenCounter, approx_tokens, context_budget, counter_for, fit_messages, too_long
-from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.errors import FormatError, LimitsExceeded, ModelError, RunEnded
 from cuda_agent.agent.header import protocol_of, run_config, run_header
 from cuda_agent.agent.interrupts import InterruptLatch
+from cuda_agent.agent.limits import AgentConfig
 from cuda_agent.agent.prompts import env_task_message, system_message
-from cuda_agent.agent.protocol import (Approval, Decision, ModelResponse, ToolCall, assistant_message, valid_arguments,
-                                       valid_response)
+from cuda_agent.agent.protocol import (
+    Approval,
+    Decision,
+    ModelResponse,
+    ToolCall,
+    assistant_message,
+    valid_arguments,
+    valid_response,
+)
 from cuda_agent.agent.text_protocol import FORMAT_HELP
-from cuda_agent.records import (CallRecord, Closing, FormatErrorRecord, ModelTurn, Resume, ToolResultRecord,
-                                Trim, UserMessage, valid_text)
+from cuda_agent.records import (
+    CallRecord,
+    Closing,
+    FormatErrorRecord,
+    ModelTurn,
+    Resume,
+    ToolResultRecord,
+    Trim,
+    UserMessage,
+    valid_text,
+)
 from cuda_agent.secrets import Redactor, configured_secrets, scrub_config
 from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.workspace import VersionInfo
@@ -45,8 +61,9 @@ if TYPE_CHECKING:
     from cuda_agent.agent.resume import ResumeState
 
 LOW_WATER = 0.8  # a trimming pass goes down to this share of the budget, so passes are rare
-NO_CALL_NATIVE = ("Your last reply called no tool. Every turn must call one of the tools; "
-                  "call `finish` when you are done.")
+NO_CALL_NATIVE = (
+    "Your last reply called no tool. Every turn must call one of the tools; call `finish` when you are done."
+)
 
 
 @dataclass
@@ -62,9 +79,17 @@ class RunResult:
 
 
 class Agent:
-    def __init__(self, model: Model, env: AgentEnvironment, config: AgentConfig, writer: TrajectoryWriter,
-                 approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
-                 checkpoint: Callable[[], None] | None = None, settings_record: dict | None = None):
+    def __init__(
+        self,
+        model: Model,
+        env: AgentEnvironment,
+        config: AgentConfig,
+        writer: TrajectoryWriter,
+        approval: Approval | None = None,
+        inbox: Callable[[], list[str]] | None = None,
+        checkpoint: Callable[[], None] | None = None,
+        settings_record: dict | None = None,
+    ):
         self.model, self.env, self.config, self.writer = model, env, config, writer
         self.approval, self.inbox, self.checkpoint = approval, inbox, checkpoint
         self.settings_record = settings_record  # the run's resolved settings and their origins
@@ -92,10 +117,15 @@ class Agent:
             if resume is None:
                 system = system_message(native_tools=self.native)
                 task = env_task_message(self.env, limits=self.config.model_dump())
-                self.messages = [{"role": "system", "content": self.redact.text(system)},
-                                 {"role": "user", "content": self.redact.text(task)}]
-                self.writer.write(run_header(run_id or uuid.uuid4().hex[:12], self.model, self.env, self._config(),
-                                             self.messages, self.tools))
+                self.messages = [
+                    {"role": "system", "content": self.redact.text(system)},
+                    {"role": "user", "content": self.redact.text(task)},
+                ]
+                self.writer.write(
+                    run_header(
+                        run_id or uuid.uuid4().hex[:12], self.model, self.env, self._config(), self.messages, self.tools
+                    )
+                )
             else:
                 self._resume(resume)
             if self.config.max_wall_s is not None:  # its requests end by then
@@ -121,10 +151,20 @@ class Agent:
             except LedgerError as e:  # the ledger was tampered with outside the jail: no result, and why
                 best, error = None, error or str(e)
             wall = time.monotonic() - self.started
-            self.writer.write(Closing(stop_reason=reason, best_version=best and best.version,
-                                      best_commit=best and best.sha, best_reward=best and best.reward,
-                                      steps=self.steps, tokens=self.tokens, cost=self.cost,
-                                      unpriced_turns=self.unpriced, wall_s=wall, error=error))
+            self.writer.write(
+                Closing(
+                    stop_reason=reason,
+                    best_version=best and best.version,
+                    best_commit=best and best.sha,
+                    best_reward=best and best.reward,
+                    steps=self.steps,
+                    tokens=self.tokens,
+                    cost=self.cost,
+                    unpriced_turns=self.unpriced,
+                    wall_s=wall,
+                    error=error,
+                )
+            )
         return RunResult(reason, best, self.steps, self.tokens, self.cost, self.unpriced, wall, error)
 
     def step(self) -> None:
@@ -145,16 +185,20 @@ class Agent:
         response = valid_response(response)  # no lone surrogate reaches a file, git or the next request
         self.turns += 1
         self._account(response)
-        calls = [c if c.id else c.model_copy(update={"id": f"call-{self.turns}-{i}"})
-                 for i, c in enumerate(response.tool_calls)]
+        calls = [
+            c if c.id else c.model_copy(update={"id": f"call-{self.turns}-{i}"})
+            for i, c in enumerate(response.tool_calls)
+        ]
         if problem is not None:
             calls = []  # nothing of an unreadable answer runs
         elif not calls:
             problem = NO_CALL_NATIVE if self.native else f"Your reply had no action. {FORMAT_HELP}"
         allowed = min(self.config.max_calls_per_turn, self.config.max_steps - self.steps)  # the rest: skipped
         malformed = [self._malformed(c) for c in calls]
-        decisions = [None if bad or i >= allowed or not self.approval else self._approve(self.approval, c)
-                     for i, (c, bad) in enumerate(zip(calls, malformed))]
+        decisions = [
+            None if bad or i >= allowed or not self.approval else self._approve(self.approval, c)
+            for i, (c, bad) in enumerate(zip(calls, malformed))
+        ]
         self._record_turn(response, calls, decisions)
         if problem is not None:
             self.steps += 1
@@ -187,23 +231,33 @@ class Agent:
             raise RunEnded("target_reached")
 
     def _answer(self, call: ToolCall, observation: str, status: str, **record) -> None:
-        self.writer.write(ToolResultRecord(step=self.turns, call_id=call.id, name=call.name, observation=observation,
-                                           status=status, **record))
+        self.writer.write(
+            ToolResultRecord(
+                step=self.turns, call_id=call.id, name=call.name, observation=observation, status=status, **record
+            )
+        )
         self.messages.append({"role": "tool", "tool_call_id": call.id, "content": observation})
 
     def _trim(self) -> None:  # a history that cannot fit stops the run here, saying what would help
         if self.budget is None:
             return
-        trimmed, notes, tokens = fit_messages(self.messages, self.budget, self.count_tokens,
-                                              target_tokens=int(self.budget * LOW_WATER))
+        trimmed, notes, tokens = fit_messages(
+            self.messages, self.budget, self.count_tokens, target_tokens=int(self.budget * LOW_WATER)
+        )
         if notes:
-            self.writer.write(Trim(step=self.turns, removed=[n.model_dump() for n in notes],
-                                   tokens_before=self.count_tokens(self.messages),
-                                   tokens_after=self.count_tokens(trimmed)))
+            self.writer.write(
+                Trim(
+                    step=self.turns,
+                    removed=[n.model_dump() for n in notes],
+                    tokens_before=self.count_tokens(self.messages),
+                    tokens_after=self.count_tokens(trimmed),
+                )
+            )
             self.messages = trimmed
         if tokens > self.budget:
-            raise ModelError("context_window", too_long(self.model, self.tools, self.count_tokens, tokens, self.budget,
-                                                        self.turns))
+            raise ModelError(
+                "context_window", too_long(self.model, self.tools, self.count_tokens, tokens, self.budget, self.turns)
+            )
 
     def _resume(self, s: ResumeState) -> None:
         """Continue from a rebuilt history: counters restored, the marker and resume's records written."""
@@ -211,9 +265,17 @@ class Agent:
         self.steps, self.turns, self.tokens, self.cost, self.unpriced = s.steps, s.turns, s.tokens, s.cost, s.unpriced
         self.format_errors = s.format_errors
         self.started = time.monotonic() - s.wall_s
-        self.writer.write(Resume(step=s.turns, model=self.model.name, config=scrub_config(self._config()),
-                                 protocol=protocol_of(self.model), previous_stop=s.previous_stop,
-                                 interrupted_calls=s.interrupted, recovered_versions=s.recovered))
+        self.writer.write(
+            Resume(
+                step=s.turns,
+                model=self.model.name,
+                config=scrub_config(self._config()),
+                protocol=protocol_of(self.model),
+                previous_stop=s.previous_stop,
+                interrupted_calls=s.interrupted,
+                recovered_versions=s.recovered,
+            )
+        )
         for record in s.records:
             self.writer.write(record)
 
@@ -229,8 +291,14 @@ class Agent:
         observation = f"Format error: {r.observation}" if malformed else r.observation
         self.unscorable = out.unscorable
         # the environment redacted already; this covers the rest (and a non-UTF-8 file name's surrogates)
-        self._answer(call, self.redact.text(valid_text(observation)), r.status, seconds=r.seconds,
-                     data=r.record_data(), format_error=malformed)
+        self._answer(
+            call,
+            self.redact.text(valid_text(observation)),
+            r.status,
+            seconds=r.seconds,
+            data=r.record_data(),
+            format_error=malformed,
+        )
         if r.version is not None:  # an evaluation committed as a version: its record, from the same metrics
             self.writer.write(r.version.evaluation(self.turns))
         return out.done, out.reward
@@ -257,13 +325,27 @@ class Agent:
         records = []
         for c, d in zip(calls, decisions):
             edited = d.edited_arguments if d is not None and d.approve else None
-            records.append(CallRecord(id=c.id, name=c.name, arguments=c.arguments if edited is None else edited,
-                                      original_arguments=None if edited is None else c.arguments))
-        self.writer.write(ModelTurn(step=self.turns, content=r.content, tool_calls=records,
-                                    prompt_tokens=r.usage.prompt_tokens, completion_tokens=r.usage.completion_tokens,
-                                    cost=r.cost, latency_s=r.latency_s,
-                                    edited_by_person=any(c.original_arguments is not None for c in records),
-                                    injected=bool(r.raw.get("injected"))))
+            records.append(
+                CallRecord(
+                    id=c.id,
+                    name=c.name,
+                    arguments=c.arguments if edited is None else edited,
+                    original_arguments=None if edited is None else c.arguments,
+                )
+            )
+        self.writer.write(
+            ModelTurn(
+                step=self.turns,
+                content=r.content,
+                tool_calls=records,
+                prompt_tokens=r.usage.prompt_tokens,
+                completion_tokens=r.usage.completion_tokens,
+                cost=r.cost,
+                latency_s=r.latency_s,
+                edited_by_person=any(c.original_arguments is not None for c in records),
+                injected=bool(r.raw.get("injected")),
+            )
+        )
         self.messages.append(assistant_message(r.content, records))
 
     def _account(self, r: ModelResponse) -> None:
@@ -280,11 +362,19 @@ class Agent:
         return run_config(self.model, self.env, self.config, self.settings_record)
 
 
-def run_agent(model: Model, env: AgentEnvironment, config: AgentConfig, writer: TrajectoryWriter, *,
-              approval: Approval | None = None, inbox: Callable[[], list[str]] | None = None,
-              checkpoint: Callable[[], None] | None = None,
-              run_id: str | None = None, resume_state: ResumeState | None = None,
-              settings_record: dict | None = None) -> RunResult:
+def run_agent(
+    model: Model,
+    env: AgentEnvironment,
+    config: AgentConfig,
+    writer: TrajectoryWriter,
+    *,
+    approval: Approval | None = None,
+    inbox: Callable[[], list[str]] | None = None,
+    checkpoint: Callable[[], None] | None = None,
+    run_id: str | None = None,
+    resume_state: ResumeState | None = None,
+    settings_record: dict | None = None,
+) -> RunResult:
     """Drive `env` with `model` until a stop reason; the trajectory goes to `writer`. `approval` is
     asked before each well-formed call; `inbox` is polled before each query for a person's messages;
     `checkpoint` runs before each turn (it may block while paused, or raise StopRequested).

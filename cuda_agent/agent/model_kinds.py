@@ -36,8 +36,7 @@ def _scripted(settings: Settings, script: Path | None, skip: int) -> Model:
 
 def _litellm(settings: Settings, script: Path | None, skip: int) -> Model:
     if not settings.model:
-        raise ModelKindError("no model: pass --model, set CUDA_AGENT_MODEL, "
-                             "or put model = \"...\" in cuda-agent.toml")
+        raise ModelKindError('no model: pass --model, set CUDA_AGENT_MODEL, or put model = "..." in cuda-agent.toml')
     from cuda_agent.agent.litellm_model import LitellmModel
 
     # the [llm] section as it is: LitellmModelConfig is ModelOptions plus the client's own fields

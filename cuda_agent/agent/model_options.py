@@ -17,9 +17,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from cuda_agent.flags import Flag
 
 # the providers' own endpoints: only there is a price looked up by the model's name this server's price
-OFFICIAL_HOSTS = {"api.openai.com", "api.anthropic.com", "generativelanguage.googleapis.com", "api.mistral.ai",
-                  "api.deepseek.com", "api.groq.com", "api.together.xyz", "api.fireworks.ai", "api.x.ai",
-                  "api.cohere.com", "api.cohere.ai"}
+OFFICIAL_HOSTS = {
+    "api.openai.com",
+    "api.anthropic.com",
+    "generativelanguage.googleapis.com",
+    "api.mistral.ai",
+    "api.deepseek.com",
+    "api.groq.com",
+    "api.together.xyz",
+    "api.fireworks.ai",
+    "api.x.ai",
+    "api.cohere.com",
+    "api.cohere.ai",
+}
 # where OpenAI-compatible servers put the window in GET /v1/models: vLLM and SGLang (max_model_len),
 # llama.cpp's llama-server (meta.n_ctx_train), others (context_length, context_window)
 _WINDOW_KEYS = ("max_model_len", "context_length", "context_window", "max_context_length")
@@ -33,32 +43,55 @@ class ModelOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    tools: Annotated[Literal["native", "text", "auto"], Flag()] = Field("auto", description=(
-        "How tool calls are exchanged: native (the provider's function calling), text (an ```action block in the "
-        "reply, for models and servers without it), auto (native when litellm's table says the model has it)."))
-    context_tokens: Annotated[int | None, Flag()] = Field(None, ge=512, description=(
-        "The model's context window in tokens, e.g. a local server's (llama.cpp: its --n_ctx); old observations "
-        "are trimmed to fit it; default: what a server at --api-base reports in /v1/models, else litellm's table."))
-    temperature: Annotated[float | None, Flag()] = Field(None, ge=0, le=2, description=(
-        "Sampling temperature; default: the provider's."))
-    max_output_tokens: Annotated[int | None, Flag()] = Field(None, ge=1, description=(
-        "Tokens one reply may take; default: the provider's."))
-    price_in: Annotated[float | None, Flag()] = Field(None, ge=0, description=(
-        "USD per million prompt tokens, with --price-out. Without them a turn is priced from litellm's table only "
-        "at the provider's own endpoint; with --api-base elsewhere it is unpriced."))
-    price_out: Annotated[float | None, Flag()] = Field(None, ge=0, description=(
-        "USD per million completion tokens, with --price-in."))
+    tools: Annotated[Literal["native", "text", "auto"], Flag()] = Field(
+        "auto",
+        description=(
+            "How tool calls are exchanged: native (the provider's function calling), text (an ```action block in the "
+            "reply, for models and servers without it), auto (native when litellm's table says the model has it)."
+        ),
+    )
+    context_tokens: Annotated[int | None, Flag()] = Field(
+        None,
+        ge=512,
+        description=(
+            "The model's context window in tokens, e.g. a local server's (llama.cpp: its --n_ctx); old observations "
+            "are trimmed to fit it; default: what a server at --api-base reports in /v1/models, else litellm's table."
+        ),
+    )
+    temperature: Annotated[float | None, Flag()] = Field(
+        None, ge=0, le=2, description=("Sampling temperature; default: the provider's.")
+    )
+    max_output_tokens: Annotated[int | None, Flag()] = Field(
+        None, ge=1, description=("Tokens one reply may take; default: the provider's.")
+    )
+    price_in: Annotated[float | None, Flag()] = Field(
+        None,
+        ge=0,
+        description=(
+            "USD per million prompt tokens, with --price-out. Without them a turn is priced from litellm's table only "
+            "at the provider's own endpoint; with --api-base elsewhere it is unpriced."
+        ),
+    )
+    price_out: Annotated[float | None, Flag()] = Field(
+        None, ge=0, description=("USD per million completion tokens, with --price-in.")
+    )
     # its name only: the key never enters a setting or a record
     api_key_env: Annotated[str | None, Flag(metavar="VARIABLE")] = Field(
-        None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$", description=(
+        None,
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]*$",
+        description=(
             "The environment variable that holds the model's API key, e.g. MY_GATEWAY_KEY; default: the "
-            "provider's usual one, e.g. OPENAI_API_KEY. Its name only is recorded, never its value."))
+            "provider's usual one, e.g. OPENAI_API_KEY. Its name only is recorded, never its value."
+        ),
+    )
 
     @model_validator(mode="after")
     def _both_prices(self) -> ModelOptions:
         if (self.price_in is None) != (self.price_out is None):
-            raise ValueError("give both price_in and price_out (--price-in/--price-out, USD per million prompt "
-                             "and completion tokens), or neither")
+            raise ValueError(
+                "give both price_in and price_out (--price-in/--price-out, USD per million prompt "
+                "and completion tokens), or neither"
+            )
         return self
 
     @property
@@ -75,8 +108,9 @@ def official_endpoint(api_base: str | None) -> bool:
     return (urlparse(api_base if "//" in api_base else f"//{api_base}").hostname or "").lower() in OFFICIAL_HOSTS
 
 
-def server_window(api_base: str, model: str, api_key: str | None = None,
-                  timeout_s: float = SERVER_TIMEOUT_S) -> int | None:
+def server_window(
+    api_base: str, model: str, api_key: str | None = None, timeout_s: float = SERVER_TIMEOUT_S
+) -> int | None:
     """The context window an OpenAI-compatible server reports in GET {api_base}/models for `model`
     (its entry, else the only one listed), or None: not reported, not reachable, not JSON."""
     listed = _get_json(api_base.rstrip("/") + "/models", api_key, timeout_s) or {}

@@ -48,8 +48,10 @@ def skill_sections(text: str) -> list[Section]:
         fenced ^= line.startswith("```")
         if not fenced and re.match(r"## \S", line):
             heads.append((i, line[3:].strip()))
-    return [Section(start, (heads[k + 1][0] - 1) if k + 1 < len(heads) else len(lines), title)
-            for k, (start, title) in enumerate(heads)]
+    return [
+        Section(start, (heads[k + 1][0] - 1) if k + 1 < len(heads) else len(lines), title)
+        for k, (start, title) in enumerate(heads)
+    ]
 
 
 def system_message(*, native_tools: bool, skill: str | None = None) -> str:
@@ -57,8 +59,9 @@ def system_message(*, native_tools: bool, skill: str | None = None) -> str:
     sections are (the model reads them with view_file; the prompt does not embed it). A
     text-protocol model's client appends the tool list and the action format
     (text_protocol.to_text_messages), so they are not repeated."""
-    return _template("system.j2").render(native_tools=native_tools,
-                                         skill_sections=skill_sections(skill if skill is not None else skill_text()))
+    return _template("system.j2").render(
+        native_tools=native_tools, skill_sections=skill_sections(skill if skill is not None else skill_text())
+    )
 
 
 def env_task_message(env: AgentEnvironment, limits: dict[str, Any]) -> str:
@@ -66,19 +69,39 @@ def env_task_message(env: AgentEnvironment, limits: dict[str, Any]) -> str:
     run on (what the profiler's roofline knows), its baselines."""
     ev, record, tools = env.eval_config, env.workspace.record.task, env.tool_settings
     gpu = gpu_facts(ev.device, gpu_name=tools.gpu_name, arch=ev.arch, settings=tools.model_dump(include=set(OVERRIDES)))
-    return task_message(env.reference_task(), name=task_label(record.path, record.class_name), device=ev.device,
-                        gpu=gpu, baselines=list(ev.baselines), limits=limits)
+    return task_message(
+        env.reference_task(),
+        name=task_label(record.path, record.class_name),
+        device=ev.device,
+        gpu=gpu,
+        baselines=list(ev.baselines),
+        limits=limits,
+    )
 
 
-def task_message(task: Task, *, device: str, baselines: list[str], limits: dict[str, Any], name: str | None = None,
-                 gpu: GpuFacts | None = None) -> str:
+def task_message(
+    task: Task,
+    *,
+    device: str,
+    baselines: list[str],
+    limits: dict[str, Any],
+    name: str | None = None,
+    gpu: GpuFacts | None = None,
+) -> str:
     """The task's source, its input shapes and dtypes, the GPU (None: no GPU, said plainly), the
     goal and the limits (AgentConfig fields). `name`: how the user knows the task (task_label);
     by default the task's own name."""
     return _template("task.j2").render(
-        class_name=task.class_name, name=name or task.name, source=task.path.read_text(encoding="utf-8").strip(),
+        class_name=task.class_name,
+        name=name or task.name,
+        source=task.path.read_text(encoding="utf-8").strip(),
         inputs_source=task.inputs_path.read_text(encoding="utf-8").strip() if task.inputs_path else "",
-        inputs=input_summary(task), device=device, gpu=gpu, baselines=baselines, **limits)
+        inputs=input_summary(task),
+        device=device,
+        gpu=gpu,
+        baselines=baselines,
+        **limits,
+    )
 
 
 def input_summary(task: Task) -> list[dict] | None:

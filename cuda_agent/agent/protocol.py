@@ -56,8 +56,12 @@ def valid_arguments(raw: str) -> str:
 
 def valid_response(r: ModelResponse) -> ModelResponse:
     """A model's answer as it enters the run: text UTF-8 can carry (see valid_arguments)."""
-    calls = [c.model_copy(update={"id": valid_text(c.id), "name": valid_text(c.name),
-                                  "arguments": valid_arguments(c.arguments)}) for c in r.tool_calls]
+    calls = [
+        c.model_copy(
+            update={"id": valid_text(c.id), "name": valid_text(c.name), "arguments": valid_arguments(c.arguments)}
+        )
+        for c in r.tool_calls
+    ]
     return r.model_copy(update={"content": valid_text(r.content), "tool_calls": calls})
 
 

@@ -81,7 +81,8 @@ class RemoteControl:
             elif c.op == "approve_mode":
                 self.state.approve_mode = c.on
             elif c.op == "decide" and c.call_id:
-                self.decisions[c.call_id] = Decision(approve=c.approve, reason=c.reason,
-                                                     edited_arguments=c.edited_arguments)
+                self.decisions[c.call_id] = Decision(
+                    approve=c.approve, reason=c.reason, edited_arguments=c.edited_arguments
+                )
         if commands:
             write_state(self.run_dir, self.state)

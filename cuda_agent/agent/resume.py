@@ -23,23 +23,26 @@ from typing import Any
 from cuda_agent.agent.history import ResumeState, rebuild
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.settings import ToolSettings
 from cuda_agent.records import Header, Record, ToolResultRecord, UserMessage
 from cuda_agent.run_folder import RunFolder
+from cuda_agent.settings import ToolSettings
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace import VersionInfo, Workspace
 
-AFTER_FINISH = ("The run was resumed with more steps after you called finish: keep improving the kernel, "
-                "and call finish again when you are done.")
+AFTER_FINISH = (
+    "The run was resumed with more steps after you called finish: keep improving the kernel, "
+    "and call finish again when you are done."
+)
 
 
 class ResumeError(Exception):
     """The folder cannot be continued (no trajectory, no header); the message says what to give."""
 
 
-def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = None
-               ) -> tuple[Environment, list[dict], ResumeState]:
+def resume_run(
+    run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = None
+) -> tuple[Environment, list[dict], ResumeState]:
     """The environment, messages and counters to continue the run in `run_dir` with. The evaluation
     settings and tools are the run's own (from its header), so versions stay comparable;
     `eval_overrides` changes fields such as the device. `messages` is `state.messages`."""
@@ -47,8 +50,10 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     run_dir, path = run.path, run.trajectory
     if not path.is_file():
         if run.workspace.is_dir():  # optimize made it, and the run failed before its first record
-            raise ResumeError(f"{run_dir} holds no {path.name}: its run failed before it started ({run.error_log.name} "
-                              "there says why, if it is there), so there is nothing to continue: start it anew")
+            raise ResumeError(
+                f"{run_dir} holds no {path.name}: its run failed before it started ({run.error_log.name} "
+                "there says why, if it is there), so there is nothing to continue: start it anew"
+            )
         raise ResumeError(f"{run_dir} holds no {path.name}: give the run folder that `optimize` printed")
     try:
         records = read_trajectory(path)
@@ -61,13 +66,16 @@ def resume_run(run_dir: Path | str, *, eval_overrides: dict[str, Any] | None = N
     # the workspace (its task record and git objects) is within the model's reach; the trajectory,
     # written by the agent outside it, says which task this run is about
     if workspace.record.task.source_hash != header.task.hash:
-        raise ResumeError(f"{run_dir}: the workspace's task record (hash {workspace.record.task.source_hash}) is not "
-                          f"the task this run started with ({header.task.hash}); start a new run from the task file")
+        raise ResumeError(
+            f"{run_dir}: the workspace's task record (hash {workspace.record.task.source_hash}) is not "
+            f"the task this run started with ({header.task.hash}); start a new run from the task file"
+        )
     # a header written by an older release may hold settings since retired: those are dropped
     recorded = {k: v for k, v in header.config.get("eval", {}).items() if k in EvalConfig.model_fields}
     config = EvalConfig.model_validate({**recorded, **(eval_overrides or {})})
-    tools = ToolSettings.model_validate({k: v for k, v in header.config.get("tools", {}).items()
-                                         if k in ToolSettings.model_fields})
+    tools = ToolSettings.model_validate(
+        {k: v for k, v in header.config.get("tools", {}).items() if k in ToolSettings.model_fields}
+    )
     # the tools the model was offered are the run's own: runs recorded before tool settings were
     # kept say so only through the shell's schema
     tools.allow_shell = any(t.get("function", {}).get("name") == "shell" for t in header.tools)
@@ -98,8 +106,11 @@ def _recover_versions(state: ResumeState, records: list[Record], versions: list[
         state.recovered.append(v.version)
     if unseen:
         told = "; ".join(_describe(v) for v in unseen)
-        _note(state, f"The run was interrupted and resumed. Meanwhile the workspace committed {told}, "
-                     "but the result never reached you; it is kept in the workspace history.")
+        _note(
+            state,
+            f"The run was interrupted and resumed. Meanwhile the workspace committed {told}, "
+            "but the result never reached you; it is kept in the workspace history.",
+        )
 
 
 def _describe(v: VersionInfo) -> str:

@@ -23,5 +23,7 @@ def cpu_refusal(script: Path, task: str | None) -> str | None:
     if not isinstance(variant, str) or not variant or task is None:
         return f"{why}: run it on a machine with a GPU"
     twin = Path(script).parent / variant
-    return (f"{why}: run it on a machine with a GPU, or replay its host-only twin: "
-            f"`cuda-agent optimize {task} --script {twin} --device cpu --no-compile-baseline`")
+    return (
+        f"{why}: run it on a machine with a GPU, or replay its host-only twin: "
+        f"`cuda-agent optimize {task} --script {twin} --device cpu --no-compile-baseline`"
+    )

@@ -15,9 +15,11 @@ from cuda_agent.agent.errors import ModelError
 from cuda_agent.agent.protocol import ModelResponse, ToolCall
 from cuda_agent.agent.text_protocol import parse_action
 
-SHAPE = ('a script is a JSON list of responses, or an object {"responses": [...]} ("name" optional), each a string or '
-         '{"content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]} (examples/scale_add_small/'
-         'demo_session.json is one)')
+SHAPE = (
+    'a script is a JSON list of responses, or an object {"responses": [...]} ("name" optional), each a string or '
+    '{"content": "...", "tool_calls": [{"name": "...", "arguments": {...}}]} (examples/scale_add_small/'
+    "demo_session.json is one)"
+)
 
 
 class ScriptError(ValueError):
@@ -26,8 +28,11 @@ class ScriptError(ValueError):
 
 class ScriptExhausted(ModelError):
     def __init__(self, used: int):
-        super().__init__("unavailable", f"the scripted model ran out after {used} responses; add responses "
-                                        "to the script or end it with a finish call")
+        super().__init__(
+            "unavailable",
+            f"the scripted model ran out after {used} responses; add responses "
+            "to the script or end it with a finish call",
+        )
 
 
 def _tool_call(spec: dict | ToolCall, turn: int, index: int) -> ToolCall:
@@ -36,8 +41,11 @@ def _tool_call(spec: dict | ToolCall, turn: int, index: int) -> ToolCall:
     if "name" not in spec:
         raise ValueError(f"scripted tool call {spec!r} needs a 'name'; write {{'name': ..., 'arguments': {{...}}}}")
     args = spec.get("arguments", {})
-    return ToolCall(id=spec.get("id", f"call-{turn}-{index}"), name=spec["name"],
-                    arguments=args if isinstance(args, str) else json.dumps(args))
+    return ToolCall(
+        id=spec.get("id", f"call-{turn}-{index}"),
+        name=spec["name"],
+        arguments=args if isinstance(args, str) else json.dumps(args),
+    )
 
 
 def to_response(item: ModelResponse | dict | str, turn: int, name: str) -> ModelResponse:
@@ -60,9 +68,15 @@ class ScriptedModel:
     reply limit only when given (a test playing a small model), `settings` only to play a client
     that was configured (what the header records of it)."""
 
-    def __init__(self, responses: list[ModelResponse | dict | str], name: str = "scripted",
-                 context_tokens: int | None = None, native_tools: bool = True, max_tokens: int | None = None,
-                 settings: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        responses: list[ModelResponse | dict | str],
+        name: str = "scripted",
+        context_tokens: int | None = None,
+        native_tools: bool = True,
+        max_tokens: int | None = None,
+        settings: dict[str, Any] | None = None,
+    ):
         self.name = name
         # native_tools=False plays a text-protocol model: actions are read from the content.
         self.native_tools = native_tools
@@ -94,8 +108,9 @@ class ScriptedModel:
         except ValidationError as e:
             err = e.errors()[0]
             where = ".".join(str(p) for p in err["loc"])
-            raise ScriptError(f"script {path}: entry {_failing_entry(responses, title)}: {where}: {err['msg']}; "
-                              f"{SHAPE}") from None
+            raise ScriptError(
+                f"script {path}: entry {_failing_entry(responses, title)}: {where}: {err['msg']}; {SHAPE}"
+            ) from None
         except TypeError as e:  # it names the entry
             raise ScriptError(f"script {path}: {e}") from None
         except ValueError as e:

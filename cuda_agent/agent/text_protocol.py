@@ -46,13 +46,30 @@ def tools_addendum(tools: list[dict]) -> str:
         params = fn.get("parameters") or {}
         required = set(params.get("required", []))
         args = [_argument(k, v, k in required) for k, v in (params.get("properties") or {}).items()]
-        lines += [f"## {fn['name']}", fn.get("description", "").strip(),
-                  *(["Arguments:", *args] if args else ["No arguments."]), ""]
+        lines += [
+            f"## {fn['name']}",
+            fn.get("description", "").strip(),
+            *(["Arguments:", *args] if args else ["No arguments."]),
+            "",
+        ]
     names = [_function(t)["name"] for t in tools]
-    example = ('{"tool": "view_file", "arguments": {"path": "SKILL.md", "start_line": 1, "end_line": 40}}'
-               if "view_file" in names else '{"tool": "' + (names[0] if names else "finish") + '", "arguments": {}}')
-    lines += ["# How to call a tool", "", FORMAT_HELP, "For example:", "", "```action", example, "```", "",
-              "Write nothing after the action block; its result comes back in the next message."]
+    example = (
+        '{"tool": "view_file", "arguments": {"path": "SKILL.md", "start_line": 1, "end_line": 40}}'
+        if "view_file" in names
+        else '{"tool": "' + (names[0] if names else "finish") + '", "arguments": {}}'
+    )
+    lines += [
+        "# How to call a tool",
+        "",
+        FORMAT_HELP,
+        "For example:",
+        "",
+        "```action",
+        example,
+        "```",
+        "",
+        "Write nothing after the action block; its result comes back in the next message.",
+    ]
     return "\n".join(lines)
 
 
@@ -65,21 +82,23 @@ def parse_action(text: str, call_id: str = "text-1", response: ModelResponse | N
     if not blocks:
         return []
     if len(blocks) > 1:
-        raise FormatError(f"You wrote {len(blocks)} action blocks; write exactly one per turn. {FORMAT_HELP}",
-                          response)
+        raise FormatError(f"You wrote {len(blocks)} action blocks; write exactly one per turn. {FORMAT_HELP}", response)
     try:
         action = json.loads(blocks[0], strict=False)  # strict=False: tolerate raw newlines in strings
     except json.JSONDecodeError as e:
-        raise FormatError(f"The action block is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}). "
-                          f"{FORMAT_HELP}", response) from None
+        raise FormatError(
+            f"The action block is not valid JSON ({e.msg} at line {e.lineno} column {e.colno}). {FORMAT_HELP}", response
+        ) from None
     if not isinstance(action, dict) or not isinstance(action.get("tool"), str) or not action["tool"]:
         raise FormatError(f'The action needs a "tool" field naming the tool. {FORMAT_HELP}', response)
     arguments = action.get("arguments", {})
     if not isinstance(arguments, dict):
         raise FormatError(f'"arguments" must be a JSON object. {FORMAT_HELP}', response)
     if extra := set(action) - {"tool", "arguments"}:
-        raise FormatError(f"Unexpected fields {sorted(extra)} in the action; put tool arguments inside "
-                          f'"arguments". {FORMAT_HELP}', response)
+        raise FormatError(
+            f'Unexpected fields {sorted(extra)} in the action; put tool arguments inside "arguments". {FORMAT_HELP}',
+            response,
+        )
     return [ToolCall(id=call_id, name=action["tool"], arguments=json.dumps(arguments))]
 
 

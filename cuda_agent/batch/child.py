@@ -51,8 +51,11 @@ def wait_for_job() -> TaskJob | None:
     with open(job.log_path, "a") as log:
         os.dup2(log.fileno(), 1)
         os.dup2(log.fileno(), 2)
-    print(f"[cuda-agent batch] this task's process started {t0:.3f}, imports done {ready:.3f} (ahead of its job), "
-          f"job received {time.time():.3f}", flush=True)
+    print(
+        f"[cuda-agent batch] this task's process started {t0:.3f}, imports done {ready:.3f} (ahead of its job), "
+        f"job received {time.time():.3f}",
+        flush=True,
+    )
     return job
 
 
@@ -68,13 +71,20 @@ def run_agent_task(job: TaskJob) -> TaskRow:
     from cuda_agent.workspace.trailers import metrics_of
 
     pool = make_pool(job.pool)
-    spec = (RunSpec(resume=job.run_dir, script=job.script) if job.resume
-            else RunSpec(task=str(job.task_path), workspace=RunFolder(job.run_dir).workspace, script=job.script))
+    spec = (
+        RunSpec(resume=job.run_dir, script=job.script)
+        if job.resume
+        else RunSpec(task=str(job.task_path), workspace=RunFolder(job.run_dir).workspace, script=job.script)
+    )
     # every evaluation of the run goes through the pool, re-verification in a slot of its own; a run the
     # batch stops is finalized when it runs again; its long steps are lines in the task's log
-    hooks = RunHooks(evaluators=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
-                     finalize_slot=lambda: pool.slot(job.device), finalize_interrupted=False,
-                     closed_only_finalize=True, progress=Progress())
+    hooks = RunHooks(
+        evaluators=lambda env: lambda: pool.evaluator(env.reference_task(), env.eval_config),
+        finalize_slot=lambda: pool.slot(job.device),
+        finalize_interrupted=False,
+        closed_only_finalize=True,
+        progress=Progress(),
+    )
     try:
         done = run_task(spec, _settings(job), hooks)
     except RunError as e:
@@ -83,10 +93,20 @@ def run_agent_task(job: TaskJob) -> TaskRow:
         raise KeyboardInterrupt
     v = done.verified  # the re-verified result's times and reward; none: -1
     metrics = metrics_of(v).model_dump(exclude={"status"}) if v else {"reward": -1}
-    return job.row("done", correct=v is not None, **metrics, steps=done.steps, tokens=done.tokens, cost=done.cost,
-                   stop_reason=done.stop_reason, error=done.error.splitlines()[0][:500] if done.error else None,
-                   wall_s=round(done.wall_s, 1), report=str(done.report) if done.report else None,
-                   dropin=str(done.dropin) if done.dropin else None, trajectory=str(done.run_folder.trajectory))
+    return job.row(
+        "done",
+        correct=v is not None,
+        **metrics,
+        steps=done.steps,
+        tokens=done.tokens,
+        cost=done.cost,
+        stop_reason=done.stop_reason,
+        error=done.error.splitlines()[0][:500] if done.error else None,
+        wall_s=round(done.wall_s, 1),
+        report=str(done.report) if done.report else None,
+        dropin=str(done.dropin) if done.dropin else None,
+        trajectory=str(done.run_folder.trajectory),
+    )
 
 
 def run_eval(job: TaskJob) -> TaskRow:
@@ -104,11 +124,18 @@ def run_eval(job: TaskJob) -> TaskRow:
     finally:
         ev.close()
     job.run_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(RunFolder(job.run_dir).verdict, {"candidate": str(job.candidate), "device": job.device,
-                                                     "verdict": verdict.model_dump(mode="json")})
-    return job.row("done", correct=verdict.correct, **metrics_of(verdict).model_dump(), stop_reason=verdict.status,
-                   error=verdict.error.splitlines()[0][:500] if verdict.error else None,
-                   wall_s=round(verdict.seconds.get("total", 0.0), 1))
+    write_json_atomic(
+        RunFolder(job.run_dir).verdict,
+        {"candidate": str(job.candidate), "device": job.device, "verdict": verdict.model_dump(mode="json")},
+    )
+    return job.row(
+        "done",
+        correct=verdict.correct,
+        **metrics_of(verdict).model_dump(),
+        stop_reason=verdict.status,
+        error=verdict.error.splitlines()[0][:500] if verdict.error else None,
+        wall_s=round(verdict.seconds.get("total", 0.0), 1),
+    )
 
 
 if __name__ == "__main__":

@@ -40,8 +40,10 @@ def import_parquet(parquet: Path, out: Path, *, check=None) -> ImportReport:
         raise ImportError(f"reading parquet needs pyarrow: {install_hint('batch')}") from None
     table = pq.read_table(parquet)
     if "code" not in table.column_names:
-        raise ValueError(f"{parquet} has no column code (it has {', '.join(table.column_names)}): "
-                         "give CUDA-Agent-Ops-6K's parquet, whose rows hold the task source in `code`")
+        raise ValueError(
+            f"{parquet} has no column code (it has {', '.join(table.column_names)}): "
+            "give CUDA-Agent-Ops-6K's parquet, whose rows hold the task source in `code`"
+        )
     check = check or (lambda path: check_loads(TaskEntry(id=path.stem, path=path)))
     out.mkdir(parents=True, exist_ok=True)
     report = ImportReport(source=str(parquet))

@@ -35,9 +35,16 @@ class TaskJob(BaseModel):
 
     def row(self, outcome: str, **fields) -> TaskRow:
         """A row for this task with what is known without a result."""
-        return TaskRow(task_id=self.task_id, level=self.level, task_path=str(self.task_path), outcome=outcome,
-                       device=self.device, run_dir=str(self.run_dir), log=str(self.log_path),
-                       **{"stop_reason": outcome, **fields})
+        return TaskRow(
+            task_id=self.task_id,
+            level=self.level,
+            task_path=str(self.task_path),
+            outcome=outcome,
+            device=self.device,
+            run_dir=str(self.run_dir),
+            log=str(self.log_path),
+            **{"stop_reason": outcome, **fields},
+        )
 
 
 def write_json_atomic(path: Path, data: dict) -> None:

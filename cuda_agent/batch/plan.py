@@ -37,15 +37,23 @@ class Planned(BaseModel):
     row: TaskRow | None = None  # skip: the recorded row; adopt: the row the task's process wrote
 
 
-def plan(entries: list[TaskEntry], rows: dict[str, TaskRow], layout: Layout, *, redo: bool = False,
-         retry_failed: bool = False, resumable: bool = True) -> list[Planned]:
+def plan(
+    entries: list[TaskEntry],
+    rows: dict[str, TaskRow],
+    layout: Layout,
+    *,
+    redo: bool = False,
+    retry_failed: bool = False,
+    resumable: bool = True,
+) -> list[Planned]:
     """`redo` starts every task anew (its old run folder is removed); `retry_failed` runs crashed
     and hung tasks again (resuming their folders); `resumable=False` (eval-only) never resumes."""
     return [_plan_one(e, rows.get(e.id), layout, redo, retry_failed, resumable) for e in entries]
 
 
-def _plan_one(e: TaskEntry, row: TaskRow | None, layout: Layout, redo: bool, retry_failed: bool,
-              resumable: bool) -> Planned:
+def _plan_one(
+    e: TaskEntry, row: TaskRow | None, layout: Layout, redo: bool, retry_failed: bool, resumable: bool
+) -> Planned:
     run_dir, result = layout.run_dir(e.id), layout.log(e.id, "result.json")
     if redo:
         result.unlink(missing_ok=True)

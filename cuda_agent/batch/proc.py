@@ -29,8 +29,13 @@ def start_child(job: TaskJob) -> tuple[subprocess.Popen, object]:
     """Write the job, start the task's process; (the process, its open log)."""
     job_file = write_job(job)
     log = open(job.log_path, "a")
-    proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.batch.child", str(job_file)], stdout=log,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "cuda_agent.batch.child", str(job_file)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     return proc, log
 
 
@@ -55,9 +60,13 @@ class WaitingTaskProcess:
                 proc.kill()
                 result = start_child(job)
         if more:
-            self.waiting = subprocess.Popen([sys.executable, "-m", "cuda_agent.batch.child", "--wait"],
-                                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                                            stderr=subprocess.DEVNULL, start_new_session=True)
+            self.waiting = subprocess.Popen(
+                [sys.executable, "-m", "cuda_agent.batch.child", "--wait"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         return result
 
     def close(self) -> None:

@@ -17,9 +17,18 @@ class BatchProgress:
         self.running = 0
         self.live = console.is_terminal and not quiet
         # ETA from the whole run, not rich's default 30 s window: a task takes minutes
-        self.progress = Progress(TextColumn("[bold]batch"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                                 TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[stats]}"),
-                                 console=console, speed_estimate_period=24 * 3600, disable=not self.live)
+        self.progress = Progress(
+            TextColumn("[bold]batch"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[stats]}"),
+            console=console,
+            speed_estimate_period=24 * 3600,
+            disable=not self.live,
+        )
         self.task = self.progress.add_task("batch", total=total, completed=len(done), stats=self._stats())
 
     def _stats(self) -> str:
@@ -42,11 +51,16 @@ class BatchProgress:
             self.rows.append(row)
             self.progress.advance(self.task)
         self.progress.update(self.task, stats=self._stats())
-        speed = f", {row.speedup_compile:.2f}x vs compile" if row.speedup_compile else (
-            f", {row.speedup_eager:.2f}x vs eager" if row.speedup_eager else "")
+        speed = (
+            f", {row.speedup_compile:.2f}x vs compile"
+            if row.speedup_compile
+            else (f", {row.speedup_eager:.2f}x vs eager" if row.speedup_eager else "")
+        )
         why = f" ({row.error})" if row.error and not row.correct else ""
-        line = (f"{row.task_id}: {row.outcome}, {row.stop_reason}, "
-                f"{'correct' if row.correct else 'no correct result'}{speed}{why} ({self._count()})")
+        line = (
+            f"{row.task_id}: {row.outcome}, {row.stop_reason}, "
+            f"{'correct' if row.correct else 'no correct result'}{speed}{why} ({self._count()})"
+        )
         if not self.quiet:
             self._print(line)
 

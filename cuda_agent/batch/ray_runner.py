@@ -48,8 +48,10 @@ class TaskHost:
         job.log_path.parent.mkdir(parents=True, exist_ok=True)
         gpus = os.environ.get("CUDA_VISIBLE_DEVICES")  # set by Ray for the task's share of a GPU
         with open(job.log_path, "a") as f:  # where and when it ran: the log is on the shared run folder
-            f.write(f"[cuda-agent batch --ray] started {time.time():.3f} on {socket.gethostname()}, device "
-                    f"{job.device}" + (f", CUDA_VISIBLE_DEVICES={gpus}" if gpus is not None else "") + "\n")
+            f.write(
+                f"[cuda-agent batch --ray] started {time.time():.3f} on {socket.gethostname()}, device "
+                f"{job.device}" + (f", CUDA_VISIBLE_DEVICES={gpus}" if gpus is not None else "") + "\n"
+            )
         self.proc, log = start_child(job)
         try:
             self.proc.wait(timeout=timeout)

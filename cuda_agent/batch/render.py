@@ -42,8 +42,10 @@ def _x(v: float | None) -> str:
 
 def headline(s: Summary) -> str:
     m = s.overall
-    return (f"{s.finished}/{s.tasks_selected} tasks finished: correct {_pct(m.correctness_rate)}, faster than compile "
-            f"{_pct(m.faster_than_compile_rate)}, geomean vs compile {_x(m.geomean_speedup_compile)} (failures = 1.0)")
+    return (
+        f"{s.finished}/{s.tasks_selected} tasks finished: correct {_pct(m.correctness_rate)}, faster than compile "
+        f"{_pct(m.faster_than_compile_rate)}, geomean vs compile {_x(m.geomean_speedup_compile)} (failures = 1.0)"
+    )
 
 
 def columns(s: Summary) -> list[tuple[str, Metrics]]:
@@ -52,14 +54,23 @@ def columns(s: Summary) -> list[tuple[str, Metrics]]:
 
 def markdown(s: Summary, plot: str | None) -> str:
     cols = columns(s)
-    lines = [f"# Batch summary: {s.mode}" + (f", {s.model}" if s.model else ""), "",
-             f"- tasks: `{s.task_dir}`; {s.finished} of {s.tasks_selected} finished, {s.pending} pending",
-             f"- {s.rule}", "",
-             "| metric | " + " | ".join(name for name, _ in cols) + " |",
-             "|---|" + "---|" * len(cols)]
+    lines = [
+        f"# Batch summary: {s.mode}" + (f", {s.model}" if s.model else ""),
+        "",
+        f"- tasks: `{s.task_dir}`; {s.finished} of {s.tasks_selected} finished, {s.pending} pending",
+        f"- {s.rule}",
+        "",
+        "| metric | " + " | ".join(name for name, _ in cols) + " |",
+        "|---|" + "---|" * len(cols),
+    ]
     lines += [f"| {label} | " + " | ".join(get(m) for _, m in cols) + " |" for label, get in ROWS]
-    lines += ["", f"![speedup distribution]({plot})" if plot else
-              f"(no speedups.png: install matplotlib, `{install_hint('plot')}`)", ""]
+    lines += [
+        "",
+        f"![speedup distribution]({plot})"
+        if plot
+        else f"(no speedups.png: install matplotlib, `{install_hint('plot')}`)",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -80,15 +91,20 @@ def plot_speedups(path: Path, rows: list[TaskRow]) -> Path | None:
         import matplotlib.pyplot as plt
     except ImportError:
         return None
-    series = {name: [math.log2(s) for r in rows if r.correct and (s := getattr(r, key)) and s > 0]
-              for name, key in (("vs eager", "speedup_eager"), ("vs torch.compile", "speedup_compile"))}
+    series = {
+        name: [math.log2(s) for r in rows if r.correct and (s := getattr(r, key)) and s > 0]
+        for name, key in (("vs eager", "speedup_eager"), ("vs torch.compile", "speedup_compile"))
+    }
     fig, ax = plt.subplots(figsize=(7, 4))
     for name, xs in series.items():
         if xs:
             ax.hist(xs, bins=20, alpha=0.6, label=f"{name} ({len(xs)} correct)")
     ax.axvline(0, color="black", linewidth=0.8)
-    ax.set(xlabel="log2 speedup (0 = as fast as the baseline)", ylabel="tasks",
-           title=f"Speedup distribution ({sum(not r.correct for r in rows)} tasks without a correct result not shown)")
+    ax.set(
+        xlabel="log2 speedup (0 = as fast as the baseline)",
+        ylabel="tasks",
+        title=f"Speedup distribution ({sum(not r.correct for r in rows)} tasks without a correct result not shown)",
+    )
     if any(series.values()):
         ax.legend()
     fig.tight_layout()
@@ -104,8 +120,13 @@ def compare_tables(a: Summary, b: Summary, name_a: str, name_b: str) -> list:
     cols_a, cols_b = dict(columns(a)), dict(columns(b))
     tables = []
     for c in [c for c in cols_a if c in cols_b]:
-        t = Table("metric", Column("A", justify="right"), Column("B", justify="right"),
-                  title=f"{c}: A = {name_a}, B = {name_b}", title_justify="left")
+        t = Table(
+            "metric",
+            Column("A", justify="right"),
+            Column("B", justify="right"),
+            title=f"{c}: A = {name_a}, B = {name_b}",
+            title_justify="left",
+        )
         for label, get in ROWS:
             t.add_row(label, get(cols_a[c]), get(cols_b[c]))
         tables.append(t)
@@ -115,8 +136,14 @@ def compare_tables(a: Summary, b: Summary, name_a: str, name_b: str) -> list:
 def head_to_head(rows_a: dict[str, TaskRow], rows_b: dict[str, TaskRow]) -> dict[str, int]:
     """On the tasks both finished: where only one is correct, and, both correct, whose speedup vs eager is higher."""
     both = [t for t in rows_a if t in rows_b]
-    out = {"shared": len(both), "only_a_correct": 0, "only_b_correct": 0, "both_correct": 0, "a_faster": 0,
-           "b_faster": 0}
+    out = {
+        "shared": len(both),
+        "only_a_correct": 0,
+        "only_b_correct": 0,
+        "both_correct": 0,
+        "a_faster": 0,
+        "b_faster": 0,
+    }
     for t in both:
         ra, rb = rows_a[t], rows_b[t]
         if ra.correct and rb.correct:

@@ -63,6 +63,10 @@ def read_rows(run_dir: Path) -> dict[str, TaskRow]:
 
 def write_rows(run_dir: Path, rows: dict[str, TaskRow]) -> Path:
     path = Path(run_dir) / RESULTS
-    write_atomic(path, "".join(json.dumps(row.model_dump(mode="json")) + "\n" for row in rows.values()),
-                 prefix=".results-", sync=True)
+    write_atomic(
+        path,
+        "".join(json.dumps(row.model_dump(mode="json")) + "\n" for row in rows.values()),
+        prefix=".results-",
+        sync=True,
+    )
     return path

@@ -33,9 +33,17 @@ class _Running:
 
 
 class Runner:
-    def __init__(self, pool, concurrency: int, task_timeout: float | None, *, grace_s: float = 60.0,
-                 on_start: Callable[[TaskJob], None] | None = None, on_end: Callable[[TaskRow], None] | None = None,
-                 admit: Callable[[TaskJob], bool] | None = None):
+    def __init__(
+        self,
+        pool,
+        concurrency: int,
+        task_timeout: float | None,
+        *,
+        grace_s: float = 60.0,
+        on_start: Callable[[TaskJob], None] | None = None,
+        on_end: Callable[[TaskRow], None] | None = None,
+        admit: Callable[[TaskJob], bool] | None = None,
+    ):
         self.pool, self.concurrency, self.task_timeout, self.grace_s = pool, concurrency, task_timeout, grace_s
         self.on_start, self.on_end = on_start, on_end
         self.admit = admit  # asked before each start; False leaves it and every later job unstarted

@@ -26,8 +26,10 @@ from cuda_agent.batch.rows import FINAL, TaskRow
 
 FAST_P = (1.0, 1.5, 2.0)
 FAILED_SPEEDUP = 1.0
-RULE = ("geomean over all finished tasks: a task without a correct, timed result (incorrect, crashed, hung, "
-        "unloadable, no candidate) counts as speedup 1.0; rates and fast_p count such tasks as not faster")
+RULE = (
+    "geomean over all finished tasks: a task without a correct, timed result (incorrect, crashed, hung, "
+    "unloadable, no candidate) counts as speedup 1.0; rates and fast_p count such tasks as not faster"
+)
 
 
 class Metrics(BaseModel):
@@ -73,28 +75,52 @@ def metrics(rows: Iterable[TaskRow]) -> Metrics:
     has_compile = any(s is not None for s in comp)
     costs = [r.cost for r in rows if r.cost is not None]
     return Metrics(
-        tasks=n, correct=len(correct), correctness_rate=rate(len(correct)),
+        tasks=n,
+        correct=len(correct),
+        correctness_rate=rate(len(correct)),
         faster_than_eager_rate=rate(_above(eager, 1.0)),
         faster_than_compile_rate=rate(_above(comp, 1.0)) if has_compile else None,
-        geomean_speedup_eager=_geomean(eager, n), geomean_speedup_compile=_geomean(comp, n) if has_compile else None,
-        geomean_speedup_eager_correct=_geomean(eager), geomean_speedup_compile_correct=_geomean(comp),
+        geomean_speedup_eager=_geomean(eager, n),
+        geomean_speedup_compile=_geomean(comp, n) if has_compile else None,
+        geomean_speedup_eager_correct=_geomean(eager),
+        geomean_speedup_compile_correct=_geomean(comp),
         fast_p_eager={f"{p:g}": rate(_above(eager, p)) for p in FAST_P},
         fast_p_compile={f"{p:g}": rate(_above(comp, p)) if has_compile else None for p in FAST_P},
-        mean_reward=sum(r.reward for r in rows) / n if n else None, failures=failures,
-        steps=sum(r.steps for r in rows), tokens=sum(r.tokens for r in rows), cost=sum(costs) if costs else None)
+        mean_reward=sum(r.reward for r in rows) / n if n else None,
+        failures=failures,
+        steps=sum(r.steps for r in rows),
+        tokens=sum(r.tokens for r in rows),
+        cost=sum(costs) if costs else None,
+    )
 
 
-def summarize(rows: dict[str, TaskRow], selected: list[str], levels: dict[str, str | None], *, run_dir: str,
-              mode: str, model: str | None, task_dir: str) -> Summary:
+def summarize(
+    rows: dict[str, TaskRow],
+    selected: list[str],
+    levels: dict[str, str | None],
+    *,
+    run_dir: str,
+    mode: str,
+    model: str | None,
+    task_dir: str,
+) -> Summary:
     """`selected`: the batch's task ids; `levels`: task id -> level (None at the folder's top)."""
     finished = [rows[t] for t in selected if t in rows and rows[t].outcome in FINAL]
     by_level: dict[str, list[TaskRow]] = {}
     if any(levels.get(t) for t in selected):  # a folder with level subfolders: metrics per level too
         for r in finished:
             by_level.setdefault(levels.get(r.task_id) or "(top)", []).append(r)
-    return Summary(run_dir=run_dir, mode=mode, model=model, task_dir=task_dir, tasks_selected=len(selected),
-                   finished=len(finished), pending=len(selected) - len(finished), overall=metrics(finished),
-                   levels={k: metrics(v) for k, v in sorted(by_level.items())})
+    return Summary(
+        run_dir=run_dir,
+        mode=mode,
+        model=model,
+        task_dir=task_dir,
+        tasks_selected=len(selected),
+        finished=len(finished),
+        pending=len(selected) - len(finished),
+        overall=metrics(finished),
+        levels={k: metrics(v) for k, v in sorted(by_level.items())},
+    )
 
 
 def _above(speedups: list[float | None], p: float) -> int:

@@ -17,7 +17,6 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-
 TASK_FILE = "model.py"  # in a folder of its own: that folder is the task (examples/layernorm/model.py)
 CANDIDATE_FILE = "model_new.py"  # a folder holding it is a candidate, not tasks
 
@@ -37,16 +36,23 @@ def discover(task_dir: Path, pattern: str | None = None, limit: int | None = Non
     in the task id, at most `limit` of them."""
     task_dir = Path(task_dir)
     if not task_dir.is_dir():
-        raise TaskDirError(f"task folder not found: {task_dir} (give a folder of task .py files, e.g. KernelBench/level1)")
+        raise TaskDirError(
+            f"task folder not found: {task_dir} (give a folder of task .py files, e.g. KernelBench/level1)"
+        )
     try:
         regex = re.compile(pattern) if pattern else None
     except re.error as e:
-        raise TaskDirError(f"--filter {pattern!r} is not a regular expression ({e}); e.g. --filter 'level1/.*ReLU'") from None
+        raise TaskDirError(
+            f"--filter {pattern!r} is not a regular expression ({e}); e.g. --filter 'level1/.*ReLU'"
+        ) from None
     found = []
     for path in task_dir.rglob("*.py"):
         rel = path.relative_to(task_dir)
-        if (any(p.startswith(("_", ".")) for p in rel.parts) or path.name.endswith(".inputs.py")
-                or _in_candidate_folder(task_dir, rel)):
+        if (
+            any(p.startswith(("_", ".")) for p in rel.parts)
+            or path.name.endswith(".inputs.py")
+            or _in_candidate_folder(task_dir, rel)
+        ):
             continue
         task_id = _task_id(rel)
         if regex is None or regex.search(task_id):
@@ -56,8 +62,10 @@ def discover(task_dir: Path, pattern: str | None = None, limit: int | None = Non
     found.sort(key=lambda t: [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", t.id)])  # 2_x before 10_x
     if not found:
         what = f" matching {pattern!r}" if pattern else ""
-        raise TaskDirError(f"no task files{what} in {task_dir}: it needs *.py files with a Model class "
-                           "(a KernelBench level folder, or `cuda-agent tasks import` output)")
+        raise TaskDirError(
+            f"no task files{what} in {task_dir}: it needs *.py files with a Model class "
+            "(a KernelBench level folder, or `cuda-agent tasks import` output)"
+        )
     return found[:limit] if limit else found
 
 
@@ -85,8 +93,10 @@ def _check_distinct(found: list[TaskEntry], task_dir: Path) -> None:
     for e in found:
         parents = [p.as_posix() for p in Path(e.id).parents if p != Path(".")]
         if clash := next((p for p in parents if p in ids), None):
-            raise TaskDirError(f"tasks {clash!r} and {e.id!r} in {task_dir}: one's run folder would lie inside the "
-                               "other's; rename one of them, or --filter one of them out")
+            raise TaskDirError(
+                f"tasks {clash!r} and {e.id!r} in {task_dir}: one's run folder would lie inside the "
+                "other's; rename one of them, or --filter one of them out"
+            )
 
 
 def candidate_folder(candidates: Path, entry: TaskEntry) -> Path | None:

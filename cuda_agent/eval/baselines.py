@@ -57,8 +57,9 @@ class BaselineCache:
 
     # -- keys ------------------------------------------------------------------------------
     @staticmethod
-    def key(task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str,
-            timing: TimingConfig) -> str:
+    def key(
+        task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str, timing: TimingConfig
+    ) -> str:
         method = ",".join(f"{k}={v}" for k, v in sorted(timing.model_dump().items()))
         return "|".join([task_hash, device_name, torch_version, ",".join(dtypes), mode, method])
 
@@ -173,8 +174,10 @@ class BaselineCache:
         folder.mkdir(mode=0o700, parents=True, exist_ok=True)
         st = os.lstat(folder)
         if st.st_uid != os.getuid():
-            raise PermissionError(f"{folder} belongs to another user: the baseline cache cannot keep its key there "
-                                  "(set CUDA_AGENT_CACHE to a folder of your own)")
+            raise PermissionError(
+                f"{folder} belongs to another user: the baseline cache cannot keep its key there "
+                "(set CUDA_AGENT_CACHE to a folder of your own)"
+            )
         os.chmod(folder, 0o700)
         secret = os.urandom(KEY_BYTES)
         write_atomic(self.key_path, secret, prefix=".key-", sync=True)  # mkstemp: 0600

@@ -26,7 +26,6 @@ from cuda_agent.eval.scratch import remove_tree
 from cuda_agent.jail import Jail, kill_group, thread_count
 from cuda_agent.untrusted_files import tail_of_fd
 
-
 _EXEC_TIME = time.time()  # (in the child) when this module was first imported: about when python started
 
 
@@ -64,12 +63,17 @@ class JailedChild:
         # the log is read through this descriptor, opened before the child runs: whatever the child
         # puts at log_path later (a symlink to a key file, a FIFO) is never opened (untrusted_files)
         self._log: int | None = os.open(
-            self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
+        )
         read_fd, write_fd = os.pipe()
         try:
-            self.proc = jail.popen([sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
-                                   stdin=subprocess.PIPE, stdout=self._log, stderr=subprocess.STDOUT,
-                                   pass_fds=(write_fd,))
+            self.proc = jail.popen(
+                [sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
+                stdin=subprocess.PIPE,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                pass_fds=(write_fd,),
+            )
         except BaseException:
             for fd in (self._log, read_fd, write_fd):
                 os.close(fd)
@@ -214,8 +218,7 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[Any], dict]]], 
     # what the start-up's warm-ups drew (an input set, twice) goes back before the wait: a spare
     # judge waits beside the parent's references (13 GB held there on KernelBench's 6 GB tasks)
     release_cached()
-    send({"ok": True, "ready": True, "pid": os.getpid(), "started": started,
-          "since_exec": time.time() - _EXEC_TIME})
+    send({"ok": True, "ready": True, "pid": os.getpid(), "started": started, "since_exec": time.time() - _EXEC_TIME})
     for line in sys.stdin.buffer:
         try:
             req = parse_request(line, kind)
@@ -270,4 +273,4 @@ def _gpu_peak() -> int:
 def reply_fd_arg(argv: list[str]) -> tuple[int, list[str]]:
     """Split `--reply-fd N` off a child's argv."""
     i = argv.index("--reply-fd")
-    return int(argv[i + 1]), argv[:i] + argv[i + 2:]
+    return int(argv[i + 1]), argv[:i] + argv[i + 2 :]

@@ -111,8 +111,11 @@ def side_work(timing: Timing) -> list[Finding]:
 def libraries(build: Any) -> set[str]:
     """Vendor libraries the candidate links (cuBLAS / cuDNN kernels are then allowed)."""
     flags = " ".join(getattr(build, "commands", None) or []).split()
-    return {"cudnn" if m.group(1) == "cudnn" else "cublas"
-            for flag in flags if (m := re.match(r"-l(cublas|cublasLt|cudnn)$", flag))}
+    return {
+        "cudnn" if m.group(1) == "cudnn" else "cublas"
+        for flag in flags
+        if (m := re.match(r"-l(cublas|cublasLt|cudnn)$", flag))
+    }
 
 
 def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
@@ -123,9 +126,11 @@ def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
     need = 3 * eager_bytes
     if need <= budget_bytes:
         return None
-    return (f"unscorable: needs about {need / 2**30:.1f} GiB of GPU memory (three times the task's eager "
-            f"forward, {eager_bytes / 2**30:.1f} GiB: the float64 reference twice, the candidate once), budget "
-            f"{budget_bytes / 2**30:.1f} GiB; free the GPU or raise --memory-budget")
+    return (
+        f"unscorable: needs about {need / 2**30:.1f} GiB of GPU memory (three times the task's eager "
+        f"forward, {eager_bytes / 2**30:.1f} GiB: the float64 reference twice, the candidate once), budget "
+        f"{budget_bytes / 2**30:.1f} GiB; free the GPU or raise --memory-budget"
+    )
 
 
 def poisoned_like(ref: Any) -> Any:
@@ -152,24 +157,40 @@ def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str 
     return trap.tol, note
 
 
-def check_set(seed: int, resp: RunResult, bufs: list, ref32: list, ref64: list | None, out_tols: dict,
-              tol: Tolerances, fp32: bool, allow_precision: bool,
-              probe: list | None = None) -> tuple[SetResult, list[Finding]]:
+def check_set(
+    seed: int,
+    resp: RunResult,
+    bufs: list,
+    ref32: list,
+    ref64: list | None,
+    out_tols: dict,
+    tol: Tolerances,
+    fp32: bool,
+    allow_precision: bool,
+    probe: list | None = None,
+) -> tuple[SetResult, list[Finding]]:
     """Compare what the judge wrote into `bufs` with the references, after checking what it says
     of them; `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None.
     Returns the set's result and what it found (a subclass output, a precision downgrade)."""
     outputs: list[OutputCheck] = []
     found: list[Finding] = []
     if resp.n_outputs != len(ref32) or len(resp.outputs) != len(ref32):
-        return SetResult(seed=seed, ok=False, error=f"forward returned {resp.n_outputs} output(s); "
-                         f"the reference returns {len(ref32)}"), found
+        return SetResult(
+            seed=seed,
+            ok=False,
+            error=f"forward returned {resp.n_outputs} output(s); the reference returns {len(ref32)}",
+        ), found
     for j, (m, buf, r) in enumerate(zip(resp.outputs, bufs, ref32)):
         want_shape, want_dtype = list(r.shape), str(r.dtype).removeprefix("torch.")
         reason = None
         if not m.plain:
             reason = f"output is a {m.type}, not a plain torch.Tensor"
-            found.append(Finding(guard="tensor_subclass", message=(
-                f"output {j} is a {m.type}: return plain tensors your kernels wrote")))
+            found.append(
+                Finding(
+                    guard="tensor_subclass",
+                    message=(f"output {j} is a {m.type}: return plain tensors your kernels wrote"),
+                )
+            )
         elif m.shape != want_shape:
             reason = f"shape {m.shape} != reference {want_shape}"
         elif m.dtype != want_dtype:
@@ -208,20 +229,26 @@ def mutated_inputs(given: list, fresh: list) -> list[int]:
     return [i for i, (a, b) in enumerate(zip(given, fresh)) if isinstance(a, torch.Tensor) and not same(a, b)]
 
 
-def timed_output_mismatch(k: int, bufs: list, ref32: list, ref64: list | None, out_tols: dict[int, Tolerances],
-                          tol: Tolerances) -> Finding | None:
+def timed_output_mismatch(
+    k: int, bufs: list, ref32: list, ref64: list | None, out_tols: dict[int, Tolerances], tol: Tolerances
+) -> Finding | None:
     """The timed reps must compute what the checked runs computed: timing set k's last outputs."""
     for j, (buf, r) in enumerate(zip(bufs, ref32)):
         check = compare_output(j, buf, r, ref64[j] if ref64 else None, out_tols.get(j, tol))
         if not check.ok:
-            return Finding(guard="timed_output_mismatch", message=(
-                f"output {j} of the timed runs on input set {k} was wrong ({check.reason}) although the "
-                "checked runs were right: a kernel must compute the same result on every call"))
+            return Finding(
+                guard="timed_output_mismatch",
+                message=(
+                    f"output {j} of the timed runs on input set {k} was wrong ({check.reason}) although the "
+                    "checked runs were right: a kernel must compute the same result on every call"
+                ),
+            )
     return None
 
 
-def wall_clock_bound(timing: Timing, wall_ms: float, reps: int, overhead_ms: float | None,
-                     per_rep_slack_ms: float = 0.05) -> list[Finding]:
+def wall_clock_bound(
+    timing: Timing, wall_ms: float, reps: int, overhead_ms: float | None, per_rep_slack_ms: float = 0.05
+) -> list[Finding]:
     """Our own clock bounds what the judge reported. The measured loop is a request of its own,
     of exactly `reps` reps that we chose; `overhead_ms` is the judge's cost of one rep around
     nothing, timed by us before any candidate code was loaded. What the loop took beyond that
@@ -233,7 +260,13 @@ def wall_clock_bound(timing: Timing, wall_ms: float, reps: int, overhead_ms: flo
         return []
     implied = (wall_ms - 5.0 - 0.05 * wall_ms) / reps - overhead_ms - per_rep_slack_ms
     if implied > 0 and timing.mean_ms < 0.25 * implied:
-        return [Finding(guard="timing_mismatch", message=(
-            f"the judge reported {timing.mean_ms:.4f} ms per call but our clock implies at least "
-            f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"))]
+        return [
+            Finding(
+                guard="timing_mismatch",
+                message=(
+                    f"the judge reported {timing.mean_ms:.4f} ms per call but our clock implies at least "
+                    f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"
+                ),
+            )
+        ]
     return []

@@ -47,8 +47,10 @@ def _layout_problem(out: object, ref: torch.Tensor) -> str | None:
     mine = [s for s, n in zip(out.stride(), out.shape) if n > 1]
     theirs = [s for s, n in zip(ref.stride(), ref.shape) if n > 1]
     if mine != theirs:
-        return (f"strides {tuple(out.stride())} != reference {tuple(ref.stride())}; "
-                "allocate the output with the reference's layout (e.g. torch.empty_like on a contiguous input)")
+        return (
+            f"strides {tuple(out.stride())} != reference {tuple(ref.stride())}; "
+            "allocate the output with the reference's layout (e.g. torch.empty_like on a contiguous input)"
+        )
     return None
 
 
@@ -83,9 +85,17 @@ def ref_err_rms(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: int) -> 
     return math.sqrt(sq / n) if n else 0.0
 
 
-def scan(out: torch.Tensor | float, ref32: torch.Tensor, ref64: torch.Tensor | None,
-         rtol: float, atol: float, k: float, floor: float, limit: int,
-         stop_early: bool = False) -> tuple[_Acc, list[int]]:
+def scan(
+    out: torch.Tensor | float,
+    ref32: torch.Tensor,
+    ref64: torch.Tensor | None,
+    rtol: float,
+    atol: float,
+    k: float,
+    floor: float,
+    limit: int,
+    stop_early: bool = False,
+) -> tuple[_Acc, list[int]]:
     """Walk the gate over every element; `out` may be a constant (the trivial outputs).
     `floor` is the rms of the reference's error. Returns the statistics and the walk
     order (for turning positions into indices)."""
@@ -111,8 +121,18 @@ def scan(out: torch.Tensor | float, ref32: torch.Tensor, ref64: torch.Tensor | N
     return acc, perm
 
 
-def _accumulate(acc: _Acc, pos: int, o: torch.Tensor, r: torch.Tensor, t: torch.Tensor,
-                rtol: float, atol: float, k: float, floor: float, exact_neq: torch.Tensor | None) -> None:
+def _accumulate(
+    acc: _Acc,
+    pos: int,
+    o: torch.Tensor,
+    r: torch.Tensor,
+    t: torch.Tensor,
+    rtol: float,
+    atol: float,
+    k: float,
+    floor: float,
+    exact_neq: torch.Tensor | None,
+) -> None:
     acc.n += o.numel()
     fin_r, fin_o = torch.isfinite(r), torch.isfinite(o)
     if not (bool(fin_r.all()) and bool(fin_o.all())):
@@ -156,8 +176,15 @@ def _norm_rel(sq_err: float, sq_truth: float) -> float:
     return math.sqrt(sq_err / sq_truth)
 
 
-def compare_output(index: int, out: torch.Tensor, ref32: torch.Tensor, ref64: torch.Tensor | None,
-                   tol: Tolerances, *, chunk_elems: int = CHUNK_ELEMS) -> OutputCheck:
+def compare_output(
+    index: int,
+    out: torch.Tensor,
+    ref32: torch.Tensor,
+    ref64: torch.Tensor | None,
+    tol: Tolerances,
+    *,
+    chunk_elems: int = CHUNK_ELEMS,
+) -> OutputCheck:
     """Judge one output. `ref64` may be None (then ref32 is the truth); integer and bool
     outputs are compared exactly with ref32. Whether the error also counts as a precision
     downgrade is `precision_finding`'s call, from the numbers reported here."""
@@ -174,17 +201,26 @@ def compare_output(index: int, out: torch.Tensor, ref32: torch.Tensor, ref64: to
     reason = None
     if acc.nonfinite_bad:
         p, got, exp = acc.first_nonfinite
-        reason = (f"{acc.nonfinite_bad} NaN/Inf mismatches with the reference (first at "
-                  f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g})")
+        reason = (
+            f"{acc.nonfinite_bad} NaN/Inf mismatches with the reference (first at "
+            f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g})"
+        )
     elif acc.mismatched:
         p, got, exp, allowed = acc.worst
-        reason = (f"{acc.mismatched} of {acc.n} elements outside tolerance (worst at "
-                  f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g}, "
-                  f"allowed error {allowed:.3g})")
+        reason = (
+            f"{acc.mismatched} of {acc.n} elements outside tolerance (worst at "
+            f"{index_of(p, walk_shape, perm)}: got {got:.6g}, expected {exp:.6g}, "
+            f"allowed error {allowed:.3g})"
+        )
     return OutputCheck(
-        index=index, ok=reason is None, shape=shape, dtype=dtype,
-        max_abs_err=acc.max_abs, max_rel_err=acc.max_rel,
+        index=index,
+        ok=reason is None,
+        shape=shape,
+        dtype=dtype,
+        max_abs_err=acc.max_abs,
+        max_rel_err=acc.max_rel,
         norm_rel_err=_norm_rel(acc.sq_err, acc.sq_truth),
         ref_norm_rel_err=_norm_rel(acc.sq_ref_err, acc.sq_truth),
-        mismatched=acc.mismatched + acc.nonfinite_bad, reason=reason,
+        mismatched=acc.mismatched + acc.nonfinite_bad,
+        reason=reason,
     )

@@ -17,8 +17,16 @@ from cuda_agent.eval.recording import record_plan
 from cuda_agent.eval.verdict import Finding, SetResult
 
 
-def check_sets(ctx: EvalContext, recorder: JailedChild, judge: JailedChild, build: Any, spec: dict, draft: Draft,
-               threads: int, plans: dict[str, dict]) -> dict:
+def check_sets(
+    ctx: EvalContext,
+    recorder: JailedChild,
+    judge: JailedChild,
+    build: Any,
+    spec: dict,
+    draft: Draft,
+    threads: int,
+    plans: dict[str, dict],
+) -> dict:
     """Run every input set; return the per-output tolerances (tightened by the zero trap). `plans`
     gets each input layout's checked plan (repr of its description -> plan): the plans timing replays."""
     tol = ctx.cfg.tolerances
@@ -33,31 +41,49 @@ def check_sets(ctx: EvalContext, recorder: JailedChild, judge: JailedChild, buil
                 draft.fail("guard_violation")
             return out_tols
         if plans.setdefault(repr(described), plan) != plan:
-            draft.find(Finding(guard="plan", message=(
-                "forward launched different work for inputs of the same shapes: forward must be a function of "
-                "its inputs (no state kept between calls)")))
+            draft.find(
+                Finding(
+                    guard="plan",
+                    message=(
+                        "forward launched different work for inputs of the same shapes: forward must be a function of "
+                        "its inputs (no state kept between calls)"
+                    ),
+                )
+            )
         ref32, ref64 = ctx.ref.outputs(inputs)  # empties inputs: the judge draws its own copy
         probe = ctx.ref.downgrade_probe(seed, ref64) if ref64 else None  # the TF32 signature (precision.py)
         if i == 0:
             out_tols = _tolerances(ref32, ref64, tol, draft)
         files = checks.output_files(judge.scratch, f"set{i}", len(ref32))
-        resp = judge.request(Run(plan=plan, seed=seed, files=[str(f) for f in files],
-                                 trace=i == 0 and ctx.cuda and ctx.cfg.trace_kernels), ctx.cfg.timeout_s)
+        resp = judge.request(
+            Run(
+                plan=plan, seed=seed, files=[str(f) for f in files], trace=i == 0 and ctx.cuda and ctx.cfg.trace_kernels
+            ),
+            ctx.cfg.timeout_s,
+        )
         if not resp.ok:
             draft.add_set(SetResult(seed=seed, ok=False, error=resp.error_text()))
             draft.fail("runtime_error", resp.error_text())
             return out_tols
         if resp.kernels:
-            draft.find(*kernel_findings(resp.kernels, checks.own_kernels(build), checks.libraries(build),
-                                      allowed_torch=True))
+            draft.find(
+                *kernel_findings(resp.kernels, checks.own_kernels(build), checks.libraries(build), allowed_torch=True)
+            )
         draft.find(*checks.new_threads(threads, judge.threads()))
         bufs = checks.read_outputs(files, resp.outputs, ref32)
-        result, found = checks.check_set(seed, resp, bufs, ref32, ref64, out_tols, tol, ctx.ref.fp32,
-                                         ctx.cfg.allow_precision, probe=probe)
+        result, found = checks.check_set(
+            seed, resp, bufs, ref32, ref64, out_tols, tol, ctx.ref.fp32, ctx.cfg.allow_precision, probe=probe
+        )
         draft.find(*found)
         if resp.mutated:
-            draft.find(Finding(guard="input_mutation", message=(
-                f"forward changed its input(s) {resp.mutated}: inputs are read-only; write results to new outputs")))
+            draft.find(
+                Finding(
+                    guard="input_mutation",
+                    message=(
+                        f"forward changed its input(s) {resp.mutated}: inputs are read-only; write results to new outputs"
+                    ),
+                )
+            )
             result.ok = False
         draft.add_set(result)
         del bufs, ref32, ref64, probe

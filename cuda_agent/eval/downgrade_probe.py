@@ -19,11 +19,18 @@ from torch.utils._python_dispatch import TorchDispatchMode
 _aten = torch.ops.aten
 # Which positional arguments of each op tensor cores take in reduced precision (not bias / C).
 ROUNDED_OPERANDS: dict[Any, tuple[int, ...]] = {
-    _aten.mm.default: (0, 1), _aten.bmm.default: (0, 1), _aten.mv.default: (0, 1),
-    _aten.dot.default: (0, 1), _aten.vdot.default: (0, 1),
-    _aten.addmm.default: (1, 2), _aten.baddbmm.default: (1, 2), _aten.addbmm.default: (1, 2),
-    _aten.addmv.default: (1, 2), _aten._addmm_activation.default: (1, 2),
-    _aten.convolution.default: (0, 1), _aten._convolution.default: (0, 1),
+    _aten.mm.default: (0, 1),
+    _aten.bmm.default: (0, 1),
+    _aten.mv.default: (0, 1),
+    _aten.dot.default: (0, 1),
+    _aten.vdot.default: (0, 1),
+    _aten.addmm.default: (1, 2),
+    _aten.baddbmm.default: (1, 2),
+    _aten.addbmm.default: (1, 2),
+    _aten.addmv.default: (1, 2),
+    _aten._addmm_activation.default: (1, 2),
+    _aten.convolution.default: (0, 1),
+    _aten._convolution.default: (0, 1),
     _aten._scaled_dot_product_flash_attention_for_cpu.default: (0, 1, 2),
     _aten._scaled_dot_product_efficient_attention.default: (0, 1, 2),
     _aten._scaled_dot_product_flash_attention.default: (0, 1, 2),
@@ -53,8 +60,9 @@ class _RoundOperands(TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         which = ROUNDED_OPERANDS.get(func)
         if which:
-            args = tuple(round_mantissa(a) if i in which and isinstance(a, torch.Tensor) else a
-                         for i, a in enumerate(args))
+            args = tuple(
+                round_mantissa(a) if i in which and isinstance(a, torch.Tensor) else a for i, a in enumerate(args)
+            )
             self.rounded += 1
         return func(*args, **(kwargs or {}))
 
@@ -71,8 +79,11 @@ def rounded_forward(forward: Callable[[], list]) -> tuple[list, int]:
 def perturbation(low64: Any, ref64: Any) -> torch.Tensor | None:
     """low64 - ref64 in float32 (a few digits of the downgrade's error is all precision.py needs),
     or None where the output is not a real float tensor or the rounding did not change it."""
-    if not (isinstance(low64, torch.Tensor) and isinstance(ref64, torch.Tensor)) or not ref64.is_floating_point() \
-            or low64.shape != ref64.shape:
+    if (
+        not (isinstance(low64, torch.Tensor) and isinstance(ref64, torch.Tensor))
+        or not ref64.is_floating_point()
+        or low64.shape != ref64.shape
+    ):
         return None
     p = (low64.to(ref64.dtype) - ref64).float()
     p = torch.where(torch.isfinite(p), p, 0.0)

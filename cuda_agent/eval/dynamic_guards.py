@@ -28,8 +28,13 @@ def aten_findings(ops: list[str]) -> list[Finding]:
     if not bad:
         return []
     names = ", ".join(f"{n} (x{c})" if c > 1 else n for n, c in bad.most_common(8))
-    return [Finding(guard="aten_in_forward", message=f"forward ran torch compute: {names}; do this work in your own "
-                    "kernels (forward may only allocate outputs, take views and call launchers)")]
+    return [
+        Finding(
+            guard="aten_in_forward",
+            message=f"forward ran torch compute: {names}; do this work in your own "
+            "kernels (forward may only allocate outputs, take views and call launchers)",
+        )
+    ]
 
 
 _LIB_PATTERNS = {
@@ -37,8 +42,9 @@ _LIB_PATTERNS = {
     "cudnn": re.compile(r"cudnn|conv|implicit_gemm|winograd|xmma|fft", re.I),
 }
 _TORCH_FILL = re.compile(r"FillFunctor|fill_kernel", re.I)
-_TORCH = re.compile(r"at::native|at::cuda|c10::|elementwise_kernel|reduce_kernel|FillFunctor|fill_kernel|^triton_",
-                    re.I)
+_TORCH = re.compile(
+    r"at::native|at::cuda|c10::|elementwise_kernel|reduce_kernel|FillFunctor|fill_kernel|^triton_", re.I
+)
 LIBRARY_NAMES = {"cublas": "cuBLAS", "cudnn": "cuDNN"}
 
 
@@ -66,33 +72,54 @@ def kernel_base(name: str) -> str:
     return "".join(out).split("::")[-1].strip()
 
 
-def kernel_findings(launched: list[str], own_kernels: list[str], libraries: set[str],
-                  allowed_torch: bool) -> list[Finding]:
+def kernel_findings(
+    launched: list[str], own_kernels: list[str], libraries: set[str], allowed_torch: bool
+) -> list[Finding]:
     """Each launched kernel must be the candidate's own, an allowed library's, or torch's fill
     behind an allowed zeros/fill_ (`allowed_torch`)."""
     own = set(own_kernels)
     foreign: Counter[str] = Counter()
     for name in launched:
-        allowed = kernel_base(name) in own or (allowed_torch and _TORCH_FILL.search(name)) or any(
-            _LIB_PATTERNS[lib].search(name) for lib in libraries if lib in _LIB_PATTERNS)
+        allowed = (
+            kernel_base(name) in own
+            or (allowed_torch and _TORCH_FILL.search(name))
+            or any(_LIB_PATTERNS[lib].search(name) for lib in libraries if lib in _LIB_PATTERNS)
+        )
         if not allowed:
             foreign[name[:120]] += 1
     if not foreign:
         return []
     names = "; ".join(foreign)
-    return [Finding(guard="foreign_kernel", message=f"forward launched kernels that are not in your kernels/ sources: "
-                    f"{names}; all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)")]
+    return [
+        Finding(
+            guard="foreign_kernel",
+            message=f"forward launched kernels that are not in your kernels/ sources: "
+            f"{names}; all GPU work must be your own kernels (or cuBLAS/cuDNN called from them)",
+        )
+    ]
 
 
 def side_work_findings(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
     """Events on the current stream vs a whole-device synchronize: a large gap is work elsewhere."""
     out = []
     if host_ms is not None and host_ms - event_ms > max(event_ms, 0.2):
-        out.append(Finding(guard="side_stream", message=(
-            f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream ({event_ms:.3f} ms by "
-            f"events, {host_ms:.3f} ms to synchronize): launch all work on the stream passed to your launcher")))
+        out.append(
+            Finding(
+                guard="side_stream",
+                message=(
+                    f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream ({event_ms:.3f} ms by "
+                    f"events, {host_ms:.3f} ms to synchronize): launch all work on the stream passed to your launcher"
+                ),
+            )
+        )
     if threads_delta > 0:
-        out.append(Finding(guard="side_stream", message=(
-            f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
-            "in the caller's thread, on the stream passed to your launcher")))
+        out.append(
+            Finding(
+                guard="side_stream",
+                message=(
+                    f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
+                    "in the caller's thread, on the stream passed to your launcher"
+                ),
+            )
+        )
     return out

@@ -92,10 +92,16 @@ class Evaluator:
             self.unscorable = str(e)
         if ref is not None:
             # every plan is checked against each parameter's and buffer's storage size
-            self.ctx = EvalContext(task=self.task, cfg=self.cfg, ref=ref, spares=self.spares,
-                                   cache_dir=self.cache_dir, budget_bytes=budget,
-                                   baseline_cache=self.baseline_cache,
-                                   state_nbytes={k: v.untyped_storage().nbytes() for k, v in ref.state_dict.items()})
+            self.ctx = EvalContext(
+                task=self.task,
+                cfg=self.cfg,
+                ref=ref,
+                spares=self.spares,
+                cache_dir=self.cache_dir,
+                budget_bytes=budget,
+                baseline_cache=self.baseline_cache,
+                state_nbytes={k: v.untyped_storage().nbytes() for k, v in ref.state_dict.items()},
+            )
         if self.unscorable:
             self.spares.close()  # no candidate will be judged: give their processes' memory back
         self.phases = dict  # makes evaluate()'s phase timings; cuda_agent/progress.py's shows each as it ends
@@ -132,10 +138,15 @@ class Evaluator:
         if self.unscorable or self.ctx is None:
             return Verdict(status="unscorable", error=self.unscorable)
         if not (candidate_dir / "model_new.py").is_file():
-            return Verdict(status="error", error=f"{candidate_dir} has no model_new.py (see docs/kernels.md for the layout)")
+            return Verdict(
+                status="error", error=f"{candidate_dir} has no model_new.py (see docs/kernels.md for the layout)"
+            )
         ctx = self.ctx
-        draft = Draft(findings=check_candidate_static(candidate_dir, task_fp32=ctx.ref.fp32,
-                                                      allow_precision=self.cfg.allow_precision))
+        draft = Draft(
+            findings=check_candidate_static(
+                candidate_dir, task_fp32=ctx.ref.fp32, allow_precision=self.cfg.allow_precision
+            )
+        )
         seconds["static"] = time.perf_counter() - t_start
         if candidate_symlinks(candidate_dir):  # not built, not read: see filenames.candidate_symlinks
             return self._scored(draft, seconds, t_start)
@@ -146,14 +157,21 @@ class Evaluator:
             draft.fail("compile_error", err)
             return self._scored(draft, seconds, t_start)
         if build is None:
-            draft.find(Finding(guard="no_kernel", message=(
-                "the candidate has no kernels/*.cu: forward must call launchers of your own kernels")))
+            draft.find(
+                Finding(
+                    guard="no_kernel",
+                    message=("the candidate has no kernels/*.cu: forward must call launchers of your own kernels"),
+                )
+            )
             record_only(ctx, candidate_dir, draft)  # names the torch compute forward did instead
             return self._scored(draft, seconds, t_start)
         t = time.perf_counter()
         # the source rules over what else nvcc read too (an #include a macro names, impl.inc)
-        draft.find(*check_build_inputs(candidate_dir, build.inputs, task_fp32=ctx.ref.fp32,
-                                       allow_precision=self.cfg.allow_precision))
+        draft.find(
+            *check_build_inputs(
+                candidate_dir, build.inputs, task_fp32=ctx.ref.fp32, allow_precision=self.cfg.allow_precision
+            )
+        )
         draft.find(*checks.audit_native(build, self.cfg.native_symbols))
         seconds["audit"] = time.perf_counter() - t
 
@@ -177,9 +195,12 @@ class Evaluator:
         except Exception as e:
             if not is_out_of_memory(e):
                 raise
-            draft.fail("error", f"out of GPU memory in the parent (references and comparisons): "
-                                f"{str(e).splitlines()[0]}; free the GPU of other processes or lower eval.n_sets / "
-                                "eval.timing_sets")
+            draft.fail(
+                "error",
+                f"out of GPU memory in the parent (references and comparisons): "
+                f"{str(e).splitlines()[0]}; free the GPU of other processes or lower eval.n_sets / "
+                "eval.timing_sets",
+            )
         finally:
             t = time.perf_counter()
             recorder.kill()
@@ -223,8 +244,16 @@ class Evaluator:
         self.close()
 
     # -- steps ---------------------------------------------------------------------------
-    def _run(self, recorder: JailedChild, judge: JailedChild, candidate_dir: Path, build: Any, draft: Draft,
-             seconds: dict, timing: bool) -> list[int]:
+    def _run(
+        self,
+        recorder: JailedChild,
+        judge: JailedChild,
+        candidate_dir: Path,
+        build: Any,
+        draft: Draft,
+        seconds: dict,
+        timing: bool,
+    ) -> list[int]:
         """Correctness, then timing; the seeds of the timed sets (for the baselines), [] if none."""
         assert self.ctx is not None  # evaluate() runs no step without a reference
         ctx = self.ctx

@@ -32,15 +32,18 @@ class Replay:
         self.params = {i: state[s.name] for i, s in enumerate(plan.storages) if s.kind == "param"}
         self.allocs = [i for i, s in enumerate(plan.storages) if s.kind == "alloc"]
         self.cuda = device.startswith("cuda")
-        self.calls = [(step, *lib.fns[step.launcher]) if isinstance(step, Call) else (step, None, False)
-                      for step in plan.steps]
+        self.calls = [
+            (step, *lib.fns[step.launcher]) if isinstance(step, Call) else (step, None, False) for step in plan.steps
+        ]
         self.lib = lib
 
     def allocate(self) -> dict[int, object]:
         """This call's allocations, every byte poisoned (NaN for floats): unwritten stays garbage."""
         torch = self.torch
-        return {i: torch.empty(self.plan.storages[i].nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
-                for i in self.allocs}
+        return {
+            i: torch.empty(self.plan.storages[i].nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
+            for i in self.allocs
+        }
 
     def _typed(self, buf, dtype: str):
         size = ELEMENT_SIZE[dtype]
@@ -67,16 +70,20 @@ class Replay:
             if isinstance(step, Fill):
                 v = step.view
                 self._typed(self._storage(v.storage, inputs, bufs), v.dtype).as_strided(
-                    v.shape, v.stride, v.offset).fill_(step.value)
+                    v.shape, v.stride, v.offset
+                ).fill_(step.value)
                 continue
-            args = [None if a is None else (bases[a.storage] + a.offset if isinstance(a, Pointer) else a.value)
-                    for a in step.args]
+            args = [
+                None if a is None else (bases[a.storage] + a.offset if isinstance(a, Pointer) else a.value)
+                for a in step.args
+            ]
             rc = fn(*args, stream)
             if checked and rc:
                 raise RuntimeError(f"{step.launcher} returned {rc}")
             self.lib.check_error(step.launcher)
-        return [self._typed(bufs[o.storage], o.dtype).as_strided(o.shape, o.stride, o.offset)
-                for o in self.plan.outputs]
+        return [
+            self._typed(bufs[o.storage], o.dtype).as_strided(o.shape, o.stride, o.offset) for o in self.plan.outputs
+        ]
 
     def _storage(self, i: int, inputs: list, bufs: dict):
         s = self.plan.storages[i]
@@ -89,8 +96,16 @@ class Replay:
 def write_outputs(torch, outs: list, paths: list[str]) -> list[dict]:
     meta = []
     for o, path in zip(outs, paths):
-        meta.append({"plain": True, "type": "Tensor", "shape": list(o.shape), "stride": list(o.stride()),
-                     "dtype": str(o.dtype).removeprefix("torch."), "device": str(o.device)})
+        meta.append(
+            {
+                "plain": True,
+                "type": "Tensor",
+                "shape": list(o.shape),
+                "stride": list(o.stride()),
+                "dtype": str(o.dtype).removeprefix("torch."),
+                "device": str(o.device),
+            }
+        )
         flat = o.contiguous().reshape(-1)
         if flat.numel():
             torch.from_file(path, shared=True, size=flat.numel(), dtype=o.dtype).copy_(flat)
@@ -100,8 +115,15 @@ def write_outputs(torch, outs: list, paths: list[str]) -> list[dict]:
 
 
 class _Judge:
-    def __init__(self, device: str, task_ref: str, inputs_path: str | None, init_seed: int, task_hash: str | None,
-                 trace: bool = False):
+    def __init__(
+        self,
+        device: str,
+        task_ref: str,
+        inputs_path: str | None,
+        init_seed: int,
+        task_hash: str | None,
+        trace: bool = False,
+    ):
         import torch
 
         from cuda_agent.eval.reference import pin_full_fp32
@@ -161,9 +183,17 @@ class _Judge:
     def _timer(self, fn, sets: list, cfg: dict, before_rep=None):
         from cuda_agent.eval.timing import RepTimer, TimingConfig
 
-        return RepTimer(fn, sets, self.device, TimingConfig(**cfg), synchronize=self.sync,
-                        event_cls=self.torch.cuda.Event if self.cuda else None, perf_counter=time.perf_counter,
-                        spin=self.spin, before_rep=before_rep)
+        return RepTimer(
+            fn,
+            sets,
+            self.device,
+            TimingConfig(**cfg),
+            synchronize=self.sync,
+            event_cls=self.torch.cuda.Event if self.cuda else None,
+            perf_counter=time.perf_counter,
+            spin=self.spin,
+            before_rep=before_rep,
+        )
 
     # -- requests ------------------------------------------------------------------------------
     def calibrate(self, req: Calibrate) -> dict:
@@ -203,8 +233,14 @@ class _Judge:
         meta = write_outputs(self.torch, outs, req.files)
         n_outputs = len(outs)
         del outs, bufs  # in the parent's files now: the mutation check's fresh draw takes their place
-        return {"ok": True, "n_outputs": n_outputs, "outputs": meta, "kernels": kernels, "ms": ms,
-                "mutated": self._mutated(inputs, req.seed)}
+        return {
+            "ok": True,
+            "n_outputs": n_outputs,
+            "outputs": meta,
+            "kernels": kernels,
+            "ms": ms,
+            "mutated": self._mutated(inputs, req.seed),
+        }
 
     def _mutated(self, inputs: list, seed: int) -> list[int]:
         from cuda_agent.eval.checks import mutated_inputs
@@ -287,9 +323,16 @@ def main(argv: list[str] | None = None) -> None:
 
     def start():
         j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash, args.trace)
-        return {"calibrate": j.calibrate, "load_library": j.load_library, "run": j.run,
-                "time_prepare": j.time_prepare, "time_loop": j.time_loop, "time_collect": j.time_collect,
-                "time_reference": j.time_reference, "_started": j.started}
+        return {
+            "calibrate": j.calibrate,
+            "load_library": j.load_library,
+            "run": j.run,
+            "time_prepare": j.time_prepare,
+            "time_loop": j.time_loop,
+            "time_collect": j.time_collect,
+            "time_reference": j.time_reference,
+            "_started": j.started,
+        }
 
     serve(fd, start, JudgeRequest)
 

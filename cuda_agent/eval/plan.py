@@ -35,15 +35,48 @@ VIEWS = frozenset({
 FILLS = frozenset({"fill_", "zero_"})
 
 # dtype names as torch prints them, to and from the launchers' C element types
-ELEMENT_SIZE = {"float32": 4, "float64": 8, "float16": 2, "bfloat16": 2, "bool": 1, "int8": 1, "uint8": 1,
-                "int16": 2, "uint16": 2, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8,
-                "float8_e4m3fn": 1, "float8_e5m2": 1, "complex64": 8, "complex128": 16}
-C_TO_DTYPE = {"float": "float32", "double": "float64", "__half": "float16", "__nv_bfloat16": "bfloat16",
-              "bool": "bool", "int8_t": "int8", "uint8_t": "uint8", "int16_t": "int16", "uint16_t": "uint16",
-              "int32_t": "int32", "uint32_t": "uint32", "int64_t": "int64", "uint64_t": "uint64",
-              "__nv_fp8_e4m3": "float8_e4m3fn", "__nv_fp8_e5m2": "float8_e5m2", "void": None}
-INT_RANGE = {c: (0, (1 << bits) - 1) if c.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
-             for bits in (8, 16, 32, 64) for c in (f"int{bits}_t", f"uint{bits}_t")}  # int8_t: (-128, 127)...
+ELEMENT_SIZE = {
+    "float32": 4,
+    "float64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "bool": 1,
+    "int8": 1,
+    "uint8": 1,
+    "int16": 2,
+    "uint16": 2,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float8_e4m3fn": 1,
+    "float8_e5m2": 1,
+    "complex64": 8,
+    "complex128": 16,
+}
+C_TO_DTYPE = {
+    "float": "float32",
+    "double": "float64",
+    "__half": "float16",
+    "__nv_bfloat16": "bfloat16",
+    "bool": "bool",
+    "int8_t": "int8",
+    "uint8_t": "uint8",
+    "int16_t": "int16",
+    "uint16_t": "uint16",
+    "int32_t": "int32",
+    "uint32_t": "uint32",
+    "int64_t": "int64",
+    "uint64_t": "uint64",
+    "__nv_fp8_e4m3": "float8_e4m3fn",
+    "__nv_fp8_e5m2": "float8_e5m2",
+    "void": None,
+}
+INT_RANGE = {
+    c: (0, (1 << bits) - 1) if c.startswith("u") else (-(1 << (bits - 1)), (1 << (bits - 1)) - 1)
+    for bits in (8, 16, 32, 64)
+    for c in (f"int{bits}_t", f"uint{bits}_t")
+}  # int8_t: (-128, 127)...
 
 
 class Storage(BaseModel):
@@ -104,8 +137,9 @@ def view_span(v: View) -> tuple[int, int]:
     return first * size, (last + 1) * size
 
 
-def check_plan(plan: Plan, spec: dict, inputs: list[dict | None], state: dict[str, int],
-               max_alloc_bytes: int) -> list[str]:
+def check_plan(
+    plan: Plan, spec: dict, inputs: list[dict | None], state: dict[str, int], max_alloc_bytes: int
+) -> list[str]:
     """What is wrong with a plan the recorder sent, as messages; empty when it can be replayed.
 
     `inputs[i]` is {"nbytes": storage bytes} for tensor inputs (None otherwise); `state` maps the
@@ -201,8 +235,15 @@ def describe(x: Any) -> Any:
     import torch
 
     if isinstance(x, torch.Tensor):
-        return {"tensor": {"shape": list(x.shape), "stride": list(x.stride()), "offset": x.storage_offset(),
-                           "dtype": str(x.dtype).removeprefix("torch."), "nbytes": x.untyped_storage().nbytes()}}
+        return {
+            "tensor": {
+                "shape": list(x.shape),
+                "stride": list(x.stride()),
+                "offset": x.storage_offset(),
+                "dtype": str(x.dtype).removeprefix("torch."),
+                "nbytes": x.untyped_storage().nbytes(),
+            }
+        }
     if isinstance(x, (tuple, list)):
         return {"tuple" if isinstance(x, tuple) else "list": [describe(v) for v in x]}
     if isinstance(x, float) and not math.isfinite(x):

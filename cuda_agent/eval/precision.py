@@ -48,8 +48,9 @@ class Signature:
     z: float
 
 
-def downgrade_signature(out: torch.Tensor, ref64: torch.Tensor, probe: torch.Tensor,
-                        limit: int = CHUNK_ELEMS) -> Signature | None:
+def downgrade_signature(
+    out: torch.Tensor, ref64: torch.Tensor, probe: torch.Tensor, limit: int = CHUNK_ELEMS
+) -> Signature | None:
     """The signature over the elements finite in all three; None when p carries nothing there."""
     if out.shape != ref64.shape or probe.shape != ref64.shape or out.is_complex():
         return None
@@ -72,8 +73,14 @@ def signature_found(sig: Signature | None, tol: Tolerances) -> bool:
     return sig is not None and abs(sig.z) >= tol.downgrade_z and abs(sig.share) >= tol.downgrade_share
 
 
-def precision_finding(check: OutputCheck, tol: Tolerances, *, task_fp32: bool, allow_precision: bool = False,
-                      signature: Signature | None = None) -> Finding | None:
+def precision_finding(
+    check: OutputCheck,
+    tol: Tolerances,
+    *,
+    task_fp32: bool,
+    allow_precision: bool = False,
+    signature: Signature | None = None,
+) -> Finding | None:
     """A `precision` finding when an fp32 task's output is further from float64 truth than fp32
     arithmetic gets, or its error carries the reduced-precision rounding of its operands (`signature`,
     from downgrade_signature); reported even when the elementwise tolerance let it pass."""
@@ -81,15 +88,25 @@ def precision_finding(check: OutputCheck, tol: Tolerances, *, task_fp32: bool, a
         return None
     severity = "warn" if allow_precision else "fail"
     if precision_exceeded(check, tol):
-        return Finding(guard="precision", severity=severity, message=(
-            f"output {check.index}: normwise relative error {check.norm_rel_err:.2e} vs float64 "
-            f"exceeds the fp32 budget {precision_budget(check, tol):.2e} (the fp32 reference's own "
-            f"error is {check.ref_norm_rel_err or 0.0:.2e}); this is what TF32/fp16/bf16 math "
-            "looks like: compute and accumulate in fp32"))
+        return Finding(
+            guard="precision",
+            severity=severity,
+            message=(
+                f"output {check.index}: normwise relative error {check.norm_rel_err:.2e} vs float64 "
+                f"exceeds the fp32 budget {precision_budget(check, tol):.2e} (the fp32 reference's own "
+                f"error is {check.ref_norm_rel_err or 0.0:.2e}); this is what TF32/fp16/bf16 math "
+                "looks like: compute and accumulate in fp32"
+            ),
+        )
     if signature_found(signature, tol):
-        return Finding(guard="precision", severity=severity, message=(
-            f"output {check.index}: its error vs float64 follows the rounding of the matmul/conv operands "
-            f"to a 10-bit mantissa (share {signature.share:.2f}, z = {signature.z:.0f}; honest fp32 "
-            "gives 0): this is what TF32 tensor cores, fp16 or bf16 operands look like, whatever the "
-            "normwise error; keep the operands in fp32 (CUBLAS_COMPUTE_32F, CUBLAS_DEFAULT_MATH, fp32 FMA)"))
+        return Finding(
+            guard="precision",
+            severity=severity,
+            message=(
+                f"output {check.index}: its error vs float64 follows the rounding of the matmul/conv operands "
+                f"to a 10-bit mantissa (share {signature.share:.2f}, z = {signature.z:.0f}; honest fp32 "
+                "gives 0): this is what TF32 tensor cores, fp16 or bf16 operands look like, whatever the "
+                "normwise error; keep the operands in fp32 (CUBLAS_COMPUTE_32F, CUBLAS_DEFAULT_MATH, fp32 FMA)"
+            ),
+        )
     return None

@@ -199,8 +199,10 @@ class Exit(Request):
 
 
 RecorderRequest = Annotated[Union[Load, Record, Exit], Field(discriminator="op")]
-JudgeRequest = Annotated[Union[Calibrate, LoadLibrary, Run, TimePrepare, TimeLoop, TimeCollect, TimeReference, Exit],
-                         Field(discriminator="op")]
+JudgeRequest = Annotated[
+    Union[Calibrate, LoadLibrary, Run, TimePrepare, TimeLoop, TimeCollect, TimeReference, Exit],
+    Field(discriminator="op"),
+]
 R = TypeVar("R", bound=Reply)
 
 

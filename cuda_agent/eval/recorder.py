@@ -49,8 +49,17 @@ class Recording:
 
     def view(self, t) -> dict | None:
         sid = self.find(t)
-        return None if sid is None else {"storage": sid, "offset": t.storage_offset(), "shape": list(t.shape),
-                                         "stride": list(t.stride()), "dtype": _dtype(t)}
+        return (
+            None
+            if sid is None
+            else {
+                "storage": sid,
+                "offset": t.storage_offset(),
+                "shape": list(t.shape),
+                "stride": list(t.stride()),
+                "dtype": _dtype(t),
+            }
+        )
 
 
 def _dtype(t) -> str:
@@ -117,9 +126,12 @@ def make_runtime(torch, spec: dict, current: list) -> types.ModuleType:
         def call(*args):
             rec: Recording = current[0]
             if len(args) != len(params):
-                raise TypeError(f"{name} takes {len(params)} argument(s) (the stream is passed for you), got {len(args)}")
-            rec.steps.append({"op": "call", "launcher": name,
-                              "args": [_bound(torch, rec, name, p, a) for p, a in zip(params, args)]})
+                raise TypeError(
+                    f"{name} takes {len(params)} argument(s) (the stream is passed for you), got {len(args)}"
+                )
+            rec.steps.append(
+                {"op": "call", "launcher": name, "args": [_bound(torch, rec, name, p, a) for p, a in zip(params, args)]}
+            )
 
         call.__name__ = name
         return call
@@ -130,8 +142,10 @@ def make_runtime(torch, spec: dict, current: list) -> types.ModuleType:
         def __getattr__(self, name):
             if name in launchers:
                 return bind(name)
-            raise AttributeError(f"no launcher named {name!r} (launchers: {', '.join(launchers) or 'none'}); "
-                                 'define it as extern "C" in kernels/*.cu and compile again')
+            raise AttributeError(
+                f"no launcher named {name!r} (launchers: {', '.join(launchers) or 'none'}); "
+                'define it as extern "C" in kernels/*.cu and compile again'
+            )
 
         def __contains__(self, name):
             return name in launchers
@@ -162,9 +176,13 @@ def _bound(torch, rec: Recording, launcher: str, p: dict, a: Any) -> dict | None
             raise ValueError(f"{where} expects a contiguous tensor (make it contiguous, or pass strides)")
         sid = rec.find(a)
         if sid is None:
-            rec.problems.append(("plan",
-                f"{launcher}({p['name']}) got a tensor that is not an input, a parameter or buffer of Model, "
-                "or an allocation (torch.empty*/zeros*/full*): only those can reach a launcher"))
+            rec.problems.append(
+                (
+                    "plan",
+                    f"{launcher}({p['name']}) got a tensor that is not an input, a parameter or buffer of Model, "
+                    "or an allocation (torch.empty*/zeros*/full*): only those can reach a launcher",
+                )
+            )
             sid = -1
         size = a.element_size()
         return {"storage": sid, "offset": a.storage_offset() * size, "nbytes": a.numel() * size, "dtype": _dtype(a)}
@@ -240,8 +258,10 @@ class _Recorder:
             model = cls(*init_args)
         mine, want = set(model.state_dict(keep_vars=True)), set(req.state)
         if mine != want:
-            raise RuntimeError("ModelNew's parameters/buffers must carry the same names as Model's "
-                               f"(missing: {sorted(want - mine)[:5]}, unexpected: {sorted(mine - want)[:5]})")
+            raise RuntimeError(
+                "ModelNew's parameters/buffers must carry the same names as Model's "
+                f"(missing: {sorted(want - mine)[:5]}, unexpected: {sorted(mine - want)[:5]})"
+            )
         self.model, self.init = model, rec
         return {"ok": True, "init_compute": sorted(set(rec.compute))}
 
@@ -267,21 +287,34 @@ class _Recorder:
             try:
                 out = self.model(*inputs)
             except Exception as e:
-                error = (f"{type(e).__name__}: {e} (forward is recorded on meta tensors, without data: it may "
-                         "only allocate outputs, take views and call launchers)")
+                error = (
+                    f"{type(e).__name__}: {e} (forward is recorded on meta tensors, without data: it may "
+                    "only allocate outputs, take views and call launchers)"
+                )
                 out = ()
         outputs = []
         for j, o in enumerate(out if isinstance(out, (tuple, list)) else [out]):
             if type(o) is not torch.Tensor:
-                rec.problems.append(("tensor_subclass", f"output {j} is a {type(o).__name__}, not a plain "
-                                     "torch.Tensor: return the tensors your kernels wrote"))
+                rec.problems.append(
+                    (
+                        "tensor_subclass",
+                        f"output {j} is a {type(o).__name__}, not a plain "
+                        "torch.Tensor: return the tensors your kernels wrote",
+                    )
+                )
             elif (v := rec.view(o)) is None:
                 rec.problems.append(("plan", f"output {j} is not a tensor forward allocated (torch compute made it)"))
             else:
                 outputs.append(v)
         plan = {"storages": rec.storages, "steps": prologue + rec.steps, "outputs": outputs}
-        return {"ok": error is None, "error": error, "plan": plan, "compute": rec.compute,
-                "problems": rec.problems, "devices": sorted(rec.devices)}
+        return {
+            "ok": error is None,
+            "error": error,
+            "plan": plan,
+            "compute": rec.compute,
+            "problems": rec.problems,
+            "devices": sorted(rec.devices),
+        }
 
 
 def main(argv: list[str] | None = None) -> None:

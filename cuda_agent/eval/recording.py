@@ -25,8 +25,16 @@ def load_recorder(ctx: EvalContext, recorder: JailedChild, candidate_dir: Path, 
     except OSError as e:
         draft.fail("error", str(e))
         return False
-    resp = recorder.request(Load(source=source, spec=spec, init_inputs=[describe(x) for x in ctx.ref.init_inputs],
-                                 init_seed=ctx.cfg.init_seed, state=sorted(ctx.ref.state_dict)), ctx.cfg.timeout_s)
+    resp = recorder.request(
+        Load(
+            source=source,
+            spec=spec,
+            init_inputs=[describe(x) for x in ctx.ref.init_inputs],
+            init_seed=ctx.cfg.init_seed,
+            state=sorted(ctx.ref.state_dict),
+        ),
+        ctx.cfg.timeout_s,
+    )
     if not resp.ok:
         draft.fail("runtime_error", resp.error_text())
     return resp.ok
@@ -56,9 +64,15 @@ def record_plan(ctx: EvalContext, recorder: JailedChild, described: list, spec: 
     problems += aten_findings(resp.compute)
     foreign = [d for d in resp.devices if d != ctx.device.split(":")[0]]
     if foreign:
-        problems.append(Finding(guard="plan", message=(
-            f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
-            "x.new_empty, device=x.device)")))
+        problems.append(
+            Finding(
+                guard="plan",
+                message=(
+                    f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
+                    "x.new_empty, device=x.device)"
+                ),
+            )
+        )
     if not resp.ok:
         draft.fail("runtime_error", resp.error or "forward failed while recorded")
     else:
@@ -67,10 +81,18 @@ def record_plan(ctx: EvalContext, recorder: JailedChild, described: list, spec: 
         except Exception as e:
             problems.append(Finding(guard="plan", message=f"forward could not be written down as a plan: {e}"))
         else:
-            problems += [Finding(guard="plan", message=p) for p in check_plan(
-                plan, spec, [tensor_nbytes(d) for d in described], ctx.state_nbytes, ctx.plan_budget())]
+            problems += [
+                Finding(guard="plan", message=p)
+                for p in check_plan(
+                    plan, spec, [tensor_nbytes(d) for d in described], ctx.state_nbytes, ctx.plan_budget()
+                )
+            ]
             if not any(s.op == "call" for s in plan.steps):
-                problems.append(Finding(guard="no_kernel", message=(
-                    "forward called none of your launchers: all work must be done by your own kernels")))
+                problems.append(
+                    Finding(
+                        guard="no_kernel",
+                        message=("forward called none of your launchers: all work must be done by your own kernels"),
+                    )
+                )
     draft.find(*problems)
     return plan.model_dump() if resp.ok and not problems else None

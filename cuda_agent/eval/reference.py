@@ -44,8 +44,12 @@ def snapshot_task(task: Task, dest: Path | None = None) -> Task:
     for name, data in sources.items():
         write_private(dest / name, data)
     inputs = dest / task.inputs_path.name if task.inputs_path else None
-    return load_task(f"{dest / task.path.name}::{task.class_name}", inputs=inputs, module_name="cuda_agent_task_ref",
-                     expected_hash=task.source_hash)
+    return load_task(
+        f"{dest / task.path.name}::{task.class_name}",
+        inputs=inputs,
+        module_name="cuda_agent_task_ref",
+        expected_hash=task.source_hash,
+    )
 
 
 def _files(task: Task) -> list[Path]:
@@ -63,8 +67,10 @@ def verify_snapshot(task: Task) -> None:
     try:
         st = os.lstat(folder)
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o022:
-            raise TaskError(f"the judge's copy of the task ({folder}) is no longer a private folder; "
-                            "nothing timed from it is trusted")
+            raise TaskError(
+                f"the judge's copy of the task ({folder}) is no longer a private folder; "
+                "nothing timed from it is trusted"
+            )
         for f in _files(task):
             fd = os.open(f, os.O_RDONLY | os.O_NOFOLLOW)
             with os.fdopen(fd, "rb") as fh:
@@ -75,8 +81,10 @@ def verify_snapshot(task: Task) -> None:
         raise TaskError(f"the judge's copy of the task cannot be read ({e.filename}: {e.strerror})") from None
     got = source_digest(task.class_name, blobs[0], blobs[1] if len(blobs) > 1 else None)
     if got != task.source_hash:
-        raise TaskError(f"the judge's copy of the task was changed (hash {got}, expected {task.source_hash}); "
-                        "nothing timed from it is trusted")
+        raise TaskError(
+            f"the judge's copy of the task was changed (hash {got}, expected {task.source_hash}); "
+            "nothing timed from it is trusted"
+        )
 
 
 def tensors_bytes(xs: list) -> int:
@@ -150,9 +158,14 @@ class Reference:
 
     def describe(self) -> dict:
         """What the task is, for records: its hash, dtypes, input shapes and init arguments."""
-        return {"path": str(self.task.path), "class": self.task.class_name, "hash": self.task.source_hash,
-                "dtypes": self.dtypes, "inputs": self.inputs_desc,
-                "init_inputs": [describe_value(x) for x in self.init_inputs]}
+        return {
+            "path": str(self.task.path),
+            "class": self.task.class_name,
+            "hash": self.task.source_hash,
+            "dtypes": self.dtypes,
+            "inputs": self.inputs_desc,
+            "init_inputs": [describe_value(x) for x in self.init_inputs],
+        }
 
     def inputs(self, seed: int) -> list:
         """One input set of the task's get_inputs(), on the device."""
@@ -247,14 +260,17 @@ class Reference:
             outs.append([o.clone() for o in out])  # a forward that returns its own buffer twice is caught
             del out
         del inputs
-        differs = next((i for i, (a, b) in enumerate(zip(*outs)) if isinstance(a, torch.Tensor) and not _same(a, b)),
-                       None)
+        differs = next(
+            (i for i, (a, b) in enumerate(zip(*outs)) if isinstance(a, torch.Tensor) and not _same(a, b)), None
+        )
         del outs  # no name left holding an output (a generator's own scope): all of it goes back now
         self.release_cached()
         if differs is None:
             return None
-        return (f"output {differs} changes between two runs on the same inputs: the reference is not "
-                "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)")
+        return (
+            f"output {differs} changes between two runs on the same inputs: the reference is not "
+            "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)"
+        )
 
 
 def _same(a: Any, b: Any) -> bool:

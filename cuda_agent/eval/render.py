@@ -10,14 +10,24 @@ from cuda_agent.eval.baselines import TIMED_NOTE, timed_now
 from cuda_agent.eval.verdict import Timing, Verdict
 
 # `cuda-agent eval` exit codes (documented in README.md and --help)
-EXIT_CODES = {"correct": 0, "incorrect": 1, "guard_violation": 1, "compile_error": 3, "runtime_error": 4, "timeout": 4,
-              "unscorable": 5, "error": 5}
+EXIT_CODES = {
+    "correct": 0,
+    "incorrect": 1,
+    "guard_violation": 1,
+    "compile_error": 3,
+    "runtime_error": 4,
+    "timeout": 4,
+    "unscorable": 5,
+    "error": 5,
+}
 
 
 # after the baselines' line in what the model reads: where those figures come from
 BASELINE_SOURCE = {
-    "cached": (" (cached: timed once for this task and GPU and reused by every benchmark until the final "
-               "re-verification, which times them again beside your kernel)"),
+    "cached": (
+        " (cached: timed once for this task and GPU and reused by every benchmark until the final "
+        "re-verification, which times them again beside your kernel)"
+    ),
     "fresh": " (timed again after your kernel, not cached)",
     "interleaved": " (timed again beside your kernel, in interleaved rounds)",
 }
@@ -48,17 +58,25 @@ def render_verdict(v: Verdict, console: Console, title: str = "") -> None:
     table.add_row("eager", _ms(v.eager))
     table.add_row("torch.compile", _ms(v.compiled))
     if v.baselines:
-        table.add_row("baselines", "timed now, cached for the next evaluations (once per task, GPU and torch "
-                      "version)" if v.baselines == "cached" and timed_now(v.notes) else {
-                          "cached": "cached (timed once per task, GPU and torch version)",
-                          "fresh": "timed again after the candidate",
-                          "interleaved": "timed again beside the candidate, interleaved rounds"}[v.baselines])
+        table.add_row(
+            "baselines",
+            "timed now, cached for the next evaluations (once per task, GPU and torch version)"
+            if v.baselines == "cached" and timed_now(v.notes)
+            else {
+                "cached": "cached (timed once per task, GPU and torch version)",
+                "fresh": "timed again after the candidate",
+                "interleaved": "timed again beside the candidate, interleaved rounds",
+            }[v.baselines],
+        )
     table.add_row("speedup vs eager", _x(v.speedup_vs_eager))
     table.add_row("speedup vs compile", _x(v.speedup_vs_compile))
     if v.timing and v.timing.clocks:
         c = v.timing.clocks
-        table.add_row("clocks", f"SM {c.get('sm_mhz', 0):.0f} MHz, mem {c.get('mem_mhz', 0):.0f} MHz, "
-                                f"{c.get('temp_c', 0):.0f} C ({v.timing.device})")
+        table.add_row(
+            "clocks",
+            f"SM {c.get('sm_mhz', 0):.0f} MHz, mem {c.get('mem_mhz', 0):.0f} MHz, "
+            f"{c.get('temp_c', 0):.0f} C ({v.timing.device})",
+        )
     if v.memory_gib:
         table.add_row("GPU memory peak", ", ".join(f"{k} {g:.2f} GiB" for k, g in v.memory_gib.items()))
     if v.seconds:
@@ -87,8 +105,10 @@ def verdict_text(v: Verdict) -> str:
         errs = [o for s in v.sets for o in s.outputs if o.norm_rel_err is not None]
         if errs:
             worst = max(errs, key=lambda o: o.norm_rel_err or 0.0)
-            lines.append(f"worst error vs float64 truth: max abs {worst.max_abs_err:.3e}, normwise rel "
-                         f"{worst.norm_rel_err:.2e} (fp32 reference's own: {worst.ref_norm_rel_err or 0:.2e})")
+            lines.append(
+                f"worst error vs float64 truth: max abs {worst.max_abs_err:.3e}, normwise rel "
+                f"{worst.norm_rel_err:.2e} (fp32 reference's own: {worst.ref_norm_rel_err or 0:.2e})"
+            )
     for s in v.sets:
         if s.error:
             lines.append(f"set seed={s.seed}: {s.error.splitlines()[0]}")

@@ -21,8 +21,9 @@ def _beats(t: float | None, t_base: float | None) -> bool:
     return (t_base - t) / t_base > MARGIN
 
 
-def milestone_reward(correct: bool, guard_failed: bool, t: float | None,
-                     t_eager: float | None, t_compile: float | None) -> int:
+def milestone_reward(
+    correct: bool, guard_failed: bool, t: float | None, t_eager: float | None, t_compile: float | None
+) -> int:
     """Times are per-call (any unit, the same for all three)."""
     if not correct or guard_failed:
         return -1

@@ -48,5 +48,9 @@ def remove_tree(path: Path) -> None:
     try:
         shutil.rmtree(path, ignore_errors=True)
     except RecursionError:
-        subprocess.run(["rm", "-rf", "--one-file-system", "--", str(path)], stdin=subprocess.DEVNULL,
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            ["rm", "-rf", "--one-file-system", "--", str(path)],
+            stdin=subprocess.DEVNULL,
+            capture_output=True,
+            timeout=300,
+        )

@@ -73,9 +73,12 @@ class Warm:
             verdict, info = harness_error(e), {"path": req["task"]}
             self.drop()
         self.evaluations += 1
-        answer = {"verdict": verdict.model_dump(mode="json"), "task": info,
-                  "name": self.name or Path(req["task"].partition("::")[0]).stem,
-                  "server": {"pid": os.getpid(), "evaluations": self.evaluations, "reused": reused}}
+        answer = {
+            "verdict": verdict.model_dump(mode="json"),
+            "task": info,
+            "name": self.name or Path(req["task"].partition("::")[0]).stem,
+            "server": {"pid": os.getpid(), "evaluations": self.evaluations, "reused": reused},
+        }
         if verdict.status in ("unscorable", "error"):  # maybe passing (memory, a flaky task): start afresh next time
             self.drop()
         return answer
@@ -138,8 +141,9 @@ def serve(sock: socket.socket, idle_s: float, name: str, token: str, records: Pa
                 conn.settimeout(None)
                 try:
                     req = json.loads(line)
-                    answer = (warm.handle(req) if req.get("op") == "evaluate"
-                              else {"usage": f"unknown op {req.get('op')!r}"})
+                    answer = (
+                        warm.handle(req) if req.get("op") == "evaluate" else {"usage": f"unknown op {req.get('op')!r}"}
+                    )
                 except (ValueError, KeyError, TypeError, AttributeError) as e:
                     answer = {"usage": f"a malformed request to the eval server: {type(e).__name__}: {e}"}
                 log(f"answered: {answer.get('verdict', {}).get('status') or answer}")

@@ -32,7 +32,9 @@ def log_path(cfg: EvalConfig) -> Path:
     return cfg.cache_root() / "eval-server.log"
 
 
-def evaluate(cfg: EvalConfig, request: dict, say: Callable[[str], None], before_start: Callable[[], None]) -> dict | None:
+def evaluate(
+    cfg: EvalConfig, request: dict, say: Callable[[str], None], before_start: Callable[[], None]
+) -> dict | None:
     """The answer of the server for the request's task ({"verdict", "task", "name", "server"} or
     {"usage": line}), started when none answers (`before_start` first), or None: evaluate here."""
     records = records_dir(cfg.cache_root())
@@ -55,8 +57,10 @@ def evaluate(cfg: EvalConfig, request: dict, say: Callable[[str], None], before_
                 return answer
             say(f"the eval server stopped: {answer['restart']}; starting another")
     except TimeoutError:
-        say(f"the eval server's address is held by a process that takes no connection (none within "
-            f"{HELLO_TIMEOUT_S:g} s); evaluating in this process")
+        say(
+            f"the eval server's address is held by a process that takes no connection (none within "
+            f"{HELLO_TIMEOUT_S:g} s); evaluating in this process"
+        )
     return None
 
 
@@ -82,17 +86,34 @@ def start(name: str, records: Path, cfg: EvalConfig, say: Callable[[str], None])
     log = log_path(cfg)
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.eval.server", "--address", name[1:],
-                                 "--records", str(records), "--idle", f"{cfg.server_idle_s:g}"],
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=out, start_new_session=True, cwd="/")
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "cuda_agent.eval.server",
+                "--address",
+                name[1:],
+                "--records",
+                str(records),
+                "--idle",
+                f"{cfg.server_idle_s:g}",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+            cwd="/",
+        )
     deadline = time.monotonic() + START_WAIT_S
     while time.monotonic() < deadline:
         sock = connect(name)
         if sock is not None:  # whoever it is (another client's server, a squatter), ask() checks it
             if peer_credentials(sock)[0] == proc.pid:
-                say(f"eval server started (pid {proc.pid}, {cfg.device}): the next `cuda-agent eval` of this task "
+                say(
+                    f"eval server started (pid {proc.pid}, {cfg.device}): the next `cuda-agent eval` of this task "
                     f"skips the start-up; it stops after {cfg.server_idle_s:g} s idle (kill {proc.pid} to stop it "
-                    f"now; --no-server or eval.server_idle_s = 0 to evaluate in-process; log {log})")
+                    f"now; --no-server or eval.server_idle_s = 0 to evaluate in-process; log {log})"
+                )
             return sock
         if proc.poll() is not None and connect(name) is None:
             break
@@ -101,15 +122,18 @@ def start(name: str, records: Path, cfg: EvalConfig, say: Callable[[str], None])
     return None
 
 
-def ask(sock: socket.socket, name: str, records: Path, request: dict, say: Callable[[str], None],
-        log: Path) -> dict | None:
+def ask(
+    sock: socket.socket, name: str, records: Path, request: dict, say: Callable[[str], None], log: Path
+) -> dict | None:
     """The server's answer to `request` (closes `sock`), or None: evaluate here. Nothing is sent
     before the peer showed that it is the server this user started at `name`."""
     with sock, sock.makefile("rb") as reader:
         why = server_problem(sock, reader, records, name)
         if why:
-            say(f"the process at the eval server's address is not the server this user started: {why}; "
-                "evaluating in this process")
+            say(
+                f"the process at the eval server's address is not the server this user started: {why}; "
+                "evaluating in this process"
+            )
             return None
         try:  # no deadline: the server answers when the evaluation (its own timeouts) and those queued before end
             sock.sendall(json.dumps(request).encode() + b"\n")

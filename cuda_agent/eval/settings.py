@@ -8,8 +8,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from cuda_agent.eval.timing import TimingConfig
-from cuda_agent.jail import sandbox_enabled
 from cuda_agent.eval.tolerance import Tolerances
+from cuda_agent.jail import sandbox_enabled
 
 
 class EvalConfig(BaseModel):
@@ -54,7 +54,6 @@ class EvalConfig(BaseModel):
     # `cuda-agent eval` only: seconds its warm server (eval/server.py) waits for the next evaluation
     # before it exits; 0: each `eval` evaluates in its own process (start-up and all)
     server_idle_s: float = Field(600.0, ge=0)
-
 
     def cache_root(self) -> Path:
         """Where builds and baselines are cached: cache_dir, else CUDA_AGENT_CACHE, else ~/.cache/cuda-agent."""

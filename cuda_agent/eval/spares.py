@@ -16,7 +16,6 @@ from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.jail import Jail
 from cuda_agent.task import Task
 
-
 # keep: cfg.spares of each kind started now and replaced when taken (many evaluations: an agent run);
 # first: one of each started now, so it starts beside the reference and the build, none after (one
 # evaluation: `eval`, a batch's eval-only task, re-verification, where a spare starting during the
@@ -27,8 +26,15 @@ Ahead = Literal["keep", "first", "none"]
 def judge_jail(scratch: Path, readable: list[Path], *, gpu: bool, quota: int, enabled: bool = True) -> Jail:
     """The judge's jail (its GPU's device nodes where gpu): writes its scratch folder only, up to `quota`
     bytes; reads the task copy and the build. The jail tests attack this one too."""
-    return Jail(writable=[scratch], readable=readable, gpu=gpu, cwd=scratch, enabled=enabled,
-                quota={scratch: quota}, file_size=quota)
+    return Jail(
+        writable=[scratch],
+        readable=readable,
+        gpu=gpu,
+        cwd=scratch,
+        enabled=enabled,
+        quota={scratch: quota},
+        file_size=quota,
+    )
 
 
 class Spares:
@@ -49,14 +55,33 @@ class Spares:
         scratch = private_dir(kind)
         quota = int(self.cfg.scratch_gib * 2**30)  # host disk: watched, and no one file larger
         if kind == "recorder":
-            jail = Jail(writable=[scratch], cwd=scratch, address_space=32 << 30, enabled=self.cfg.sandbox,
-                        quota={scratch: quota}, file_size=quota)
+            jail = Jail(
+                writable=[scratch],
+                cwd=scratch,
+                address_space=32 << 30,
+                enabled=self.cfg.sandbox,
+                quota={scratch: quota},
+                file_size=quota,
+            )
             return JailedChild("cuda_agent.eval.recorder", [], jail, scratch)
         verify_snapshot(self.task)  # the judge loads the copy again: it must still be what was hashed
-        jail = judge_jail(scratch, [self.task.path.parent, self.cache_dir / "build"], gpu=self.cuda, quota=quota,
-                          enabled=self.cfg.sandbox)
-        args = ["--device", self.device, "--task", f"{self.task.path}::{self.task.class_name}",
-                "--init-seed", str(self.cfg.init_seed), "--task-hash", self.task.source_hash]
+        jail = judge_jail(
+            scratch,
+            [self.task.path.parent, self.cache_dir / "build"],
+            gpu=self.cuda,
+            quota=quota,
+            enabled=self.cfg.sandbox,
+        )
+        args = [
+            "--device",
+            self.device,
+            "--task",
+            f"{self.task.path}::{self.task.class_name}",
+            "--init-seed",
+            str(self.cfg.init_seed),
+            "--task-hash",
+            self.task.source_hash,
+        ]
         if self.task.inputs_path:
             args += ["--inputs", str(self.task.inputs_path)]
         if self.cfg.trace_kernels:

@@ -76,12 +76,16 @@ def task_code(call: str, files: tuple[Path, ...], timeout_s: float | None, where
         with _deadline(timeout_s):
             yield
     except _Overran:
-        raise TaskCodeError(f"the task's {call} did not return within {timeout_s:g} s; fix the task "
-                            "(or raise eval.timeout_s for a task that is truly that slow)") from None
+        raise TaskCodeError(
+            f"the task's {call} did not return within {timeout_s:g} s; fix the task "
+            "(or raise eval.timeout_s for a task that is truly that slow)"
+        ) from None
     except TaskCodeError:
         raise
     except Exception as e:
         if is_out_of_memory(e):
-            raise TaskCodeError(f"out of GPU memory in {where} running the task's {call}: {_first_line(e)}; "
-                                "free the GPU of other processes, or use smaller inputs") from None
+            raise TaskCodeError(
+                f"out of GPU memory in {where} running the task's {call}: {_first_line(e)}; "
+                "free the GPU of other processes, or use smaller inputs"
+            ) from None
         raise TaskCodeError(f"the task's {call} raised {_first_line(e)}{_where(e, files)}") from None

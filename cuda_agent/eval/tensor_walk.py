@@ -38,7 +38,7 @@ def chunks(tensors: list[torch.Tensor], perm: list[int], limit: int) -> Iterator
             return
         step = limit // row
         for i in range(0, ts[0].shape[0], step):
-            yield [t[i:i + step].reshape(-1) for t in ts]
+            yield [t[i : i + step].reshape(-1) for t in ts]
 
     yield from walk([t.permute(perm) for t in tensors])
 

@@ -51,8 +51,9 @@ def summarize(times_ms: list[float], host_ms: list[float], warmup: int, sets: in
     }
 
 
-def _stream_holder(spin: Callable[[int], None] | None, event_cls: Any, synchronize: Callable[[], None],
-                   hold_ms: float) -> Callable[[], None] | None:
+def _stream_holder(
+    spin: Callable[[int], None] | None, event_cls: Any, synchronize: Callable[[], None], hold_ms: float
+) -> Callable[[], None] | None:
     """A callable that queues a spin kernel of about `hold_ms` on the current stream, calibrated
     here with events (cycles per ms differ by GPU and clock); None where torch has no spin kernel."""
     if spin is None or hold_ms <= 0:
@@ -82,10 +83,19 @@ class RepTimer:
     allocates and poisons the rep's outputs there).
     """
 
-    def __init__(self, fn: Callable[..., Any], input_sets: Sequence[Sequence[Any]], device: str, cfg: TimingConfig,
-                 *, synchronize: Callable[[], None] | None = None, event_cls: Any = None,
-                 perf_counter: Callable[[], float] = time.perf_counter, spin: Callable[[int], None] | None = None,
-                 before_rep: Callable[[int], None] | None = None):
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        input_sets: Sequence[Sequence[Any]],
+        device: str,
+        cfg: TimingConfig,
+        *,
+        synchronize: Callable[[], None] | None = None,
+        event_cls: Any = None,
+        perf_counter: Callable[[], float] = time.perf_counter,
+        spin: Callable[[int], None] | None = None,
+        before_rep: Callable[[int], None] | None = None,
+    ):
         import torch
 
         self.fn, self.input_sets, self.cfg, self.before_rep = fn, input_sets, cfg, before_rep
@@ -96,8 +106,9 @@ class RepTimer:
             self.event_cls = event_cls or torch.cuda.Event
             l2 = torch.cuda.get_device_properties(device).L2_cache_size or (64 << 20)
             self.flush_buf = torch.empty(2 * l2 // 4, dtype=torch.int32, device=device) if cfg.flush_l2 else None
-            self.hold = _stream_holder(spin or getattr(torch.cuda, "_sleep", None), self.event_cls,
-                                       self.synchronize, cfg.hold_ms)
+            self.hold = _stream_holder(
+                spin or getattr(torch.cuda, "_sleep", None), self.event_cls, self.synchronize, cfg.hold_ms
+            )
         else:
             self.synchronize = synchronize or (lambda: None)
             self.event_cls, self.flush_buf, self.hold = None, None, None

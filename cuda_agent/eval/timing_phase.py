@@ -16,7 +16,7 @@ from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.plan import describe
-from cuda_agent.eval.protocol import Calibrate, Timed, TimeCollect, TimedSet, TimeLoop, TimePrepare, TimeReference
+from cuda_agent.eval.protocol import Calibrate, TimeCollect, Timed, TimedSet, TimeLoop, TimePrepare, TimeReference
 from cuda_agent.eval.reference import verify_snapshot
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
@@ -36,8 +36,9 @@ def calibrate(ctx: EvalContext, judge: JailedChild) -> None:
         ctx.overhead_ms = (time.perf_counter() - t0) * 1e3 / reps
 
 
-def time_candidate(ctx: EvalContext, judge: JailedChild, plans: dict[str, dict], out_tols: dict,
-                   draft: Draft, threads: int) -> list[int]:
+def time_candidate(
+    ctx: EvalContext, judge: JailedChild, plans: dict[str, dict], out_tols: dict, draft: Draft, threads: int
+) -> list[int]:
     """Time on input sets the correctness phase never showed; returns their seeds. Each set is
     replayed with the plan checked for its input layout (`plans`, from the correctness phase): the
     recorder is not asked again, so a forward that changes what it launches after the checked sets
@@ -49,9 +50,13 @@ def time_candidate(ctx: EvalContext, judge: JailedChild, plans: dict[str, dict],
     for _ in range(timing_set_count(per_set, ctx.plan_budget(), ctx.cfg.timing_sets)):
         found = _checked_layout(ctx, plans)
         if found is None:
-            draft.fail("unscorable", (
-                f"get_inputs() drew no input set of a checked layout in {REDRAWS} tries: a task whose input "
-                "shapes vary from draw to draw cannot be timed on the plans its correctness sets checked"))
+            draft.fail(
+                "unscorable",
+                (
+                    f"get_inputs() drew no input set of a checked layout in {REDRAWS} tries: a task whose input "
+                    "shapes vary from draw to draw cannot be timed on the plans its correctness sets checked"
+                ),
+            )
             return []
         kept.append(found)
     ctx.ref.release_cached()  # the sets just drawn to describe them: the judge's timing sets need the room
@@ -78,8 +83,14 @@ def time_candidate(ctx: EvalContext, judge: JailedChild, plans: dict[str, dict],
         return []
     draft.find(*checks.new_threads(threads, judge.threads()))
     if collected.mutated_sets:
-        draft.find(Finding(guard="input_mutation", message=(
-            "forward changed its inputs during timing: inputs are read-only; write results to new outputs")))
+        draft.find(
+            Finding(
+                guard="input_mutation",
+                message=(
+                    "forward changed its inputs during timing: inputs are read-only; write results to new outputs"
+                ),
+            )
+        )
     for k, (fs, s) in enumerate(zip(files, kept)):
         ref32, ref64 = ctx.ref.outputs(ctx.ref.inputs(s.seed))
         bufs = checks.read_outputs(fs, None, ref32)
@@ -87,7 +98,7 @@ def time_candidate(ctx: EvalContext, judge: JailedChild, plans: dict[str, dict],
         del bufs, ref32, ref64
         if mismatch:
             draft.find(mismatch)
-            for f in (f for rest in files[k + 1:] for f in rest):
+            for f in (f for rest in files[k + 1 :] for f in rest):
                 f.unlink(missing_ok=True)
             break
     ctx.ref.release_cached()  # the baselines' judge starts next: what the comparisons cached
@@ -124,15 +135,24 @@ def _timed_loop(ctx: EvalContext, judge: JailedChild, reps: int, draft: Draft) -
     cfg = ctx.cfg.timing
     with device_lock(ctx.cache_dir / "locks", ctx.device):
         t0 = time.perf_counter()
-        resp = judge.request(TimeLoop(reps=reps, nvml_index=nvml_index(ctx.device)),
-                             ctx.cfg.timeout_s + cfg.budget_ms / 1e3 * 4)
+        resp = judge.request(
+            TimeLoop(reps=reps, nvml_index=nvml_index(ctx.device)), ctx.cfg.timeout_s + cfg.budget_ms / 1e3 * 4
+        )
         wall_ms = (time.perf_counter() - t0) * 1e3
     timing = _claimed_timing(resp, draft)
     if timing is None:
         return None
     seen = draft.guards()
-    draft.find(*[f for f in checks.side_work(timing) + checks.wall_clock_bound(
-        timing, wall_ms, reps, ctx.overhead_ms, per_rep_slack_ms=0.05 if ctx.cuda else 1.0) if f.guard not in seen])
+    draft.find(
+        *[
+            f
+            for f in checks.side_work(timing)
+            + checks.wall_clock_bound(
+                timing, wall_ms, reps, ctx.overhead_ms, per_rep_slack_ms=0.05 if ctx.cuda else 1.0
+            )
+            if f.guard not in seen
+        ]
+    )
     return timing
 
 
@@ -200,9 +220,11 @@ def interleave(ctx: EvalContext, judge: JailedChild, reps: int, seeds: list[int]
         if times[mode]:
             draft.baseline(mode, _middle(times[mode]))
     medians = "; ".join(f"{name} " + "/".join(f"{t.median_ms:.4f}" for t in ts) for name, ts in times.items())
-    draft.note(f"baselines timed again beside the candidate: {rounds} interleaved round"
-               f"{'s' * (rounds != 1)} of {', '.join(times)} on the same input sets, each figure the "
-               f"median round's (ms per round: {medians})")
+    draft.note(
+        f"baselines timed again beside the candidate: {rounds} interleaved round"
+        f"{'s' * (rounds != 1)} of {', '.join(times)} on the same input sets, each figure the "
+        f"median round's (ms per round: {medians})"
+    )
 
 
 def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: bool = False) -> int:
@@ -218,9 +240,14 @@ def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: b
     notes: list[str] = []  # what the cache says of its entries, each once
     try:
         for mode in ctx.cfg.baselines:
-            key = BaselineCache.key(ctx.task.source_hash, device_name, torch.__version__, ctx.ref.dtypes,
-                                    mode if mode == "eager" else f"compile:{ctx.cfg.compile_mode}",
-                                    ctx.cfg.timing)
+            key = BaselineCache.key(
+                ctx.task.source_hash,
+                device_name,
+                torch.__version__,
+                ctx.ref.dtypes,
+                mode if mode == "eager" else f"compile:{ctx.cfg.compile_mode}",
+                ctx.cfg.timing,
+            )
             entry = None if fresh else ctx.baseline_cache.get(key, notes)
             cached += entry is not None
             if entry is None:
@@ -249,9 +276,15 @@ def _time_reference(ctx: EvalContext, judge: JailedChild, seeds: list[int], mode
     """One baseline timed in a judge that never loads a candidate's library (its figures are the
     harness's own); None when it failed."""
     with device_lock(ctx.cache_dir / "locks", ctx.device):
-        resp = judge.request(TimeReference(seeds=seeds, config=ctx.cfg.timing.model_dump(),
-                                           compile_mode=None if mode == "eager" else ctx.cfg.compile_mode,
-                                           nvml_index=nvml_index(ctx.device)), ctx.cfg.baseline_timeout_s)
+        resp = judge.request(
+            TimeReference(
+                seeds=seeds,
+                config=ctx.cfg.timing.model_dump(),
+                compile_mode=None if mode == "eager" else ctx.cfg.compile_mode,
+                nvml_index=nvml_index(ctx.device),
+            ),
+            ctx.cfg.baseline_timeout_s,
+        )
     if not resp.ok or resp.timing is None:
         return None
     return {"timing": resp.timing, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}

@@ -36,6 +36,7 @@ _FIELD_FOR_DTYPE: dict[str, str] = {
 def _field(dtype: torch.dtype) -> str | None:
     return _FIELD_FOR_DTYPE.get(str(dtype).removeprefix("torch."))
 
+
 Preset = Literal["kernelbench", "cuda-agent"]
 
 

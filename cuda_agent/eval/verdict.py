@@ -109,5 +109,7 @@ def harness_error(e: Exception) -> Verdict:
     from pathlib import Path
 
     last = traceback.extract_tb(e.__traceback__)[-1]
-    return Verdict(status="error", error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} "
-                                         f"({Path(last.filename).name} line {last.lineno})")
+    return Verdict(
+        status="error",
+        error=f"the harness failed: {type(e).__name__}: {str(e)[:500]} ({Path(last.filename).name} line {last.lineno})",
+    )

@@ -31,8 +31,9 @@ def _trivial_candidates(ref32: torch.Tensor, ref64: torch.Tensor | None, limit: 
     return mean, math.sqrt(sq / n)
 
 
-def _trivial_passing(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-                     mean: float, limit: int) -> str | None:
+def _trivial_passing(
+    ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances, mean: float, limit: int
+) -> str | None:
     rtol, atol = tol.for_dtype(ref32.dtype)
     floor = ref_err_rms(ref32, ref64, limit)
     for value, name in ((0.0, "an all-zero output"), (mean, f"the constant {mean:.6g} (the mean)")):
@@ -42,8 +43,9 @@ def _trivial_passing(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Toler
     return None
 
 
-def trivial_output_passes(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-                          *, chunk_elems: int = CHUNK_ELEMS) -> str | None:
+def trivial_output_passes(
+    ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances, *, chunk_elems: int = CHUNK_ELEMS
+) -> str | None:
     """Would an all-zero output, or a constant (the mean), pass this gate? Says which, or None."""
     mean, _ = _trivial_candidates(ref32, ref64, chunk_elems)
     return _trivial_passing(ref32, ref64, tol, mean, chunk_elems)
@@ -59,8 +61,9 @@ class ZeroTrap:
     informative: bool = True
 
 
-def zero_trap(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
-              *, chunk_elems: int = CHUNK_ELEMS) -> ZeroTrap:
+def zero_trap(
+    ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances, *, chunk_elems: int = CHUNK_ELEMS
+) -> ZeroTrap:
     """Tighten atol to the output's scale when zeros or a constant would pass.
 
     atol_eff = min(atol, rtol * rms(truth)): an absolute floor that is small next to the
@@ -72,13 +75,23 @@ def zero_trap(ref32: torch.Tensor, ref64: torch.Tensor | None, tol: Tolerances,
         return ZeroTrap(tol)
     rtol, atol = tol.for_dtype(ref32.dtype)
     if rms == 0.0:
-        return ZeroTrap(tol, f"zero trap: the reference output is all zeros, so {trivial} passes; "
-                             "this output is uninformative", informative=False)
+        return ZeroTrap(
+            tol,
+            f"zero trap: the reference output is all zeros, so {trivial} passes; this output is uninformative",
+            informative=False,
+        )
     new_atol = min(atol, rtol * rms)
     tight = tol.with_atol(ref32.dtype, new_atol) if new_atol < atol else tol
     still = _trivial_passing(ref32, ref64, tight, mean, chunk_elems)
     if still is not None:
-        return ZeroTrap(tight, f"zero trap: {still} passes even at atol={new_atol:.3g} (rtol={rtol:g}); "
-                               "this output is uninformative at this tolerance", informative=False)
-    return ZeroTrap(tight, f"zero trap: {trivial} would pass at atol={atol:.3g}; "
-                           f"atol tightened to {new_atol:.3g} (rtol * rms of the reference)")
+        return ZeroTrap(
+            tight,
+            f"zero trap: {still} passes even at atol={new_atol:.3g} (rtol={rtol:g}); "
+            "this output is uninformative at this tolerance",
+            informative=False,
+        )
+    return ZeroTrap(
+        tight,
+        f"zero trap: {trivial} would pass at atol={atol:.3g}; "
+        f"atol tightened to {new_atol:.3g} (rtol * rms of the reference)",
+    )

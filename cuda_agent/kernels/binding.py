@@ -46,9 +46,11 @@ class KernelNeedsGpu(RuntimeError):
     one_line = True
 
     def __init__(self, launcher: str):
-        super().__init__(f"{launcher} launched a CUDA kernel: this candidate needs a GPU (--device cpu runs launchers "
-                         "on the host, where no kernel runs); evaluate it on a GPU, or write launchers that loop on "
-                         "the host, as examples/scale_add_small/candidate_cpu does")
+        super().__init__(
+            f"{launcher} launched a CUDA kernel: this candidate needs a GPU (--device cpu runs launchers "
+            "on the host, where no kernel runs); evaluate it on a GPU, or write launchers that loop on "
+            "the host, as examples/scale_add_small/candidate_cpu does"
+        )
 
 
 class RawLibrary:

@@ -35,8 +35,11 @@ from cuda_agent.untrusted_files import UnreadableFile
 SUPPORT_SOURCE = Path(__file__).with_name("support.cu")
 # every kernel launch passes through support.cu's counter first (host-only mode asks whether a
 # launcher launched anything); a counter increment per launch, nothing else
-LAUNCH_WRAPS = [flag for entry in ("__cudaPushCallConfiguration", "cudaLaunchKernel", "cudaLaunchCooperativeKernel")
-                for flag in ("-Xlinker", f"--wrap={entry}")]
+LAUNCH_WRAPS = [
+    flag
+    for entry in ("__cudaPushCallConfiguration", "cudaLaunchKernel", "cudaLaunchCooperativeKernel")
+    for flag in ("-Xlinker", f"--wrap={entry}")
+]
 _LINK_FLAG = re.compile(r"^-(L.+|l(?!ineinfo$)[\w+.-]+)$")  # -lfoo / -L/dir go to the link, not nvcc -c
 
 
@@ -98,8 +101,15 @@ def build_kernels(
         identity = {"nvcc": nvcc_version(nvcc), "arch": arch or detect_arch()}
         # CCCL_DISABLE_NVTX: CUB's device-wide algorithms otherwise carry NVTX's injection loader
         # (getenv + dlopen of a profiler library), which the native audit rejects (docs/guards.md).
-        base = ["-O3", "-std=c++17", *gencode_flags(identity["arch"]), "-Xcompiler", "-fPIC", "-I.",
-                "-DCCCL_DISABLE_NVTX"]
+        base = [
+            "-O3",
+            "-std=c++17",
+            *gencode_flags(identity["arch"]),
+            "-Xcompiler",
+            "-fPIC",
+            "-I.",
+            "-DCCCL_DISABLE_NVTX",
+        ]
     except ToolkitError as exc:
         return failed(str(exc))
     flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]
@@ -112,8 +122,9 @@ def build_kernels(
         ]  # fmt: skip
         found = parse_sources(sources, root)
     except UnreadableFile as e:
-        return failed(f"{e}; kernels/ must hold regular source files: delete it with delete_file and write it "
-                      "with edit_file")
+        return failed(
+            f"{e}; kernels/ must hold regular source files: delete it with delete_file and write it with edit_file"
+        )
     # The support source has no kernels: the candidate's flags are not its business.
     shown = "cuda_agent/kernels/support.cu"
     jobs.append(make_job(SUPPORT_SOURCE, SUPPORT_SOURCE.parent, shown, nvcc, base, identity,
@@ -206,8 +217,7 @@ def _link(
         return lib, command, ""
     from cuda_agent.kernels.nvcc_run import run_nvcc
 
-    output, ok = run_nvcc(argv, target=lib, cwd=cache / "obj", timeout=COMPILE_TIMEOUT_S,
-                          what="linking", mode=0o755)
+    output, ok = run_nvcc(argv, target=lib, cwd=cache / "obj", timeout=COMPILE_TIMEOUT_S, what="linking", mode=0o755)
     if not ok:
         errors, _ = format_diagnostics(parse_diagnostics(output, lib.parent), root)
         return lib, command, errors or f"link failed:\n{output.strip()[-2000:]}"

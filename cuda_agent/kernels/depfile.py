@@ -32,9 +32,8 @@ def parse_depfile(text: str) -> list[str]:
     files that do not exist, which local_inputs refuses."""
     head = re.match(rf"\s*{re.escape(TARGET)}\s*:", text)
     if head is None:
-        raise DepfileError(f"nvcc's list of the files it read does not start with '{TARGET} :': "
-                           f"{text[:80]!r}")
-    body = text[head.end():]
+        raise DepfileError(f"nvcc's list of the files it read does not start with '{TARGET} :': {text[:80]!r}")
+    body = text[head.end() :]
     names: list[str] = []
     word: list[str] = []
     i, n = 0, len(body)
@@ -86,8 +85,10 @@ def local_inputs(names: Iterable[str], cwd: Path, system_dirs: Iterable[Path]) -
         if name in found or (not path.is_relative_to(cwd) and any(path.is_relative_to(d) for d in system)):
             continue
         if any(path.is_relative_to(d) for d in _PSEUDO) or not path.is_file():
-            raise DepfileError(f"{name} was read by nvcc but is not a plain file the harness can read again: "
-                               "include only files of kernels/")
+            raise DepfileError(
+                f"{name} was read by nvcc but is not a plain file the harness can read again: "
+                "include only files of kernels/"
+            )
         found[name] = file_sha(path, cwd if path.is_relative_to(cwd) else None)
     return found
 

@@ -16,19 +16,27 @@ from cuda_agent.kernels.toolkit import demangle
 from cuda_agent.untrusted_files import SOURCE_CAP, UnreadableFile, read_text
 
 # EDG (nvcc front end): `relu.cu(12): error: identifier "x" is undefined` (+ excerpt lines).
-_EDG = re.compile(r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)(?: #[\w-]+)?"
-                  r": (?P<msg>.*)$")
+_EDG = re.compile(
+    r"^(?P<file>\S.*?)\((?P<line>\d+)\): (?P<sev>catastrophic error|error|warning)(?: #[\w-]+)?"
+    r": (?P<msg>.*)$"
+)
 # gcc / the assembler: `relu.cu:12:5: error: ...`, `relu.cu:1: Error: no such instruction`.
-_GCC = re.compile(r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning|Error|Warning)"
-                  r": (?P<msg>.*)$")
+_GCC = re.compile(
+    r"^(?P<file>[^\s:][^:]*):(?P<line>\d+):(?:\d+:)? (?P<sev>fatal error|error|warning|Error|Warning)"
+    r": (?P<msg>.*)$"
+)
 # CUDA tools: `ptxas error   : ...`, `ptxas /tmp/x.ptx, line 27; error   : ...`, `nvcc fatal : ...`.
-_TOOL = re.compile(r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary|cicc)(?: (?P<ptx>\S+), line (?P<line>\d+);)?"
-                   r" (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$")
+_TOOL = re.compile(
+    r"^(?P<tool>ptxas|nvlink|nvcc|fatbinary|cicc)(?: (?P<ptx>\S+), line (?P<line>\d+);)?"
+    r" (?P<sev>error|fatal|warning)\s*: (?P<msg>.*)$"
+)
 _LD_IN_FUNCTION = re.compile(r"^(?:\S*/)?ld: .*: in function [`'‘](?P<fn>.+?)['’]:$")
 _LD_AT = re.compile(r"^\S.*?:\(\.[^)]*\): (?P<msg>.+)$")  # obj:(.text+0x42): undefined reference ...
 _LD = re.compile(r"^(?:\S*/)?ld(?:\.\w+)?: (?:(?P<warn>warning): )?(?P<msg>.+)$")
-_NOISE = re.compile(r"(errors? detected in the compilation of|Ptx assembly aborted due to errors"
-                    r"|ld returned \d+ exit status)")
+_NOISE = re.compile(
+    r"(errors? detected in the compilation of|Ptx assembly aborted due to errors"
+    r"|ld returned \d+ exit status)"
+)
 
 
 @dataclass
@@ -103,8 +111,9 @@ def format_diagnostics(diags: list[Diagnostic], root: Path, max_chars: int = 400
     return out[0], out[1]
 
 
-def trim_compile_output(text: str, root: Path, max_chars: int = 4000, *, cwd: Path | None = None,
-                        source: str | None = None) -> tuple[str, str]:
+def trim_compile_output(
+    text: str, root: Path, max_chars: int = 4000, *, cwd: Path | None = None, source: str | None = None
+) -> tuple[str, str]:
     """(errors, warnings) from raw compiler output; paths shown relative to root. cwd is where the
     compiler ran (default root); source names the file compiled, so ptxas errors (which cite a temp
     .ptx) point at it."""

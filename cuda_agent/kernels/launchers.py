@@ -116,8 +116,10 @@ def parse_source(source: bytes, file: str) -> Found:
                           "preproc_elif", "namespace_definition"):  # fmt: skip
                 visit(child, extern_c)
             elif kind == "ERROR":
-                found.warnings.append(f"{file}:{child.start_point.row + 1}: could not parse this region; launchers "
-                                      "in it may be missed (nvcc will say whether the code is valid)")
+                found.warnings.append(
+                    f"{file}:{child.start_point.row + 1}: could not parse this region; launchers "
+                    "in it may be missed (nvcc will say whether the code is valid)"
+                )
                 visit(child, extern_c)
 
     visit(tree.root_node, False)
@@ -129,8 +131,9 @@ def parse_sources(files: list[Path], root: Path) -> Found:
     files are read as untrusted_files says: UnreadableFile for a FIFO, a link, one over the cap."""
     total = Found()
     for path in files:
-        one = parse_source(read_bytes(path, root=root, limit=SOURCE_CAP, shown=_relative(path, root)),
-                           _relative(path, root))
+        one = parse_source(
+            read_bytes(path, root=root, limit=SOURCE_CAP, shown=_relative(path, root)), _relative(path, root)
+        )
         total.launchers += one.launchers
         total.kernels += [n for n in one.kernels if n not in total.kernels]
         total.problems += one.problems
@@ -138,8 +141,10 @@ def parse_sources(files: list[Path], root: Path) -> Found:
     first: dict[str, Launcher] = {}
     for launcher in total.launchers:
         if (other := first.setdefault(launcher.name, launcher)) is not launcher:
-            total.problems.append(f"{launcher.file}:{launcher.line}: launcher {launcher.name!r} is also defined at "
-                                  f"{other.file}:{other.line}; give each launcher a unique name")
+            total.problems.append(
+                f"{launcher.file}:{launcher.line}: launcher {launcher.name!r} is also defined at "
+                f"{other.file}:{other.line}; give each launcher a unique name"
+            )
     return total
 
 
@@ -179,8 +184,10 @@ def _launcher(fn: tree_sitter.Node, file: str, problems: list[str]) -> Launcher 
     params = [p for p in params if p is not None]
     streams = [i for i, p in enumerate(params) if p.kind == "stream"]
     if len(problems) == before and (streams != [len(params) - 1]):
-        problems.append(f"{where} must take exactly one cudaStream_t, as its last parameter "
-                        "(the runtime passes the current stream there)")
+        problems.append(
+            f"{where} must take exactly one cudaStream_t, as its last parameter "
+            "(the runtime passes the current stream there)"
+        )
     if len(problems) > before:
         return None
     return Launcher(name=name, returns=returns, file=file, line=line, params=params)  # type: ignore[arg-type]
@@ -222,9 +229,11 @@ def _param(decl: tree_sitter.Node, index: int, where: str, problems: list[str]) 
     elif depth == 0 and c_type in POINTER_TYPES:
         problems.append(f"{where}: parameter {shown} passes {c_type} by value; pass a float and convert inside")
     else:
-        problems.append(f"{where}: parameter {shown} has unsupported type {_text(type_node)!r}; use pointers to or "
-                        "values of float, double, __half, __nv_bfloat16, (u)int8..64_t, int, size_t, bool "
-                        "(reinterpret_cast vector types like float4 inside the launcher)")
+        problems.append(
+            f"{where}: parameter {shown} has unsupported type {_text(type_node)!r}; use pointers to or "
+            "values of float, double, __half, __nv_bfloat16, (u)int8..64_t, int, size_t, bool "
+            "(reinterpret_cast vector types like float4 inside the launcher)"
+        )
     return None
 
 

@@ -41,9 +41,22 @@ def ptx_of(build, kernel_dir: Path, kernel: str | None, arch: str = "sm_90a") ->
     with tempfile.TemporaryDirectory() as tmp:
         for src in sorted(p for p in kernel_dir.glob("*.cu") if p.is_file() and not p.is_symlink()):
             out = Path(tmp) / (src.stem + ".ptx")
-            _, ok = run_nvcc([str(nvcc), "-ptx", "-O3", "-std=c++17", f"-arch={arch.replace('sm_', 'compute_')}",
-                              "-I", str(kernel_dir), str(src)], target=out, cwd=kernel_dir, timeout=120,
-                             what=f"nvcc -ptx of {src.name}")
+            _, ok = run_nvcc(
+                [
+                    str(nvcc),
+                    "-ptx",
+                    "-O3",
+                    "-std=c++17",
+                    f"-arch={arch.replace('sm_', 'compute_')}",
+                    "-I",
+                    str(kernel_dir),
+                    str(src),
+                ],
+                target=out,
+                cwd=kernel_dir,
+                timeout=120,
+                what=f"nvcc -ptx of {src.name}",
+            )
             if not ok:
                 return f"nvcc -ptx failed for {src.name}: compile first and fix its errors"
             for m in re.finditer(r"^\.(?:visible )?\.entry (\S+)\((.*?)^}", out.read_text(), re.S | re.M):
@@ -59,6 +72,8 @@ def sass_of(build, kernel_dir: Path, kernel: str | None) -> str:
     proc = subprocess.run([cuobjdump, "--dump-sass", str(build.lib_path)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         return f"cuobjdump failed: {proc.stderr.strip()[:300]}"
-    sections = {m.group(1): m.group(0) for m in
-                re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", proc.stdout, re.S)}
+    sections = {
+        m.group(1): m.group(0)
+        for m in re.finditer(r"Function : (\S+)\n(.*?)(?=\n\s*Function : |\Z)", proc.stdout, re.S)
+    }
     return _pick(sections, kernel)

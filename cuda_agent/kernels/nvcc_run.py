@@ -20,8 +20,16 @@ from cuda_agent.kernels.depfile import TARGET
 from cuda_agent.untrusted_files import UnreadableFile, open_regular
 
 
-def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: str,
-             mode: int | None = None, depfile: Path | None = None) -> tuple[str, bool]:
+def run_nvcc(
+    argv: list[str],
+    *,
+    target: Path,
+    cwd: Path,
+    timeout: float,
+    what: str,
+    mode: int | None = None,
+    depfile: Path | None = None,
+) -> tuple[str, bool]:
     """(stdout and stderr, succeeded) of `argv` (without -o): nvcc writes into an empty folder of its
     own beside `target` (the one folder it may write), and what it made replaces `target` on
     success (chmod `mode` first, when given). `depfile`: nvcc also lists every file it read there
@@ -31,10 +39,15 @@ def run_nvcc(argv: list[str], *, target: Path, cwd: Path, timeout: float, what: 
     made = out / target.name
     deps = ["-MD", "-MF", str(out / "deps.d"), "-MT", TARGET] if depfile is not None else []
     try:
-        jail = Jail(readable=[*_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
-                    writable=[out], cwd=cwd, enabled=sandbox_enabled() and jail_problem() is None)
-        proc = jail.popen([*argv, *deps, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, text=True)
+        jail = Jail(
+            readable=[*_flag_dirs(argv), cwd, Path(argv[0]).resolve().parent.parent],
+            writable=[out],
+            cwd=cwd,
+            enabled=sandbox_enabled() and jail_problem() is None,
+        )
+        proc = jail.popen(
+            [*argv, *deps, "-o", str(made)], cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        )
         try:
             output, _ = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

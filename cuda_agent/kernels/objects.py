@@ -139,8 +139,9 @@ def compile_job(job: CompileJob, cache: Path) -> None:
     obj, depfile = pending.with_suffix(".o"), pending.with_suffix(".d")
     started = time.time_ns()
     try:
-        job.output, job.ok = run_nvcc(job.argv, target=obj, cwd=job.cwd, timeout=COMPILE_TIMEOUT_S,
-                                      what=f"compiling {job.shown}", depfile=depfile)
+        job.output, job.ok = run_nvcc(
+            job.argv, target=obj, cwd=job.cwd, timeout=COMPILE_TIMEOUT_S, what=f"compiling {job.shown}", depfile=depfile
+        )
         if not job.ok:
             return
         try:
@@ -159,8 +160,14 @@ def compile_job(job: CompileJob, cache: Path) -> None:
         depfile.unlink(missing_ok=True)
     if _changed_since(job.reads, job.cwd, started):
         return  # edited while nvcc read it: which version the object holds is unknown, so it is not recorded
-    entry = {"object": job.object_key, "reads": job.reads, "output": job.output, "ptxas_verbose": job.ptxas,
-             "libs": sorted(job.libs), "source": job.shown}
+    entry = {
+        "object": job.object_key,
+        "reads": job.reads,
+        "output": job.output,
+        "ptxas_verbose": job.ptxas,
+        "libs": sorted(job.libs),
+        "source": job.shown,
+    }
     others = [e for e in _entries(job.manifest(cache)) if e.get("object") != job.object_key]
     write_atomic(job.manifest(cache), json.dumps({"entries": [entry, *others][:MANIFEST_ENTRIES]}))
 

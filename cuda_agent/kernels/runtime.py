@@ -38,9 +38,22 @@ def _runtime():
         "int32_t": torch.int32, "uint32_t": torch.uint32, "int64_t": torch.int64, "uint64_t": torch.uint64,
         "void": None,  # any dtype
     }  # fmt: skip
-    _SCALARS = {name: getattr(ctypes, "c_" + name.removesuffix("_t")) for name in (
-        "float", "double", "bool", "int8_t", "uint8_t", "int16_t", "uint16_t", "int32_t", "uint32_t", "int64_t",
-        "uint64_t")}  # ctypes.c_float, ctypes.c_int8...
+    _SCALARS = {
+        name: getattr(ctypes, "c_" + name.removesuffix("_t"))
+        for name in (
+            "float",
+            "double",
+            "bool",
+            "int8_t",
+            "uint8_t",
+            "int16_t",
+            "uint16_t",
+            "int32_t",
+            "uint32_t",
+            "int64_t",
+            "uint64_t",
+        )
+    }  # ctypes.c_float, ctypes.c_int8...
     _INT_RANGES = {name: ((-(1 << (8 * ctypes.sizeof(c) - 1)), (1 << (8 * ctypes.sizeof(c) - 1)) - 1)
                           if name.startswith("int") else (0, (1 << (8 * ctypes.sizeof(c))) - 1))
                    for name, c in _SCALARS.items() if name.endswith("_t")}  # fmt: skip
@@ -56,8 +69,10 @@ def _runtime():
                 if name.startswith("__"):
                     raise AttributeError(name)
                 listed = ", ".join(names) or "none"
-                raise AttributeError(f"no launcher named {name!r} in {library_name} (launchers: {listed}); "
-                                     'define it as extern "C" in kernels/*.cu and compile again')
+                raise AttributeError(
+                    f"no launcher named {name!r} in {library_name} (launchers: {listed}); "
+                    'define it as extern "C" in kernels/*.cu and compile again'
+                )
 
             def __getitem__(self, name: str):
                 return getattr(self, name)
@@ -99,8 +114,9 @@ def _runtime():
             raise FileNotFoundError(f"no {SPEC_NAME} in {path}: compile the kernels first (kernels/*.cu -> build)")
         spec = json.loads(spec_path.read_text())
         if spec.get("version") != SPEC_VERSION:
-            raise RuntimeError(f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: "
-                               "compile again")
+            raise RuntimeError(
+                f"{spec_path} has version {spec.get('version')}, this runtime reads {SPEC_VERSION}: compile again"
+            )
         library = spec_path.parent / spec["library"]
         if not library.is_file():
             raise FileNotFoundError(f"{library} is missing (named by {spec_path}): compile the kernels again")
@@ -134,8 +150,10 @@ def _runtime():
         def checked_call(args: tuple) -> None:
             """The slow path: validates every argument with a precise message, then calls."""
             if len(args) != count:
-                raise TypeError(f"{signature} takes {count} argument{'s' if count != 1 else ''} "
-                                f"(the stream is passed for you), got {len(args)}")
+                raise TypeError(
+                    f"{signature} takes {count} argument{'s' if count != 1 else ''} "
+                    f"(the stream is passed for you), got {len(args)}"
+                )
             devices: set = set()
             values = [check(arg, devices) for check, arg in zip(checks, args)]
             stream = None
@@ -212,7 +230,9 @@ def _runtime():
                 if dtype is not None and arg.dtype != dtype:
                     raise TypeError(f"{where} expects {want}, got {arg.dtype}")
                 if not arg.is_contiguous():
-                    raise ValueError(f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)")
+                    raise ValueError(
+                        f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)"
+                    )
                 if cuda:
                     if not arg.is_cuda:
                         raise ValueError(f"{where} expects {want}, got a tensor on {arg.device}")
@@ -285,9 +305,11 @@ def _runtime():
                 raise RuntimeError(f"{launcher}: CUDA error at launch: {text}")
             if not cuda and launches():
                 # CUDA's error string left out: without a GPU it blames the driver ("insufficient")
-                raise RuntimeError(f"{launcher} launched a CUDA kernel: it needs a GPU (host-only mode, no GPU or "
-                                   "--device cpu, runs launchers on the host, where no kernel runs); launchers "
-                                   "must loop on the host here")
+                raise RuntimeError(
+                    f"{launcher} launched a CUDA kernel: it needs a GPU (host-only mode, no GPU or "
+                    "--device cpu, runs launchers on the host, where no kernel runs); launchers "
+                    "must loop on the host here"
+                )
 
         if launches is not None:
             launches.argtypes, launches.restype = [], ctypes.c_ulonglong

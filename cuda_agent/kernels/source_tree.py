@@ -34,8 +34,10 @@ def tree_problems(kernel_dir: Path, root: Path, cap: int = SOURCE_CAP) -> list[s
         for entry in entries:
             seen += 1
             if seen > MAX_ENTRIES:
-                return [*problems, f"kernels/ holds over {MAX_ENTRIES} files and folders: delete what the build "
-                                   "does not need"]
+                return [
+                    *problems,
+                    f"kernels/ holds over {MAX_ENTRIES} files and folders: delete what the build does not need",
+                ]
             path = Path(entry.path)
             try:
                 st = entry.stat(follow_symlinks=False)
@@ -46,11 +48,15 @@ def tree_problems(kernel_dir: Path, root: Path, cap: int = SOURCE_CAP) -> list[s
             if stat.S_ISDIR(st.st_mode):
                 stack.append(path)
             elif not stat.S_ISREG(st.st_mode):
-                problems.append(f"{_shown(path, root)} is not a regular file ({kind_of(st.st_mode)}): not read; nvcc "
-                                "would wait on it: delete it with delete_file (kernels/ holds files and folders only)")
+                problems.append(
+                    f"{_shown(path, root)} is not a regular file ({kind_of(st.st_mode)}): not read; nvcc "
+                    "would wait on it: delete it with delete_file (kernels/ holds files and folders only)"
+                )
             elif st.st_size > cap:
-                problems.append(f"{_shown(path, root)} is {st.st_size / (1 << 20):.1f} MiB, over the "
-                                f"{cap / (1 << 20):.1f} MiB cap of a file in kernels/: delete it with delete_file")
+                problems.append(
+                    f"{_shown(path, root)} is {st.st_size / (1 << 20):.1f} MiB, over the "
+                    f"{cap / (1 << 20):.1f} MiB cap of a file in kernels/: delete it with delete_file"
+                )
     return problems
 
 

@@ -39,9 +39,7 @@ def find_nvcc() -> Path:
     found = find_cuda_tool("nvcc")
     if found is not None:
         return found[0]
-    raise ToolkitError(
-        "nvcc not found: install the CUDA toolkit, or set CUDA_HOME (or PATH) to include its bin/"
-    )
+    raise ToolkitError("nvcc not found: install the CUDA toolkit, or set CUDA_HOME (or PATH) to include its bin/")
 
 
 def nvcc_version(nvcc: Path) -> str:
@@ -73,18 +71,22 @@ def system_include_dirs(nvcc: Path) -> tuple[Path, ...]:
 def _system_include_dirs(nvcc: str, mtime_ns: int, size: int) -> tuple[Path, ...]:
     fix = "check the CUDA toolkit and host compiler install"
     dry = _run([nvcc, "--dryrun", "-x", "cu", "-c", "/dev/null", "-o", "/dev/null"], f"{nvcc} --dryrun", fix)
-    top = next((line.split("=", 1)[1].strip() for line in dry.splitlines() if line.startswith("#$ TOP=")),
-               None)
-    host = next((line.split()[1] for line in dry.splitlines()
-                 if line.startswith("#$ ") and " -E " in line and "-x c++" in line), None)
+    top = next((line.split("=", 1)[1].strip() for line in dry.splitlines() if line.startswith("#$ TOP=")), None)
+    host = next(
+        (
+            line.split()[1]
+            for line in dry.splitlines()
+            if line.startswith("#$ ") and " -E " in line and "-x c++" in line
+        ),
+        None,
+    )
     if top is None or host is None:
         raise ToolkitError(f"{nvcc} --dryrun named no toolkit folder or host compiler; {fix}")
     listing = _run([host, "-x", "c++", "-E", "-v", "/dev/null", "-o", "/dev/null"], f"{host} -E -v", fix)
     lines = listing.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.startswith("#include <...> search starts here")),
-                 None)
+    start = next((i for i, line in enumerate(lines) if line.startswith("#include <...> search starts here")), None)
     dirs = []
-    for line in lines[start + 1:] if start is not None else []:
+    for line in lines[start + 1 :] if start is not None else []:
         if not line.startswith(" "):
             break
         dirs.append(Path(line.split(" (framework directory)")[0].strip()))

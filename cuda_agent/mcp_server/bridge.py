@@ -44,7 +44,8 @@ class Answer:
 
     def texts(self) -> list[str]:
         return [r.observation if isinstance(r, ToolResultRecord) else r.message for r in self.results] + (
-            ["\n".join(self.ending)] if self.ending else [])
+            ["\n".join(self.ending)] if self.ending else []
+        )
 
 
 class ClientBridge:

@@ -32,8 +32,12 @@ import anyio.lowlevel
 import mcp_types as types
 from mcp.server.runner import serve_loop
 from mcp.server.streamable_http import MCP_SESSION_ID_HEADER, StreamableHTTPServerTransport
-from mcp.server.transport_security import (DEFAULT_MAX_REQUEST_BODY_SIZE, RequestBodyLimitMiddleware,
-                                           TransportSecurityMiddleware, TransportSecuritySettings)
+from mcp.server.transport_security import (
+    DEFAULT_MAX_REQUEST_BODY_SIZE,
+    RequestBodyLimitMiddleware,
+    TransportSecurityMiddleware,
+    TransportSecuritySettings,
+)
 from mcp_types.version import HANDSHAKE_PROTOCOL_VERSIONS
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -45,8 +49,10 @@ from cuda_agent.mcp_server.server import McpSession
 PATH = "/mcp"
 SESSION_IDLE_S = 30 * 60  # the SDK's own default: a client gone without a DELETE ends the run after this
 GRACE_S = 2.0  # on stopping, how long an open stream (a client still attached) may take to close
-BUSY = ("this server's run belongs to the client that started it (one run, one client): start another "
-        "`cuda-agent mcp` for another run, or `cuda-agent mcp --resume RUN_DIR` once this one has stopped")
+BUSY = (
+    "this server's run belongs to the client that started it (one run, one client): start another "
+    "`cuda-agent mcp` for another run, or `cuda-agent mcp --resume RUN_DIR` once this one has stopped"
+)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -98,16 +104,19 @@ def _security(host: str) -> TransportSecuritySettings | None:
     if not is_loopback(host):
         return None
     return TransportSecuritySettings(
-        enable_dns_rebinding_protection=True, allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def _error(status: int, code: int, message: str, data=None) -> Response:
     """A JSON-RPC error with no request id (the client matches it to its request), at an HTTP status."""
     error = types.ErrorData(code=code, message=message, **({"data": data} if data is not None else {}))
     body = types.JSONRPCError(jsonrpc="2.0", id=None, error=error)
-    return Response(body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status,
-                    media_type="application/json")
+    return Response(
+        body.model_dump_json(by_alias=True, exclude_unset=True), status_code=status, media_type="application/json"
+    )
 
 
 class OneSession:
@@ -140,8 +149,12 @@ class OneSession:
         version = headers.get("mcp-protocol-version")
         if version is not None and version not in HANDSHAKE_PROTOCOL_VERSIONS:
             data = {"supported": list(HANDSHAKE_PROTOCOL_VERSIONS), "requested": version}
-            return await _error(400, types.UNSUPPORTED_PROTOCOL_VERSION,
-                                "cuda-agent mcp over HTTP speaks the initialize handshake", data)(scope, receive, send)
+            return await _error(
+                400,
+                types.UNSUPPORTED_PROTOCOL_VERSION,
+                "cuda-agent mcp over HTTP speaks the initialize handshake",
+                data,
+            )(scope, receive, send)
         sid = headers.get(MCP_SESSION_ID_HEADER)
         current = self.transport if self.transport is not None and not self.transport.is_terminated else None
         if sid is not None:
@@ -149,14 +162,16 @@ class OneSession:
                 return await _error(404, types.INVALID_REQUEST, "Session not found")(scope, receive, send)
             return await current.handle_request(scope, receive, send)
         if scope["method"] != "POST":
-            return await _error(400, types.INVALID_REQUEST, "no Mcp-Session-Id: a session starts with an "
-                                "initialize POST")(scope, receive, send)
+            return await _error(
+                400, types.INVALID_REQUEST, "no Mcp-Session-Id: a session starts with an initialize POST"
+            )(scope, receive, send)
         if current is not None:
             if self.mcp.called:
                 return await _error(409, types.INVALID_REQUEST, BUSY)(scope, receive, send)
             await current.terminate()  # it started nothing: the newer client takes its place
         self.transport = transport = StreamableHTTPServerTransport(
-            mcp_session_id=uuid4().hex, security_settings=self.security, idle_timeout=self.idle_s)
+            mcp_session_id=uuid4().hex, security_settings=self.security, idle_timeout=self.idle_s
+        )
         assert self._tg is not None, "the app's lifespan has not started"
         await self._tg.start(self._serve, transport)
         await transport.handle_request(scope, receive, send)
@@ -172,8 +187,9 @@ class OneSession:
             async with transport.connect() as (read, write):
                 task_status.started()
                 with transport.idle_scope or anyio.CancelScope():  # cancelled once the session idles out
-                    await serve_loop(self.server, read, write, lifespan_state=self._state,
-                                     session_id=transport.mcp_session_id)
+                    await serve_loop(
+                        self.server, read, write, lifespan_state=self._state, session_id=transport.mcp_session_id
+                    )
         except Exception as e:  # one session's fault: said, and that session is over
             print(f"cuda-agent mcp: the HTTP session failed: {type(e).__name__}: {e}", file=sys.stderr)
         finally:
@@ -193,10 +209,13 @@ class HttpServed:
 
         host, port = sock.getsockname()[:2]
         self.app = OneSession(mcp, _security(host))
-        starlette = Starlette(routes=[Route(PATH, endpoint=RequestBodyLimitMiddleware(
-            self.app, DEFAULT_MAX_REQUEST_BODY_SIZE))], lifespan=self.app.lifespan)
-        self.server = uvicorn.Server(uvicorn.Config(starlette, log_level="warning", access_log=False,
-                                                    timeout_graceful_shutdown=GRACE_S))
+        starlette = Starlette(
+            routes=[Route(PATH, endpoint=RequestBodyLimitMiddleware(self.app, DEFAULT_MAX_REQUEST_BODY_SIZE))],
+            lifespan=self.app.lifespan,
+        )
+        self.server = uvicorn.Server(
+            uvicorn.Config(starlette, log_level="warning", access_log=False, timeout_graceful_shutdown=GRACE_S)
+        )
         self.url = f"http://{f'[{host}]' if ':' in host else host}:{port}{PATH}"
 
         def main() -> None:

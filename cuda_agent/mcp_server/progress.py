@@ -18,8 +18,9 @@ T = TypeVar("T")
 Report = Callable[[float, str], Awaitable[None]]  # (progress, message): the request's own notification
 
 
-async def with_progress(work: Callable[[], Awaitable[T]], report: Report, what: str,
-                        every: float = PROGRESS_EVERY_S) -> T:
+async def with_progress(
+    work: Callable[[], Awaitable[T]], report: Report, what: str, every: float = PROGRESS_EVERY_S
+) -> T:
     """`work()`'s result; meanwhile `report` at the start (progress 0) and every `every` seconds
     (progress: the seconds elapsed, increasing as the spec asks). A report that fails is dropped:
     progress is advice, never a reason for the call to fail."""

@@ -67,12 +67,14 @@ def http_session_id(ctx) -> str | None:
 
 
 def instructions(offer: Offer) -> str:
-    return (f"cuda-agent: write a CUDA kernel for the task {offer.task_name!r} that is verified correct and "
-            f"faster than torch.compile. Read the prompt {PROMPT!r} (the task), the prompt {SYSTEM!r} (the role, "
-            "the reward and the rules the judge enforces) and the resource SKILL.md (the workspace's "
-            "conventions); then edit files, compile, verify, benchmark and profile with these "
-            "tools, and call finish when done. Every call is judged and recorded; the best verified version "
-            "is re-verified at the end.")
+    return (
+        f"cuda-agent: write a CUDA kernel for the task {offer.task_name!r} that is verified correct and "
+        f"faster than torch.compile. Read the prompt {PROMPT!r} (the task), the prompt {SYSTEM!r} (the role, "
+        "the reward and the rules the judge enforces) and the resource SKILL.md (the workspace's "
+        "conventions); then edit files, compile, verify, benchmark and profile with these "
+        "tools, and call finish when done. Every call is judged and recorded; the best verified version "
+        "is re-verified at the end."
+    )
 
 
 def call_result(answer: Answer) -> types.CallToolResult:
@@ -93,15 +95,29 @@ class McpSession:
         self._ids = count(1)
 
     def server(self) -> Server:
-        return Server("cuda-agent", version=_version(), instructions=instructions(self.offer),
-                      on_list_tools=self._list_tools, on_call_tool=self._call_tool,
-                      on_list_resources=self._list_resources, on_read_resource=self._read_resource,
-                      on_list_prompts=self._list_prompts, on_get_prompt=self._get_prompt)
+        return Server(
+            "cuda-agent",
+            version=_version(),
+            instructions=instructions(self.offer),
+            on_list_tools=self._list_tools,
+            on_call_tool=self._call_tool,
+            on_list_resources=self._list_resources,
+            on_read_resource=self._read_resource,
+            on_list_prompts=self._list_prompts,
+            on_get_prompt=self._get_prompt,
+        )
 
     async def _list_tools(self, ctx, params) -> types.ListToolsResult:
-        return types.ListToolsResult(tools=[types.Tool(name=f["name"], description=f.get("description", ""),
-                                                       input_schema=f.get("parameters") or {"type": "object"})
-                                            for f in (s["function"] for s in self.offer.tools)])
+        return types.ListToolsResult(
+            tools=[
+                types.Tool(
+                    name=f["name"],
+                    description=f.get("description", ""),
+                    input_schema=f.get("parameters") or {"type": "object"},
+                )
+                for f in (s["function"] for s in self.offer.tools)
+            ]
+        )
 
     async def _call_tool(self, ctx, params: types.CallToolRequestParams) -> types.CallToolResult:
         async def report(progress: float, message: str) -> None:  # a no-op unless the call carried a progressToken
@@ -121,41 +137,62 @@ class McpSession:
                 self.called = True
                 self.started.set()
             elif session_id != self.owner:  # over HTTP only one session ever drives the run (http.py)
-                raise MCPError(types.INVALID_REQUEST, "this run is driven by another client's session; "
-                                                      "start another `cuda-agent mcp` for another run")
-            call = ToolCall(id=f"mcp-{next(self._ids)}", name=params.name,
-                            arguments=json.dumps(params.arguments or {}, ensure_ascii=False))
+                raise MCPError(
+                    types.INVALID_REQUEST,
+                    "this run is driven by another client's session; start another `cuda-agent mcp` for another run",
+                )
+            call = ToolCall(
+                id=f"mcp-{next(self._ids)}",
+                name=params.name,
+                arguments=json.dumps(params.arguments or {}, ensure_ascii=False),
+            )
             future = self.bridge.submit(call)
             return call_result(await anyio.to_thread.run_sync(future.result, abandon_on_cancel=True))
 
     async def _list_resources(self, ctx, params) -> types.ListResourcesResult:
-        return types.ListResourcesResult(resources=[types.Resource(
-            name="SKILL.md", uri=SKILL_URI, mime_type="text/markdown",
-            description="The conventions the kernel follows in the workspace: layout, launchers, the "
-                        "tools' workflow and what the judge rejects.")])
+        return types.ListResourcesResult(
+            resources=[
+                types.Resource(
+                    name="SKILL.md",
+                    uri=SKILL_URI,
+                    mime_type="text/markdown",
+                    description="The conventions the kernel follows in the workspace: layout, launchers, the "
+                    "tools' workflow and what the judge rejects.",
+                )
+            ]
+        )
 
     async def _read_resource(self, ctx, params: types.ReadResourceRequestParams) -> types.ReadResourceResult:
         if str(params.uri) != SKILL_URI:
             raise MCPError(types.INVALID_PARAMS, f"no resource {params.uri}; the one resource is {SKILL_URI}")
-        return types.ReadResourceResult(contents=[types.TextResourceContents(
-            uri=SKILL_URI, mime_type="text/markdown", text=self.offer.skill)])
+        return types.ReadResourceResult(
+            contents=[types.TextResourceContents(uri=SKILL_URI, mime_type="text/markdown", text=self.offer.skill)]
+        )
 
     def _prompts(self) -> dict[str, tuple[str, str]]:
-        return {PROMPT: (f"The task {self.offer.task_name!r}: its source, inputs, goal and limits.", self.offer.prompt),
-                SYSTEM: ("The system message the built-in agent loop gives its model: the role, the reward, "
-                         "how the tools are used and the rules the judge enforces.", self.offer.system)}
+        return {
+            PROMPT: (f"The task {self.offer.task_name!r}: its source, inputs, goal and limits.", self.offer.prompt),
+            SYSTEM: (
+                "The system message the built-in agent loop gives its model: the role, the reward, "
+                "how the tools are used and the rules the judge enforces.",
+                self.offer.system,
+            ),
+        }
 
     async def _list_prompts(self, ctx, params) -> types.ListPromptsResult:
-        return types.ListPromptsResult(prompts=[types.Prompt(name=name, description=about)
-                                                for name, (about, _) in self._prompts().items()])
+        return types.ListPromptsResult(
+            prompts=[types.Prompt(name=name, description=about) for name, (about, _) in self._prompts().items()]
+        )
 
     async def _get_prompt(self, ctx, params: types.GetPromptRequestParams) -> types.GetPromptResult:
         prompts = self._prompts()
         if params.name not in prompts:
             raise MCPError(types.INVALID_PARAMS, f"no prompt {params.name!r}; the prompts are {', '.join(prompts)}")
         about, text = prompts[params.name]
-        return types.GetPromptResult(description=about, messages=[
-            types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))])
+        return types.GetPromptResult(
+            description=about,
+            messages=[types.PromptMessage(role="user", content=types.TextContent(type="text", text=text))],
+        )
 
 
 class StdioServed:

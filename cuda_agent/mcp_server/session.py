@@ -24,8 +24,13 @@ def make_offer(env, settings: Settings) -> Offer:
     """What a client is shown: the environment's own tool schemas (a resumed run's tools are its own),
     the task and system messages the loop would give a model, SKILL.md."""
     prompt = env_task_message(env, limits=settings.limits.model_dump())  # what the loop gives its model
-    return Offer(task_name=env.workspace.record.task.name, tools=env.tool_schemas(), prompt=prompt,
-                 system=system_message(native_tools=True), skill=skill_text())
+    return Offer(
+        task_name=env.workspace.record.task.name,
+        tools=env.tool_schemas(),
+        prompt=prompt,
+        system=system_message(native_tools=True),
+        skill=skill_text(),
+    )
 
 
 def ending_lines(done: RunOutcome) -> list[str]:
@@ -33,10 +38,20 @@ def ending_lines(done: RunOutcome) -> list[str]:
     v = done.verified
     lines = [f"the run ended: {done.stop_reason} after {done.steps} steps; run folder: {done.run_dir}"]
     if v and done.best:
-        speedups = [f"{x:.2f}x vs {name}" for x, name in ((v.speedup_vs_compile, "torch.compile"),
-                                                          (v.speedup_vs_eager, "eager")) if x is not None]
-        lines.append(", ".join([f"best: version {done.best.version}, re-verified, reward {v.reward}",
-                                f"{v.timing.median_ms if v.timing else 0:.4f} ms", *speedups]))
+        speedups = [
+            f"{x:.2f}x vs {name}"
+            for x, name in ((v.speedup_vs_compile, "torch.compile"), (v.speedup_vs_eager, "eager"))
+            if x is not None
+        ]
+        lines.append(
+            ", ".join(
+                [
+                    f"best: version {done.best.version}, re-verified, reward {v.reward}",
+                    f"{v.timing.median_ms if v.timing else 0:.4f} ms",
+                    *speedups,
+                ]
+            )
+        )
     else:
         lines.append("no correct version passed re-verification")
     if done.report:
@@ -48,9 +63,15 @@ def ending_lines(done: RunOutcome) -> list[str]:
     return lines
 
 
-def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: dict | None = None,
-               http: socket.socket | None = None,
-               say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> RunOutcome | None:
+def serve_task(
+    spec: RunSpec,
+    settings: Settings,
+    opened,
+    *,
+    settings_record: dict | None = None,
+    http: socket.socket | None = None,
+    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> RunOutcome | None:
     """Serve the run `opened` (run.open_run's result for `spec`) until the client disconnects; the
     loop starts with the first tools/call. Over stdio, or over streamable HTTP on the listening
     socket `http`. None when no call ever came: nothing ran, and the run folder of a new run is
@@ -77,8 +98,13 @@ def serve_task(spec: RunSpec, settings: Settings, opened, *, settings_record: di
         return _nothing_ran(spec, env, run)
     say(f"run folder: {run.path} (driven by {bridge.name})")
     try:
-        done = run_task(spec, settings, RunHooks(model=bridge, writer=lambda path, _: BridgeWriter(path, bridge)),
-                        opened=opened, settings_record=settings_record)
+        done = run_task(
+            spec,
+            settings,
+            RunHooks(model=bridge, writer=lambda path, _: BridgeWriter(path, bridge)),
+            opened=opened,
+            settings_record=settings_record,
+        )
     except BaseException as e:  # the client hears it; the command says it and keeps the traceback
         bridge.close([f"the run failed: {type(e).__name__}: {e}"], failed=True)
         served.stop()

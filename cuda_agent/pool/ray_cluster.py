@@ -52,17 +52,23 @@ def check_reachable(address: str, recorded: bool = False) -> None:
     except ValueError:
         host, port = None, None
     if not host or not port:
-        raise RayError(f"--ray {address}: give the head's HOST:PORT (e.g. 10.0.0.1:6379, as `ray start --head` "
-                       "printed it), ray://HOST:PORT, or auto")
+        raise RayError(
+            f"--ray {address}: give the head's HOST:PORT (e.g. 10.0.0.1:6379, as `ray start --head` "
+            "printed it), ray://HOST:PORT, or auto"
+        )
     try:
         socket.create_connection((host, port), timeout=CONNECT_TIMEOUT_S).close()
     except OSError as e:
         if recorded:
-            raise RayError(f"--ray auto: the Ray head this machine last started ({address}, in "
-                           f"{tempfile.gettempdir()}/ray/ray_current_cluster) does not answer ({e}): run `ray stop` "
-                           "to forget it (auto then starts a Ray of its own), or give --ray HOST:PORT") from None
-        raise RayError(f"no Ray cluster answers at {address} ({e}): start one there with `ray start --head`, "
-                       "or check the address and that this machine can reach it") from None
+            raise RayError(
+                f"--ray auto: the Ray head this machine last started ({address}, in "
+                f"{tempfile.gettempdir()}/ray/ray_current_cluster) does not answer ({e}): run `ray stop` "
+                "to forget it (auto then starts a Ray of its own), or give --ray HOST:PORT"
+            ) from None
+        raise RayError(
+            f"no Ray cluster answers at {address} ({e}): start one there with `ray start --head`, "
+            "or check the address and that this machine can reach it"
+        ) from None
 
 
 def check_address(address: str) -> None:
@@ -88,9 +94,14 @@ def connect(address: str) -> dict[str, float]:
         try:
             ray.init(address=target, log_to_driver=False, include_dashboard=False, configure_logging=False)
         except (ConnectionError, RuntimeError) as e:
-            auth = "" if os.environ.get("RAY_AUTH_MODE") else (
-                "; if the cluster uses token authentication (`ray start --head` turns it on since Ray 2.59), set "
-                "RAY_AUTH_MODE=token here too, with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token")
+            auth = (
+                ""
+                if os.environ.get("RAY_AUTH_MODE")
+                else (
+                    "; if the cluster uses token authentication (`ray start --head` turns it on since Ray 2.59), set "
+                    "RAY_AUTH_MODE=token here too, with the cluster's token in RAY_AUTH_TOKEN or ~/.ray/auth_token"
+                )
+            )
             raise RayError(f"could not join the Ray cluster at {address}: {str(e).splitlines()[0]}{auth}") from None
     return ray.cluster_resources()
 
@@ -109,6 +120,8 @@ def capacity(resources: dict[str, float], device: str, slots_per_device: int) ->
         return cpus
     gpus = resources.get("GPU", 0)
     if gpus < 1:
-        raise RayError("the Ray cluster has no GPUs: start each node with `ray start ... --num-gpus N` (N = the GPUs "
-                       "it has), or run host-only kernels with --device cpu")
+        raise RayError(
+            "the Ray cluster has no GPUs: start each node with `ray start ... --num-gpus N` (N = the GPUs "
+            "it has), or run host-only kernels with --device cpu"
+        )
     return max(1, min(cpus, int(gpus * slots_per_device)))

@@ -40,8 +40,13 @@ class KernelGroup:
         return max(self.launches, key=lambda k: k.duration_us or 0.0)
 
     def summary(self) -> dict:
-        return {"name": self.name, "origin": self.origin, "launches": len(self.launches),
-                "total_us": round(self.total_us, 3), "ids": [k.id for k in self.launches]}
+        return {
+            "name": self.name,
+            "origin": self.origin,
+            "launches": len(self.launches),
+            "total_us": round(self.total_us, 3),
+            "ids": [k.id for k in self.launches],
+        }
 
 
 def own_kernels(build_dir: Path) -> list[str] | None:

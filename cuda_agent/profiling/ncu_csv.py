@@ -18,10 +18,23 @@ SOL, OCC, LAUNCH = "GPU Speed Of Light Throughput", "Occupancy", "Launch Statist
 MEM, WARPS = "Memory Workload Analysis", "Warp State Statistics"
 
 _TIME_US = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6}
-_BYTES = {"byte": 1.0, "kbyte": 1e3, "mbyte": 1e6, "gbyte": 1e9, "tbyte": 1e12,
-          "kib": 2.0**10, "mib": 2.0**20, "gib": 2.0**30}
-_LIMITERS = {"Registers": "registers", "Shared Mem": "shared memory", "Warps": "warps per SM (block size)",
-             "SM": "blocks per SM (blocks too small)", "Barriers": "barriers"}
+_BYTES = {
+    "byte": 1.0,
+    "kbyte": 1e3,
+    "mbyte": 1e6,
+    "gbyte": 1e9,
+    "tbyte": 1e12,
+    "kib": 2.0**10,
+    "mib": 2.0**20,
+    "gib": 2.0**30,
+}
+_LIMITERS = {
+    "Registers": "registers",
+    "Shared Mem": "shared memory",
+    "Warps": "warps per SM (block size)",
+    "SM": "blocks per SM (blocks too small)",
+    "Barriers": "barriers",
+}
 _RULE_KEEP = 320  # characters of one rule message
 
 
@@ -63,7 +76,7 @@ def csv_rows(text: str) -> list[dict[str, str]]:
     start = next((i for i, line in enumerate(lines) if line.startswith('"ID",')), None)
     if start is None:
         return []
-    body = [lines[start]] + [line for line in lines[start + 1:] if line.startswith('"')]
+    body = [lines[start]] + [line for line in lines[start + 1 :] if line.startswith('"')]
     return list(csv.DictReader(body))
 
 
@@ -84,8 +97,10 @@ def _profile(rid: int, rows: list[dict[str, str]]) -> KernelProfile:
             if not _NOISE.search(row["Rule Description"]):
                 rules.append(_rule(row))
         elif row.get("Metric Name"):
-            metrics.setdefault((row.get("Section Name") or "", row["Metric Name"].strip()),
-                               ((row.get("Metric Unit") or "").strip(), row.get("Metric Value") or ""))
+            metrics.setdefault(
+                (row.get("Section Name") or "", row["Metric Name"].strip()),
+                ((row.get("Metric Unit") or "").strip(), row.get("Metric Value") or ""),
+            )
 
     def get(section: str, *names: str) -> tuple[str, float | None]:
         for name in names:
@@ -105,12 +120,20 @@ def _profile(rid: int, rows: list[dict[str, str]]) -> KernelProfile:
     k.dram_pct = get(SOL, "DRAM Throughput", "dram__throughput.avg.pct_of_peak_sustained_elapsed")[1]
     k.achieved_occupancy = get(OCC, "Achieved Occupancy", "sm__warps_active.avg.pct_of_peak_sustained_active")[1]
     k.theoretical_occupancy = get(OCC, "Theoretical Occupancy", "sm__maximum_warps_per_active_cycle_pct")[1]
-    k.occupancy_limiter = _limiter({name[len("Block Limit "):]: get(OCC, name)[1] for s, name in metrics
-                                    if s == OCC and name.startswith("Block Limit ")}, k.theoretical_occupancy)
+    k.occupancy_limiter = _limiter(
+        {
+            name[len("Block Limit ") :]: get(OCC, name)[1]
+            for s, name in metrics
+            if s == OCC and name.startswith("Block Limit ")
+        },
+        k.theoretical_occupancy,
+    )
     regs = get(LAUNCH, "Registers Per Thread", "launch__registers_per_thread")[1]
     k.registers = int(regs) if regs is not None else None
-    smem = [_scaled(v, u, _BYTES) for u, v in (get(LAUNCH, "Static Shared Memory Per Block"),
-                                              get(LAUNCH, "Dynamic Shared Memory Per Block"))]
+    smem = [
+        _scaled(v, u, _BYTES)
+        for u, v in (get(LAUNCH, "Static Shared Memory Per Block"), get(LAUNCH, "Dynamic Shared Memory Per Block"))
+    ]
     k.shared_bytes = int(sum(s for s in smem if s is not None)) if any(s is not None for s in smem) else None
     k.grid = _dims(first.get("Grid Size")) or _whole(get(LAUNCH, "Grid Size")[1])
     k.block = _dims(first.get("Block Size")) or _whole(get(LAUNCH, "Block Size")[1])
@@ -152,7 +175,7 @@ def _stalls(metrics: dict[tuple[str, str], tuple[str, str]]) -> list[tuple[str, 
         if section != WARPS:
             continue
         m = _RAW_STALL.search(name)
-        label = name[len("Stall "):] if name.startswith("Stall ") else (m.group(1).replace("_", " ") if m else None)
+        label = name[len("Stall ") :] if name.startswith("Stall ") else (m.group(1).replace("_", " ") if m else None)
         v = number(value)
         if label and v is not None and label.lower() not in ("selected",):
             found.setdefault(label.lower(), v)
@@ -175,8 +198,11 @@ def _rule(row: dict[str, str]) -> tuple[int, float, str]:
     return rank, speedup, f"[{tag}] {text}" if tag else text
 
 
-_ADVICE = re.compile(r"\b(try|consider|to reduce|to improve|to further|reduce|increase|avoid|use|start by|"
-                     r"look at|check)\b", re.I)
+_ADVICE = re.compile(
+    r"\b(try|consider|to reduce|to improve|to further|reduce|increase|avoid|use|start by|"
+    r"look at|check)\b",
+    re.I,
+)
 
 
 def _shorten(text: str) -> str:

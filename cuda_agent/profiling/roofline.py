@@ -92,8 +92,13 @@ class GpuFacts:
     peaks: Peaks | None  # None: neither the datasheet table nor the settings know this GPU
 
 
-def gpu_facts(device: str, *, gpu_name: str | None = None, arch: str | None = None,
-              settings: Mapping[str, float | None] | None = None) -> GpuFacts | None:
+def gpu_facts(
+    device: str,
+    *,
+    gpu_name: str | None = None,
+    arch: str | None = None,
+    settings: Mapping[str, float | None] | None = None,
+) -> GpuFacts | None:
     """The GPU as the roofline and the build see it: its name (NVML's GPU 0 unless `gpu_name` is set), arch and
     datasheet or settings peaks; None for a device that is not a GPU (cpu: the tests' host-only mode)."""
     if not device.startswith("cuda"):
@@ -117,8 +122,12 @@ def task_flops_bytes(task, device: str = "meta") -> TaskCost:
     state = list(model.parameters()) + list(model.buffers())
     nbytes = sum(t.numel() * t.element_size() for t in tensors + state)
     floating = next((t.dtype for t in tensors + state if t.is_floating_point()), torch.float32)
-    return TaskCost(flops=float(counter.get_total_flops()), bytes=float(nbytes),
-                    dtype=str(floating).removeprefix("torch."), device=device)
+    return TaskCost(
+        flops=float(counter.get_total_flops()),
+        bytes=float(nbytes),
+        dtype=str(floating).removeprefix("torch."),
+        device=device,
+    )
 
 
 def count_task(task) -> TaskCost:
@@ -142,9 +151,13 @@ def _tensors(out) -> list:
 def roofline(cost: TaskCost, peaks: Peaks, measured_us: float | None = None) -> Roofline:
     flops_per_s = (peaks.tensor_tflops if cost.dtype in TENSOR_DTYPES else peaks.fp32_tflops) * 1e12
     bytes_per_s = peaks.hbm_tbps * 1e12
-    return Roofline(intensity=cost.flops / cost.bytes if cost.bytes else 0.0, ridge=flops_per_s / bytes_per_s,
-                    compute_floor_us=cost.flops / flops_per_s * 1e6, memory_floor_us=cost.bytes / bytes_per_s * 1e6,
-                    measured_us=measured_us)
+    return Roofline(
+        intensity=cost.flops / cost.bytes if cost.bytes else 0.0,
+        ridge=flops_per_s / bytes_per_s,
+        compute_floor_us=cost.flops / flops_per_s * 1e6,
+        memory_floor_us=cost.bytes / bytes_per_s * 1e6,
+        measured_us=measured_us,
+    )
 
 
 def roofline_text(cost: TaskCost, peaks: Peaks | None, measured_us: float | None = None) -> str:
@@ -152,17 +165,23 @@ def roofline_text(cost: TaskCost, peaks: Peaks | None, measured_us: float | None
     note = "; FLOPs counted for matmul, conv and attention only" if not cost.flops else ""
     work = f"the task does {_si(cost.flops, 'FLOP')} on at least {_si(cost.bytes, 'B')} ({cost.dtype}{note})"
     if peaks is None:
-        return (f"roofline: {work}.\nno peak numbers for this GPU: set peak_fp32_tflops, peak_tensor_tflops "
-                "and peak_hbm_tbps in the settings to get time floors")
+        return (
+            f"roofline: {work}.\nno peak numbers for this GPU: set peak_fp32_tflops, peak_tensor_tflops "
+            "and peak_hbm_tbps in the settings to get time floors"
+        )
     r = roofline(cost, peaks, measured_us)
     kind = "tensor-core" if cost.dtype in TENSOR_DTYPES else "fp32 non-tensor"
     flops_peak = peaks.tensor_tflops if cost.dtype in TENSOR_DTYPES else peaks.fp32_tflops
-    lines = [f"roofline on {peaks.gpu} ({peaks.source} peaks: {flops_peak:g} TFLOP/s {kind}, {peaks.hbm_tbps:g} TB/s "
-             f"HBM): {work} -> {r.intensity:.2f} FLOP/B vs ridge {r.ridge:.1f}: {r.bound}",
-             f"time floors: compute {r.compute_floor_us:.1f} us, memory {r.memory_floor_us:.1f} us"]
+    lines = [
+        f"roofline on {peaks.gpu} ({peaks.source} peaks: {flops_peak:g} TFLOP/s {kind}, {peaks.hbm_tbps:g} TB/s "
+        f"HBM): {work} -> {r.intensity:.2f} FLOP/B vs ridge {r.ridge:.1f}: {r.bound}",
+        f"time floors: compute {r.compute_floor_us:.1f} us, memory {r.memory_floor_us:.1f} us",
+    ]
     if measured_us:
-        lines.append(f"measured {measured_us:.1f} us of kernels = {measured_us / r.floor_us:.2f}x the floor "
-                     f"({100 * r.floor_us / measured_us:.0f}% of the roofline)")
+        lines.append(
+            f"measured {measured_us:.1f} us of kernels = {measured_us / r.floor_us:.2f}x the floor "
+            f"({100 * r.floor_us / measured_us:.0f}% of the roofline)"
+        )
     return "\n".join(lines)
 
 

@@ -45,14 +45,17 @@ def tool_installs(tool: str) -> list[Path]:
     <cuda>/nsight-compute-<version>); the jail must show them or ncu says it is not installed."""
     p = Path(tool)
     found = [p.resolve().parent] if p.is_absolute() and p.exists() else []
-    return found + [Path(d).resolve() for pattern in EXTRA_PLACES.get(p.name, [])
-                    for d in glob.glob(os.path.dirname(pattern)) if os.path.isdir(d)]
+    return found + [
+        Path(d).resolve()
+        for pattern in EXTRA_PLACES.get(p.name, [])
+        for d in glob.glob(os.path.dirname(pattern))
+        if os.path.isdir(d)
+    ]
 
 
 def single_run_argv(task_ref: str, candidate: Path, warmup: int = 1) -> list[str]:
     """The wrapped program: one forward of the candidate inside the `candidate_forward` NVTX range."""
-    return [sys.executable, "-m", "cuda_agent.eval.single_run", task_ref, str(candidate),
-            "--warmup", str(warmup)]
+    return [sys.executable, "-m", "cuda_agent.eval.single_run", task_ref, str(candidate), "--warmup", str(warmup)]
 
 
 @dataclass
@@ -68,8 +71,9 @@ class Wrapped:
         return self.stdout + ("\n" if self.stdout and self.stderr else "") + self.stderr
 
 
-def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None,
-                sandbox: bool | None = None) -> Wrapped:
+def run_wrapped(
+    argv: list[str], *, cwd: Path, timeout: float, env: dict[str, str] | None = None, sandbox: bool | None = None
+) -> Wrapped:
     """Run argv in the jail; stdout and stderr go to files (ncu's CSV can be large and must not be
     cut), the whole jail is killed on timeout and whatever it left behind is killed at the end.
     What the command may read: every existing path its arguments and `env` name (the task, the
@@ -79,8 +83,15 @@ def run_wrapped(argv: list[str], *, cwd: Path, timeout: float, env: dict[str, st
     named = [*argv, *env.values(), *map(str, tool_installs(argv[0]))]
     readable = [p for p in _paths_named(named, cwd) if p != cwd and cwd not in p.parents]
     # the workspace (cwd) is the model's own folder, as in the shell; nothing else is writable
-    jail = Jail(readable=readable, writable=[cwd], gpu=True, cwd=cwd, env=env, hidden=[RunFolder.around(cwd).path],
-                enabled=sandbox_enabled() if sandbox is None else sandbox)
+    jail = Jail(
+        readable=readable,
+        writable=[cwd],
+        gpu=True,
+        cwd=cwd,
+        env=env,
+        hidden=[RunFolder.around(cwd).path],
+        enabled=sandbox_enabled() if sandbox is None else sandbox,
+    )
     t0 = time.perf_counter()
     # files the parent opened before the run (untrusted_files): read back from the start, capped
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:

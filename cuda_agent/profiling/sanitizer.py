@@ -13,15 +13,25 @@ from pydantic import BaseModel
 from cuda_agent.profiling.runner import Wrapped, find_profiler, run_wrapped, single_run_argv, tail
 from cuda_agent.profiling.sanitizer_parse import Finding, SanitizerReport, parse_sanitizer
 
-__all__ = ["Finding", "SanitizeResult", "SanitizerReport", "interpret", "parse_sanitizer", "sanitize_candidate",
-           "sanitizer_command", "find_sanitizer"]
+__all__ = [
+    "Finding",
+    "SanitizeResult",
+    "SanitizerReport",
+    "interpret",
+    "parse_sanitizer",
+    "sanitize_candidate",
+    "sanitizer_command",
+    "find_sanitizer",
+]
 
 TOOLS = ("memcheck", "racecheck", "initcheck")
 PRINT_LIMIT = 20
 ENV = {"PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
 DEFAULT_TIMEOUT = 300.0  # seconds; racecheck and initcheck slow every memory access down
-MISSING = ("compute-sanitizer not found: it ships with the CUDA toolkit (bin/ or compute-sanitizer/); install "
-           "the toolkit or set the tools.sanitizer_path setting")
+MISSING = (
+    "compute-sanitizer not found: it ships with the CUDA toolkit (bin/ or compute-sanitizer/); install "
+    "the toolkit or set the tools.sanitizer_path setting"
+)
 
 
 class SanitizeResult(BaseModel):
@@ -42,15 +52,30 @@ def sanitizer_command(sanitizer: Path | str, tool: str, task_ref: str, candidate
     return argv + single_run_argv(task_ref, candidate, warmup=0)
 
 
-def sanitize_candidate(sanitizer: Path, tool: str, task_ref: str, candidate: Path, kernels_dir: Path,
-                       timeout: float = DEFAULT_TIMEOUT, sandbox: bool | None = None) -> SanitizeResult:
+def sanitize_candidate(
+    sanitizer: Path,
+    tool: str,
+    task_ref: str,
+    candidate: Path,
+    kernels_dir: Path,
+    timeout: float = DEFAULT_TIMEOUT,
+    sandbox: bool | None = None,
+) -> SanitizeResult:
     """Run `tool` on one forward of `candidate` whose kernels are already built in `kernels_dir`."""
     try:
-        run = run_wrapped(sanitizer_command(sanitizer, tool, task_ref, candidate), cwd=candidate, timeout=timeout,
-                          env={**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)}, sandbox=sandbox)
+        run = run_wrapped(
+            sanitizer_command(sanitizer, tool, task_ref, candidate),
+            cwd=candidate,
+            timeout=timeout,
+            env={**ENV, "CUDA_AGENT_KERNELS": str(kernels_dir)},
+            sandbox=sandbox,
+        )
     except OSError as e:
-        return SanitizeResult(ok=False, error=f"compute-sanitizer at {sanitizer} could not be started "
-                              f"({e.strerror or e}): reinstall the CUDA toolkit or set the tools.sanitizer_path setting")
+        return SanitizeResult(
+            ok=False,
+            error=f"compute-sanitizer at {sanitizer} could not be started "
+            f"({e.strerror or e}): reinstall the CUDA toolkit or set the tools.sanitizer_path setting",
+        )
     return interpret(run, tool, timeout)
 
 
@@ -58,8 +83,12 @@ def interpret(run: Wrapped, tool: str, timeout: float) -> SanitizeResult:
     report = parse_sanitizer(run.text, tool)
     done = dict(report=report, seconds=run.seconds)
     if run.timed_out:
-        return SanitizeResult(ok=False, error=f"{tool} timed out after {timeout:.0f} s and was killed: a kernel "
-                              "that never ends, or one very slow under the sanitizer", **done)
+        return SanitizeResult(
+            ok=False,
+            error=f"{tool} timed out after {timeout:.0f} s and was killed: a kernel "
+            "that never ends, or one very slow under the sanitizer",
+            **done,
+        )
     if report.complete:
         return SanitizeResult(ok=True, **done)
     why = "; ".join(report.notes) or tail(run.text, 6) or f"exit code {run.returncode}, no output"

@@ -20,8 +20,22 @@ from cuda_agent.profiling.runner import short_name
 
 MAX_FINDINGS = 12  # distinct findings kept; the rest are only counted
 # lines that continue a report even where the indentation was lost (docs, copied logs)
-_CONTINUATION = ("at ", "by thread", "Address ", "Access to", "Access at", "and ", "Saved host", "Host Frame",
-                 "Device Frame", "[", "in ", "Write Thread", "Read Thread", "Current Value")
+_CONTINUATION = (
+    "at ",
+    "by thread",
+    "Address ",
+    "Access to",
+    "Access at",
+    "and ",
+    "Saved host",
+    "Host Frame",
+    "Device Frame",
+    "[",
+    "in ",
+    "Write Thread",
+    "Read Thread",
+    "Current Value",
+)
 _SKIP = ("COMPUTE-SANITIZER", "CUDA-MEMCHECK", "LEAK SUMMARY", "Process ID", "Target application returned an error")
 
 
@@ -36,12 +50,25 @@ class Finding(BaseModel):
     hazards: int | None = None  # racecheck: byte-level hazards behind this race
 
     def line(self) -> str:
-        where = " ".join(x for x in (f"in {self.kernel}" if self.kernel else "",
-                                      f"at {self.location}" if self.location and self.location not in self.kind
-                                      else "") if x)
+        where = " ".join(
+            x
+            for x in (
+                f"in {self.kernel}" if self.kernel else "",
+                f"at {self.location}" if self.location and self.location not in self.kind else "",
+            )
+            if x
+        )
         who = f"thread {self.thread} block {self.block}" if self.thread else ""
-        more = [x for x in (who, self.address, f"{self.hazards:,} hazards" if self.hazards else "",
-                            f"x{self.count} reports" if self.count > 1 else "") if x]
+        more = [
+            x
+            for x in (
+                who,
+                self.address,
+                f"{self.hazards:,} hazards" if self.hazards else "",
+                f"x{self.count} reports" if self.count > 1 else "",
+            )
+            if x
+        ]
         return f"{self.kind} {where}".strip() + (f" ({'; '.join(more)})" if more else "")
 
 
@@ -102,15 +129,17 @@ def _summary(line: str, report: SanitizerReport) -> bool:
         report.not_printed = _int(m.group(1))
     elif m := re.match(r"ERROR SUMMARY:\s*([\d,.]+) errors?\s*$", line):
         report.errors = _int(m.group(1))
-    elif m := re.match(r"RACECHECK SUMMARY:\s*([\d,.]+) hazards? displayed\s*\(([\d,.]+) errors?,\s*([\d,.]+) warn",
-                       line):
+    elif m := re.match(
+        r"RACECHECK SUMMARY:\s*([\d,.]+) hazards? displayed\s*\(([\d,.]+) errors?,\s*([\d,.]+) warn", line
+    ):
         report.hazards, report.errors, report.warnings = (_int(g) for g in m.groups())
     elif line.startswith("Target application returned an error") or "didn't terminate successfully" in line:
         report.app_failed = True
     elif line.startswith(_SKIP):
         pass
     elif re.match(r"(Error|Internal Sanitizer Error|Warning):", line) and not re.search(
-            r"Race reported|hazard detected", line):  # e.g. "Warning: Maximum number of hazards reached"
+        r"Race reported|hazard detected", line
+    ):  # e.g. "Warning: Maximum number of hazards reached"
         report.notes.append(line[:200])
     else:
         return False
@@ -119,11 +148,18 @@ def _summary(line: str, report: SanitizerReport) -> bool:
 
 def _finding(block: list[str]) -> Finding:
     head, rest = block[0], block[1:]
-    if m := re.search(r"Race reported between (\w+) access at (.+?) and (\w+) access at (.+?)"
-                      r"(?:\s*\[([\d,.]+) hazards?\])?$", " ".join(block)):
+    if m := re.search(
+        r"Race reported between (\w+) access at (.+?) and (\w+) access at (.+?)"
+        r"(?:\s*\[([\d,.]+) hazards?\])?$",
+        " ".join(block),
+    ):
         (k1, l1), (_, l2) = _where(m.group(2)), _where(m.group(4))
-        return Finding(kind=f"shared-memory race: {m.group(1)} at {l1 or '?'} vs {m.group(3)} at {l2 or '?'}",
-                       kernel=k1, location=l1, hazards=_int(m.group(5)) if m.group(5) else None)
+        return Finding(
+            kind=f"shared-memory race: {m.group(1)} at {l1 or '?'} vs {m.group(3)} at {l2 or '?'}",
+            kernel=k1,
+            location=l1,
+            hazards=_int(m.group(5)) if m.group(5) else None,
+        )
     if m := re.match(r"Invalid (__\w+__) (\w+) of size ([\d,.]+)", head):
         kind = f"invalid {m.group(1)} {m.group(2)} of {_int(m.group(3))} bytes"
     elif m := re.match(r"Uninitialized (__\w+__) memory (\w+) of size ([\d,.]+)", head):
@@ -143,9 +179,9 @@ def _finding(block: list[str]) -> Finding:
         elif m := re.match(r"(?:Address|Access to|Access at) (0x[0-9a-fA-F]+)(?:\s+(?:is )?(.*))?$", line):
             f.address = " ".join(x for x in (m.group(1), m.group(2)) if x)
         elif line.startswith("and is ") and f.address:
-            f.address += ", " + line[len("and is "):]
+            f.address += ", " + line[len("and is ") :]
         elif line.startswith("Device Frame:") and f.location is None:
-            f.location = _where(line[len("Device Frame:"):].strip())[1]
+            f.location = _where(line[len("Device Frame:") :].strip())[1]
         elif m := re.match(r"(Write|Read) Thread \(([\d, ]+)\) at (.+)$", line):
             k, loc = _where(m.group(3))
             f.kernel, f.kind = f.kernel or k, f"{f.kind} ({m.group(1)} at {loc or '?'})" if loc else f.kind

@@ -2,8 +2,7 @@
 drop-in folder a user imports (dropin.py), and report.md with its plot (report.py).
 `finalize_run` (finalize.py) does all three at the end of `optimize`."""
 
-from .finalize import FinalOutputs, finalize_run
 from .final import Attempt, Reverification, VerifiedTask, reverify, reverify_best
+from .finalize import FinalOutputs, finalize_run
 
-__all__ = ["Attempt", "FinalOutputs", "Reverification", "VerifiedTask", "finalize_run", "reverify",
-           "reverify_best"]
+__all__ = ["Attempt", "FinalOutputs", "Reverification", "VerifiedTask", "finalize_run", "reverify", "reverify_best"]

@@ -30,12 +30,22 @@ RUNTIME = HERE.parent / "kernels" / "runtime.py"
 INIT = '"""The verified kernels as a drop-in layer: see README.md."""\n\nfrom .layer import Layer, load_layer\n'
 
 
-def write_dropin(run: RunFolder, workspace: Workspace, version_sha: str, verified: Verdict, task_info: VerifiedTask,
-                 *, cache_dir: Path | None = None, arch: str | None = None) -> Path:
+def write_dropin(
+    run: RunFolder,
+    workspace: Workspace,
+    version_sha: str,
+    verified: Verdict,
+    task_info: VerifiedTask,
+    *,
+    cache_dir: Path | None = None,
+    arch: str | None = None,
+) -> Path:
     """Write the run folder's dropin/ (replacing an older one only once the new one is complete) and return it."""
     if not verified.correct:
-        raise ValueError(f"version {version_sha[:10]} did not pass re-verification ({verified.status}): "
-                         "only a verified version becomes a drop-in")
+        raise ValueError(
+            f"version {version_sha[:10]} did not pass re-verification ({verified.status}): "
+            "only a verified version becomes a drop-in"
+        )
     final = run.dropin
     tmp = final.with_name(f".{final.name}-{uuid.uuid4().hex[:8]}")
     try:
@@ -106,11 +116,18 @@ def readme(spec: dict, folder: str) -> str:
     init = ", ".join(a.get("value") or _arg(a) for a in spec["init_inputs"]) or "none"
     name, kind = spec["device_name"], spec["device"]
     where = name if name == kind else f"{name} ({kind})"
-    err = "n/a" if spec["max_abs_err"] is None else (
-        f"{spec['max_abs_err']:.3e} (normwise relative {spec['norm_rel_err']:.2e})")
-    speed = " | ".join([*(ms(spec[k]) for k in ("time_ms", "eager_ms", "compile_ms")),
-                        *(x(spec[k]) for k in ("speedup_vs_eager", "speedup_vs_compile"))])
-    return f"""# Drop-in: {t['name']} (`{t['class']}`), version {spec['version']}
+    err = (
+        "n/a"
+        if spec["max_abs_err"] is None
+        else (f"{spec['max_abs_err']:.3e} (normwise relative {spec['norm_rel_err']:.2e})")
+    )
+    speed = " | ".join(
+        [
+            *(ms(spec[k]) for k in ("time_ms", "eager_ms", "compile_ms")),
+            *(x(spec[k]) for k in ("speedup_vs_eager", "speedup_vs_compile")),
+        ]
+    )
+    return f"""# Drop-in: {t["name"]} (`{t["class"]}`), version {spec["version"]}
 
 ```python
 from {folder} import load_layer               # with this folder's parent on sys.path
@@ -124,8 +141,8 @@ ValueError naming the argument otherwise: the kernels may hard-code these sizes.
 
 ## What was verified
 
-- task: `{t['path']}` class `{t['class']}`, hash `{t['hash']}`
-- commit `{spec['commit']}` re-verified on {where} with {spec['input_sets']} fresh
+- task: `{t["path"]}` class `{t["class"]}`, hash `{t["hash"]}`
+- commit `{spec["commit"]}` re-verified on {where} with {spec["input_sets"]} fresh
   input sets, all correct; worst error against the float64 reference: {err}
 - inputs: {inputs}
 - constructor arguments: {init}

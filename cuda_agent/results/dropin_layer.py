@@ -66,8 +66,10 @@ def verified_init_args() -> list:
     try:
         return list(torch.load(HERE / "init_inputs.pt", weights_only=True))
     except Exception as e:
-        raise TypeError(f"the verified constructor arguments could not be read back ({type(e).__name__}): pass "
-                        f"them yourself, as verified: {', '.join(_text(d) for d in VERIFIED['init_inputs'])}") from e
+        raise TypeError(
+            f"the verified constructor arguments could not be read back ({type(e).__name__}): pass "
+            f"them yourself, as verified: {', '.join(_text(d) for d in VERIFIED['init_inputs'])}"
+        ) from e
 
 
 def check_tensor(what: str, x, spec: dict, exact_shapes: bool) -> None:
@@ -83,11 +85,14 @@ def check_tensor(what: str, x, spec: dict, exact_shapes: bool) -> None:
         raise ValueError(f"{what}: verified with dtype {spec['dtype']}, given {dtype}; convert it or {OTHERS}")
     shape = list(x.shape)
     if (shape != spec["shape"]) if exact_shapes else (len(shape) != len(spec["shape"])):
-        raise ValueError(f"{what}: verified with shape {spec['shape']}, given {shape} (the kernels may hard-code "
-                         f"sizes); {OTHERS}")
+        raise ValueError(
+            f"{what}: verified with shape {spec['shape']}, given {shape} (the kernels may hard-code sizes); {OTHERS}"
+        )
     if x.device.type != VERIFIED["device"]:
-        raise ValueError(f"{what}: verified on {VERIFIED['device']}, given a tensor on {x.device}; move it with "
-                         f".to('{VERIFIED['device']}')")
+        raise ValueError(
+            f"{what}: verified on {VERIFIED['device']}, given a tensor on {x.device}; move it with "
+            f".to('{VERIFIED['device']}')"
+        )
     if spec.get("contiguous", True) and not x.is_contiguous():
         raise ValueError(f"{what}: verified contiguous, given strides {list(x.stride())}; call .contiguous() first")
 
@@ -106,8 +111,9 @@ class Layer(ModelNew):
         given = [_describe(a) for a in init_args]
         if not init_kwargs and given != VERIFIED["init_inputs"]:
             verified = ", ".join(map(_text, VERIFIED["init_inputs"]))
-            raise ValueError(f"constructor arguments: verified with ({verified}), given "
-                             f"({', '.join(map(_text, given))}); {OTHERS}")
+            raise ValueError(
+                f"constructor arguments: verified with ({verified}), given ({', '.join(map(_text, given))}); {OTHERS}"
+            )
         super().__init__(*init_args, **init_kwargs)
         self.requires_grad_(False)  # no backward exists: gradients would silently be missing
 
@@ -116,8 +122,10 @@ class Layer(ModelNew):
             args = inspect.signature(super().forward).bind(*args, **kwargs).args
         inputs = VERIFIED["inputs"]
         if len(args) != len(inputs):
-            raise ValueError(f"verified with {len(inputs)} inputs ({', '.join(i['name'] for i in inputs)}), "
-                             f"given {len(args)}; {OTHERS}")
+            raise ValueError(
+                f"verified with {len(inputs)} inputs ({', '.join(i['name'] for i in inputs)}), "
+                f"given {len(args)}; {OTHERS}"
+            )
         grad = torch.is_grad_enabled()
         for spec, x in zip(inputs, args):
             if grad and isinstance(x, torch.Tensor) and x.requires_grad:
@@ -132,8 +140,9 @@ class Layer(ModelNew):
         return super().forward(*args)
 
 
-def load_layer(original: torch.nn.Module | None = None, *init_args, device: str | None = None,
-               exact_shapes: bool = True) -> Layer:
+def load_layer(
+    original: torch.nn.Module | None = None, *init_args, device: str | None = None, exact_shapes: bool = True
+) -> Layer:
     """The drop-in, built with the verified constructor arguments (or init_args), with `original`'s
     weights when given, on the verified device type (or `device`)."""
     layer = Layer(*init_args)

@@ -73,14 +73,20 @@ class Reverification:
             which = "the run's best" if a.version.sha == self.best.sha else "next best"
             sets = f"{sum(s.ok for s in a.verdict.sets)}/{len(a.verdict.sets)} input sets"
             if a.passed:
-                lines.append(f"version {a.version.version} ({which}) passed re-verification: {sets} correct, "
-                             f"{self.n_sets} fresh sets (the run used {self.run_sets}); "
-                             + _baselines_line(a.verdict))
+                lines.append(
+                    f"version {a.version.version} ({which}) passed re-verification: {sets} correct, "
+                    f"{self.n_sets} fresh sets (the run used {self.run_sets}); " + _baselines_line(a.verdict)
+                )
             else:
-                why = a.verdict.error.splitlines()[0] if a.verdict.error else ", ".join(
-                    f.guard for f in a.verdict.failing_findings) or sets + " correct"
-                lines.append(f"version {a.version.version} ({which}) FAILED re-verification "
-                             f"({a.verdict.status}: {why}): it passed during the run but is not a result")
+                why = (
+                    a.verdict.error.splitlines()[0]
+                    if a.verdict.error
+                    else ", ".join(f.guard for f in a.verdict.failing_findings) or sets + " correct"
+                )
+                lines.append(
+                    f"version {a.version.version} ({which}) FAILED re-verification "
+                    f"({a.verdict.status}: {why}): it passed during the run but is not a result"
+                )
         if self.verified is None:
             lines.append("no version passed re-verification: this run has no verified result")
         return lines
@@ -88,8 +94,10 @@ class Reverification:
 
 def _baselines_line(v: Verdict) -> str:
     if v.baselines == "interleaved":
-        return ("eager and torch.compile timed again beside it in interleaved rounds (not the run's cached "
-                "figures): the reward below comes from these")
+        return (
+            "eager and torch.compile timed again beside it in interleaved rounds (not the run's cached "
+            "figures): the reward below comes from these"
+        )
     if v.baselines == "fresh":
         return "eager and torch.compile timed again after it (not the run's cached figures)"
     return "baselines: " + (v.baselines or "none timed")
@@ -108,8 +116,12 @@ def reverify(env, n_sets: int = 10, tries: int = 3, progress: Progress | None = 
     run_sets = env.eval_config.n_sets
     # always more input sets than the run; the baselines timed again beside the candidate, in
     # interleaved rounds, not the run's cached figures: the reported reward comes from these
-    cfg = env.eval_config.model_copy(update={"n_sets": max(n_sets, run_sets + 1),
-                                             "baseline_rounds": max(env.eval_config.baseline_rounds, BASELINE_ROUNDS)})
+    cfg = env.eval_config.model_copy(
+        update={
+            "n_sets": max(n_sets, run_sets + 1),
+            "baseline_rounds": max(env.eval_config.baseline_rounds, BASELINE_ROUNDS),
+        }
+    )
     out = Reverification(n_sets=cfg.n_sets, run_sets=run_sets, best=ws.best())
     candidates = ranked_correct(ws)[:tries]
     if not candidates:
@@ -119,8 +131,10 @@ def reverify(env, n_sets: int = 10, tries: int = 3, progress: Progress | None = 
         job.phase(f"starting the evaluator ({cfg.n_sets} fresh input sets; the run used {run_sets})")
         # ahead="first": no spare worker importing torch while this one is timed (it showed up as a
         # timing_mismatch on a 2-core machine); later tries wait for their worker instead
-        with (Evaluator(env.reference_task(), cfg, ahead="first") as ev,
-              tempfile.TemporaryDirectory(prefix="cuda-agent-final-") as tmp):
+        with (
+            Evaluator(env.reference_task(), cfg, ahead="first") as ev,
+            tempfile.TemporaryDirectory(prefix="cuda-agent-final-") as tmp,
+        ):
             # the judge's snapshot lives in a temp folder: name the task as the user knows it
             out.task = replace(verified_task(ev), path=ws.record.task.path, name=ws.record.task.name)
             for v in candidates:
@@ -129,8 +143,11 @@ def reverify(env, n_sets: int = 10, tries: int = 3, progress: Progress | None = 
                 with job.watch(ev):
                     out.attempts.append(Attempt(v, ev.evaluate(folder)))
                 verdict = out.attempts[-1].verdict
-                job.advance(f"version {v.version} " + ("passed" if verdict.correct else f"FAILED ({verdict.status})")
-                            + f" re-verification in {job.seconds():.0f} s")
+                job.advance(
+                    f"version {v.version} "
+                    + ("passed" if verdict.correct else f"FAILED ({verdict.status})")
+                    + f" re-verification in {job.seconds():.0f} s"
+                )
                 if out.attempts[-1].passed:
                     break
     return out
@@ -175,14 +192,25 @@ def verified_task(ev: Evaluator) -> VerifiedTask:
     desc = ev.ref.describe()
     sample = ev.task.draw_inputs(0, ev.device)
     names = _arg_names(ev.task.model_cls, len(sample))
-    inputs = [{"name": name, **d, **({"contiguous": x.is_contiguous()} if isinstance(x, torch.Tensor) else {})}
-              for name, d, x in zip(names, desc["inputs"], sample)]
-    params = {k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")}
-              for k, v in ev.ref.state_dict.items()}
-    return VerifiedTask(path=desc["path"], class_name=desc["class"], hash=desc["hash"], name=ev.task.name,
-                        device=torch.device(ev.device).type, inputs=inputs, params=params,
-                        init_described=desc["init_inputs"], init_inputs=list(ev.ref.init_inputs),
-                        init_seed=ev.cfg.init_seed)
+    inputs = [
+        {"name": name, **d, **({"contiguous": x.is_contiguous()} if isinstance(x, torch.Tensor) else {})}
+        for name, d, x in zip(names, desc["inputs"], sample)
+    ]
+    params = {
+        k: {"shape": list(v.shape), "dtype": str(v.dtype).removeprefix("torch.")} for k, v in ev.ref.state_dict.items()
+    }
+    return VerifiedTask(
+        path=desc["path"],
+        class_name=desc["class"],
+        hash=desc["hash"],
+        name=ev.task.name,
+        device=torch.device(ev.device).type,
+        inputs=inputs,
+        params=params,
+        init_described=desc["init_inputs"],
+        init_inputs=list(ev.ref.init_inputs),
+        init_seed=ev.cfg.init_seed,
+    )
 
 
 def _arg_names(model_cls: type, count: int) -> list[str]:

@@ -31,13 +31,19 @@ def finalize_run(env, run: RunFolder, result, *, n_sets: int = 10, progress: Pro
         if rv.verified is not None and rv.task is not None:
             job.phase(f"{run.dropin.name}/ (the verified kernels, rebuilt)")
             try:
-                dropin = write_dropin(run, env.workspace, rv.verified.version.sha, rv.verified.verdict, rv.task,
-                                      cache_dir=env.eval_config.cache_dir, arch=env.eval_config.arch)
+                dropin = write_dropin(
+                    run,
+                    env.workspace,
+                    rv.verified.version.sha,
+                    rv.verified.verdict,
+                    rv.task,
+                    cache_dir=env.eval_config.cache_dir,
+                    arch=env.eval_config.arch,
+                )
             except (RuntimeError, ValueError, OSError) as e:  # the report still gets written, and says why
                 dropin_error = str(e)
         elif rv.best is not None:
             dropin_error = "no version passed re-verification"
         job.phase(f"{run.report.name} and {run.plot.name}")
-        report = write_report(run, env.workspace, run.trajectory, rv, result, dropin=dropin,
-                              dropin_error=dropin_error)
+        report = write_report(run, env.workspace, run.trajectory, rv, result, dropin=dropin, dropin_error=dropin_error)
     return FinalOutputs(rv.verdict, report, dropin, rv)

@@ -16,8 +16,16 @@ from cuda_agent.trajectory import read_trajectory
 from cuda_agent.workspace import VersionInfo, Workspace
 
 
-def write_report(run: RunFolder, workspace: Workspace, trajectory_path: Path | None, final: Reverification | None,
-                 result=None, *, dropin: Path | None = None, dropin_error: str | None = None) -> Path:
+def write_report(
+    run: RunFolder,
+    workspace: Workspace,
+    trajectory_path: Path | None,
+    final: Reverification | None,
+    result=None,
+    *,
+    dropin: Path | None = None,
+    dropin_error: str | None = None,
+) -> Path:
     """Write the run folder's report.md (and its speedup.png when matplotlib is there) from the trajectory
     at `trajectory_path` (the run's own: `run.trajectory`); `result` is the loop's RunResult, or None to
     take the stop reason and wall time from the trajectory."""
@@ -29,11 +37,15 @@ def write_report(run: RunFolder, workspace: Workspace, trajectory_path: Path | N
     task = workspace.record.task
     stop = result.stop_reason if result else (closings[-1].stop_reason if closings else "unknown (no closing record)")
     wall = result.wall_s if result else sum(c.wall_s for c in closings)
-    lines = [f"# cuda-agent run: {task.name}", "",
-             f"- task: `{task.path}` class `{task.class_name}`, hash `{task.source_hash}`",
-             f"- model: {header.model if header else 'unknown (no trajectory header)'}",
-             f"- stop reason: {stop}" + (f" ({result.error.splitlines()[0]})" if result and result.error else ""),
-             f"- versions evaluated: {len(versions)}; wall time: {wall:.1f} s", ""]
+    lines = [
+        f"# cuda-agent run: {task.name}",
+        "",
+        f"- task: `{task.path}` class `{task.class_name}`, hash `{task.source_hash}`",
+        f"- model: {header.model if header else 'unknown (no trajectory header)'}",
+        f"- stop reason: {stop}" + (f" ({result.error.splitlines()[0]})" if result and result.error else ""),
+        f"- versions evaluated: {len(versions)}; wall time: {wall:.1f} s",
+        "",
+    ]
     lines += _result(final, dropin, dropin_error)
     lines += _table(versions, workspace.best(), final, steps)
     lines += _cost([r for r in records if isinstance(r, ModelTurn)])
@@ -51,11 +63,16 @@ def _result(final: Reverification | None, dropin: Path | None, dropin_error: str
     v = final.verdict
     if v is not None:
         worst = max((o.max_abs_err or 0.0 for s in v.sets for o in s.outputs), default=None)
-        speed = [f"{_x(s)} vs {name}" for s, name in ((v.speedup_vs_eager, "eager"),
-                                                       (v.speedup_vs_compile, "torch.compile")) if s is not None]
-        out.append(f"- re-verified: {_ms(v.timing.median_ms if v.timing else None)} per call, "
-                   f"{', '.join(speed) or 'no baseline timed'}, reward {v.reward}, "
-                   f"max abs error {'n/a' if worst is None else f'{worst:.3e}'} (vs the float64 reference)")
+        speed = [
+            f"{_x(s)} vs {name}"
+            for s, name in ((v.speedup_vs_eager, "eager"), (v.speedup_vs_compile, "torch.compile"))
+            if s is not None
+        ]
+        out.append(
+            f"- re-verified: {_ms(v.timing.median_ms if v.timing else None)} per call, "
+            f"{', '.join(speed) or 'no baseline timed'}, reward {v.reward}, "
+            f"max abs error {'n/a' if worst is None else f'{worst:.3e}'} (vs the float64 reference)"
+        )
     if dropin is not None:
         out.append(f"- drop-in: `{dropin}` (`from {dropin.name} import load_layer`; see its README.md)")
     elif dropin_error:
@@ -63,19 +80,33 @@ def _result(final: Reverification | None, dropin: Path | None, dropin_error: str
     return out + [""]
 
 
-def _table(versions: list[VersionInfo], best: VersionInfo | None, final: Reverification | None,
-           steps: dict[str, int]) -> list[str]:
+def _table(
+    versions: list[VersionInfo], best: VersionInfo | None, final: Reverification | None, steps: dict[str, int]
+) -> list[str]:
     verified = final.verified.version.sha if final and final.verified else None
     failed = {a.version.sha for a in final.attempts if not a.passed} if final else set()
-    head = ["", "version", "step", "commit", "status", "correct", "time ms", "vs eager", "vs compile", "reward",
-            "failing guards"]
+    head = [
+        "",
+        "version",
+        "step",
+        "commit",
+        "status",
+        "correct",
+        "time ms",
+        "vs eager",
+        "vs compile",
+        "reward",
+        "failing guards",
+    ]
     out = ["## Versions", "", "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for v in versions:
         marks = (["**best**"] if best and v.sha == best.sha else []) + (["re-verified"] if v.sha == verified else [])
         marks += ["failed re-verification"] if v.sha in failed else []
-        out.append(f"| {', '.join(marks)} | {v.version} | {steps.get(v.sha, '')} | `{v.sha[:10]}` | "
-                   f"{v.status} | {'yes' if v.correct else 'no'} | {_num(v.time_ms)} | {_x(v.speedup_eager)} | "
-                   f"{_x(v.speedup_compile)} | {v.reward} | {', '.join(v.guards) or '-'} |")
+        out.append(
+            f"| {', '.join(marks)} | {v.version} | {steps.get(v.sha, '')} | `{v.sha[:10]}` | "
+            f"{v.status} | {'yes' if v.correct else 'no'} | {_num(v.time_ms)} | {_x(v.speedup_eager)} | "
+            f"{_x(v.speedup_compile)} | {v.reward} | {', '.join(v.guards) or '-'} |"
+        )
     if not versions:
         out.append("| | - | | | no version was evaluated | | | | | | |")
     return out + [""]
@@ -86,10 +117,18 @@ def _cost(turns: list[ModelTurn]) -> list[str]:
     completion = sum(t.completion_tokens for t in turns)
     priced = [t.cost for t in turns if t.cost is not None]
     unpriced = len(turns) - len(priced)
-    cost = f"${sum(priced):.4f} over {len(priced)} priced turns" if priced else (
-        "unpriced (no turn had a known price: --price-in/--price-out give one)")
-    out = ["## Cost and tokens", "", f"- model turns: {len(turns)}",
-           f"- tokens: {prompt + completion} ({prompt} prompt, {completion} completion)", f"- cost: {cost}"]
+    cost = (
+        f"${sum(priced):.4f} over {len(priced)} priced turns"
+        if priced
+        else ("unpriced (no turn had a known price: --price-in/--price-out give one)")
+    )
+    out = [
+        "## Cost and tokens",
+        "",
+        f"- model turns: {len(turns)}",
+        f"- tokens: {prompt + completion} ({prompt} prompt, {completion} completion)",
+        f"- cost: {cost}",
+    ]
     if unpriced and priced:
         out.append(f"- {unpriced} turns had no known price: the cost above leaves them out (a lower bound)")
     injected = sum(t.injected for t in turns)

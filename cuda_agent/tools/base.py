@@ -118,8 +118,11 @@ def compact_schema(node: Any, names: bool = False) -> Any:
         return [compact_schema(x) for x in node]
     if not isinstance(node, dict):
         return node
-    out = {k: compact_schema(v, k == "properties") for k, v in node.items()
-           if names or not ((k == "title" and isinstance(v, str)) or (k == "additionalProperties" and v is False))}
+    out = {
+        k: compact_schema(v, k == "properties")
+        for k, v in node.items()
+        if names or not ((k == "title" and isinstance(v, str)) or (k == "additionalProperties" and v is False))
+    }
     options = out.get("anyOf")
     if not names and isinstance(options, list) and len(options) == 2 and {"type": "null"} in options:
         out.pop("anyOf")
@@ -140,8 +143,14 @@ class Tool:
     @classmethod
     def schema(cls) -> dict:
         """The tool as an OpenAI-style function definition (what litellm passes to any provider)."""
-        return {"type": "function", "function": {"name": cls.name, "description": cls.description,
-                                                 "parameters": compact_schema(cls.Args.model_json_schema())}}
+        return {
+            "type": "function",
+            "function": {
+                "name": cls.name,
+                "description": cls.description,
+                "parameters": compact_schema(cls.Args.model_json_schema()),
+            },
+        }
 
     def run(self, raw_args: dict | None, ctx: ToolContext) -> ToolResult:
         """Validate the model's arguments, execute, bound the observation. Never raises for the model's mistakes."""
@@ -167,6 +176,6 @@ def bound(text: str, limit: int = MAX_OBSERVATION) -> str:
     text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= limit:
         return text
-    head, tail = text[: limit * 2 // 3], text[-(limit // 3) + 80:]
+    head, tail = text[: limit * 2 // 3], text[-(limit // 3) + 80 :]
     cut = len(text) - len(head) - len(tail)
     return f"{head}\n[... {cut} characters cut ...]\n{tail}"

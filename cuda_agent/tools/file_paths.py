@@ -60,8 +60,10 @@ def locate(ctx: ToolContext, given: str) -> tuple[Path, str]:
         if i < len(parts) - 1:
             folder = folder / name
             if folder.is_symlink() or not folder.is_dir():
-                raise ToolError(f"{display('/'.join(real))} is not a folder (a file or a symlink); "
-                                "give the path as list_files shows it")
+                raise ToolError(
+                    f"{display('/'.join(real))} is not a folder (a file or a symlink); "
+                    "give the path as list_files shows it"
+                )
     entry, rel = folder / real[-1], "/".join(real)
     first = rel.split("/", 1)[0]
     if first == ".git":

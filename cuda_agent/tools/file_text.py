@@ -27,8 +27,10 @@ def read_text(p: Path, shown: str) -> str:
             kind = kind_of(os.lstat(p).st_mode)  # a FIFO or a socket the shell made: there, but no file to read
         except OSError:
             raise ToolError(f"{shown} does not exist; list_files shows the workspace's files") from None
-        raise ToolError(f"{shown} is {kind}, not a text file: delete it with delete_file, or replace it with "
-                        "edit_file mode=create and overwrite=true")
+        raise ToolError(
+            f"{shown} is {kind}, not a text file: delete it with delete_file, or replace it with "
+            "edit_file mode=create and overwrite=true"
+        )
     if (size := p.stat().st_size) > MAX_FILE_BYTES:
         raise ToolError(f"{shown} is {human(size)}, too large to open here (limit {human(MAX_FILE_BYTES)})")
     try:
@@ -115,7 +117,7 @@ def no_match(text: str, old: str, shown: str) -> str:
     target = "\n".join(s.strip() for s in want)  # indentation aside: a common cause of misses
     best: list[tuple[float, int]] = []  # the two best windows that do not overlap: (score, index)
     for i in range(max(1, min(len(lines), 20000) - n + 1)):
-        sm = SequenceMatcher(None, "\n".join(s.strip() for s in lines[i:i + n]), target, autojunk=False)
+        sm = SequenceMatcher(None, "\n".join(s.strip() for s in lines[i : i + n]), target, autojunk=False)
         floor = best[-1][0] if len(best) == 2 else 0.0
         if not (sm.real_quick_ratio() > floor and sm.quick_ratio() > floor and (r := sm.ratio()) > floor):
             continue

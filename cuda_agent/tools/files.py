@@ -49,14 +49,17 @@ class ViewFile(Tool):
         obs = f"{a.path}: lines {a.start_line}-{last} of {total}\n{body}"
         if last < end:
             obs += f"\n[{end - last} more lines not shown; view_file with start_line={last + 1} to see more]"
-        return ToolResult(observation=obs, data={"path": a.path, "start_line": a.start_line,
-                                                 "end_line": last, "total_lines": total})
+        return ToolResult(
+            observation=obs, data={"path": a.path, "start_line": a.start_line, "end_line": last, "total_lines": total}
+        )
 
 
 class EditFile(Tool):
     name = "edit_file"
-    description = ("Change a workspace text file. replace: old_str (exactly once in the file) by new_str; "
-                   "insert: new_str after line insert_line; create: a new file of file_text.")
+    description = (
+        "Change a workspace text file. replace: old_str (exactly once in the file) by new_str; "
+        "insert: new_str after line insert_line; create: a new file of file_text."
+    )
 
     class Args(StrictArgs):
         mode: Literal["replace", "insert", "create"]
@@ -68,8 +71,9 @@ class EditFile(Tool):
         overwrite: bool = Field(False, description="create: replace an existing file")
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
-        needed = {"replace": ("old_str", "new_str"), "insert": ("insert_line", "new_str"),
-                  "create": ("file_text",)}[a.mode]
+        needed = {"replace": ("old_str", "new_str"), "insert": ("insert_line", "new_str"), "create": ("file_text",)}[
+            a.mode
+        ]
         if missing := [f for f in needed if f not in a.model_fields_set]:
             raise ToolError(f"mode={a.mode} needs {' and '.join(missing)}")
         p = resolve(ctx, a.path, for_write=True)
@@ -88,14 +92,21 @@ class EditFile(Tool):
         if len(hits) > 1:
             nums = sorted({line_at(text, i) for i in hits})
             where = ", ".join(map(str, nums[:20])) + (", ..." if len(nums) > 20 else "")
-            raise ToolError(f"old_str occurs {len(hits)} times in {a.path} (on lines {where}); "
-                            "add surrounding lines to old_str so it matches exactly once")
+            raise ToolError(
+                f"old_str occurs {len(hits)} times in {a.path} (on lines {where}); "
+                "add surrounding lines to old_str so it matches exactly once"
+            )
         i = hits[0]
-        new = text[:i] + a.new_str + text[i + len(a.old_str):]
+        new = text[:i] + a.new_str + text[i + len(a.old_str) :]
         write_atomic(p, new)
         first = line_at(text, i)
-        return _edited(f"replaced {span(first, line_at(text, i + len(a.old_str) - 1))} of {a.path}",
-                       new, first, first + a.new_str.count("\n"), {"path": a.path, "line": first})
+        return _edited(
+            f"replaced {span(first, line_at(text, i + len(a.old_str) - 1))} of {a.path}",
+            new,
+            first,
+            first + a.new_str.count("\n"),
+            {"path": a.path, "line": first},
+        )
 
     def _insert(self, a: Args, p: Path) -> ToolResult:
         if not a.new_str:
@@ -103,31 +114,41 @@ class EditFile(Tool):
         text = read_text(p, a.path)
         total = len(lines_of(text))
         if a.insert_line > total:
-            raise ToolError(f"insert_line {a.insert_line} is past the end: {a.path} has {total} lines "
-                            f"(insert_line={total} appends)")
-        offset = sum(len(line) + 1 for line in text.split("\n")[:a.insert_line])
+            raise ToolError(
+                f"insert_line {a.insert_line} is past the end: {a.path} has {total} lines (insert_line={total} appends)"
+            )
+        offset = sum(len(line) + 1 for line in text.split("\n")[: a.insert_line])
         prefix = "\n" if offset > len(text) else ""  # the last line has no newline: give it one
         offset = min(offset, len(text))
         insert = prefix + a.new_str + ("" if a.new_str.endswith("\n") else "\n")
         new = text[:offset] + insert + text[offset:]
         write_atomic(p, new)
         first, added = a.insert_line + 1, insert.count("\n") - len(prefix)
-        return _edited(f"inserted {added} line{'s' * (added != 1)} after line {a.insert_line} of {a.path}",
-                       new, first, a.insert_line + added, {"path": a.path, "line": first})
+        return _edited(
+            f"inserted {added} line{'s' * (added != 1)} after line {a.insert_line} of {a.path}",
+            new,
+            first,
+            a.insert_line + added,
+            {"path": a.path, "line": first},
+        )
 
     def _create(self, a: Args, p: Path) -> ToolResult:
         if p.is_dir():
             raise ToolError(f"{a.path} is a folder; give a file path")
         existed = p.exists() or p.is_symlink()
         if existed and not a.overwrite:
-            raise ToolError(f"{a.path} already exists; use mode=replace to change part of it, "
-                            "or overwrite=true to replace all of it")
+            raise ToolError(
+                f"{a.path} already exists; use mode=replace to change part of it, "
+                "or overwrite=true to replace all of it"
+            )
         p.parent.mkdir(parents=True, exist_ok=True)
         write_atomic(p, a.file_text)
         n = len(lines_of(a.file_text))
         verb = "overwrote" if existed else "created"
-        return ToolResult(observation=f"{verb} {a.path} ({n} lines, {human(len(a.file_text.encode()))})",
-                          data={"path": a.path, "lines": n, "overwrote": existed})
+        return ToolResult(
+            observation=f"{verb} {a.path} ({n} lines, {human(len(a.file_text.encode()))})",
+            data={"path": a.path, "lines": n, "overwrote": existed},
+        )
 
 
 def _edited(summary: str, text: str, first: int, last: int, data: dict[str, Any]) -> ToolResult:
@@ -150,18 +171,24 @@ class ListFiles(Tool):
         where = a.path.strip().rstrip("/") or "."
         top = Path(ctx.workspace.root) if where == "." else resolve(ctx, where)
         if not top.is_dir():
-            raise ToolError(f"{where} is a file; view_file shows it" if top.exists()
-                            else f"{where} does not exist; list_files with no path shows the workspace")
+            raise ToolError(
+                f"{where} is a file; view_file shows it"
+                if top.exists()
+                else f"{where} does not exist; list_files with no path shows the workspace"
+            )
         rows: list[str] = []
         with os_errors(f"list {where}"):
             files, size, hidden = _walk(top, 1, rows, "" if where == "." else f"{where}/")
         obs = [f"{where}/ ({files} files, {human(size)})", *rows[:LIST_LIMIT]]
         if any(BAD_NAME in row for row in rows):
-            obs.append("Names marked 'not allowed' break builds and tools (only letters, digits, _ - . are "
-                       "used): rename_file or delete_file them, giving the name as shown here.")
+            obs.append(
+                "Names marked 'not allowed' break builds and tools (only letters, digits, _ - . are "
+                "used): rename_file or delete_file them, giving the name as shown here."
+            )
         if len(rows) > LIST_LIMIT:
-            obs.append(f"[{len(rows) - LIST_LIMIT} more entries not shown; "
-                       "list_files with path=<folder> lists one folder]")
+            obs.append(
+                f"[{len(rows) - LIST_LIMIT} more entries not shown; list_files with path=<folder> lists one folder]"
+            )
         if hidden:
             obs.append(f"({hidden} entries hidden: .git, caches and build outputs)")
         return ToolResult(observation="\n".join(obs), data={"path": where, "files": files, "bytes": size})
@@ -232,5 +259,6 @@ class RenameFile(Tool):
         with os_errors(f"rename {display(rel)} to {a.new_path}"):
             target.parent.mkdir(parents=True, exist_ok=True)
             os.rename(entry, target)
-        return ToolResult(observation=f"renamed {display(rel)} to {a.new_path}",
-                          data={"path": display(rel), "new_path": a.new_path})
+        return ToolResult(
+            observation=f"renamed {display(rel)} to {a.new_path}", data={"path": display(rel), "new_path": a.new_path}
+        )

@@ -53,8 +53,9 @@ def dispatch(tools: list[Tool], name: str, raw_args: Any, ctx: ToolContext) -> T
         try:
             raw_args = json.loads(raw_args) if raw_args.strip() else {}
         except json.JSONDecodeError as e:
-            return _error(f"{name}: arguments are not valid JSON ({e.msg} at character {e.pos}); "
-                          "send a JSON object", redact)
+            return _error(
+                f"{name}: arguments are not valid JSON ({e.msg} at character {e.pos}); send a JSON object", redact
+            )
     if raw_args is not None and not isinstance(raw_args, dict):
         return _error(f"{name}: arguments must be a JSON object, got {type(raw_args).__name__}", redact)
     try:

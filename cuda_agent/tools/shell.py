@@ -13,9 +13,10 @@ from pathlib import Path
 
 from pydantic import Field
 
-from .base import StrictArgs, Tool, ToolContext, ToolError, ToolResult
 from cuda_agent.jail import Jail, JailUnavailable, kill_group, sandbox_enabled
 from cuda_agent.run_folder import RunFolder
+
+from .base import StrictArgs, Tool, ToolContext, ToolError, ToolResult
 
 KEEP_BYTES = 32 * 1024  # of output kept at each end; the observation is bounded further by `run`
 
@@ -30,8 +31,10 @@ class Shell(Tool):
 
     def execute(self, a: Args, ctx: ToolContext) -> ToolResult:
         if not ctx.tools.allow_shell:
-            raise ToolError("the shell is disabled in this run (allow_shell is off); use view_file, "
-                            "edit_file and list_files for files, and compile, verify, benchmark, profile")
+            raise ToolError(
+                "the shell is disabled in this run (allow_shell is off); use view_file, "
+                "edit_file and list_files for files, and compile, verify, benchmark, profile"
+            )
         cap = ctx.tools.shell_timeout_s  # both the default and the most one call may ask for
         limit = min(a.timeout or cap, cap)
         try:
@@ -39,17 +42,20 @@ class Shell(Tool):
         except JailUnavailable as e:
             raise ToolError(f"the shell runs only in the jail: {e}") from None
         capped = f" (capped at the run's limit of {cap:g} s)" if a.timeout > cap else ""
-        head = (f"timed out after {limit:g} s{capped}: killed" if timed_out else f"exit code {rc}")
-        return ToolResult(observation=f"{head}\n{out}" if out else f"{head} (no output)",
-                          status="error" if timed_out or rc != 0 else "ok",
-                          data={"exit_code": rc, "timed_out": timed_out, "timeout": limit})
+        head = f"timed out after {limit:g} s{capped}: killed" if timed_out else f"exit code {rc}"
+        return ToolResult(
+            observation=f"{head}\n{out}" if out else f"{head} (no output)",
+            status="error" if timed_out or rc != 0 else "ok",
+            data={"exit_code": rc, "timed_out": timed_out, "timeout": limit},
+        )
 
 
 def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = None) -> tuple[int, str, bool]:
     """Run `bash -c command`; return (exit code, output with stderr merged, timed out)."""
     cwd = Path(cwd).resolve()
-    proc = shell_jail(cwd, sandbox).popen(["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL,
-                                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = shell_jail(cwd, sandbox).popen(
+        ["bash", "-c", command], cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     out = _Collector(proc.stdout)
     try:
         rc, timed_out = proc.wait(timeout=timeout), False
@@ -66,8 +72,13 @@ def run_command(command: str, cwd: Path, timeout: float, sandbox: bool | None = 
 def shell_jail(cwd: Path, sandbox: bool | None = None) -> Jail:
     """The shell's jail: the GPU's device nodes, writes to the workspace `cwd` only; the run folder
     around it (verdict ledger, trajectory) stays out of sight. The jail tests attack this one too."""
-    return Jail(writable=[cwd], gpu=True, cwd=cwd, hidden=[RunFolder.around(cwd).path],
-                enabled=sandbox_enabled() if sandbox is None else sandbox)
+    return Jail(
+        writable=[cwd],
+        gpu=True,
+        cwd=cwd,
+        hidden=[RunFolder.around(cwd).path],
+        enabled=sandbox_enabled() if sandbox is None else sandbox,
+    )
 
 
 class _Collector:
@@ -90,5 +101,6 @@ class _Collector:
     def text(self) -> str:
         cut = self.total - len(self.head) - len(self.tail)
         middle = f"\n[... {cut} bytes of output cut ...]\n" if cut > 0 else ""
-        return (bytes(self.head).decode(errors="replace") + middle
-                + bytes(self.tail).decode(errors="replace")).rstrip("\n")
+        return (bytes(self.head).decode(errors="replace") + middle + bytes(self.tail).decode(errors="replace")).rstrip(
+            "\n"
+        )

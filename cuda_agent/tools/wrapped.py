@@ -25,8 +25,10 @@ class WrappedTool(Tool):
         if (program := self.program(ctx)) is None:
             return ToolResult(status="error", observation=f"{self.name}: {self.missing}", data={"available": False})
         if ctx.task_copy is None:
-            raise ToolError("no reference task is configured for this run (the Environment makes one): profile and "
-                            "sanitize cannot run here; use verify and benchmark")
+            raise ToolError(
+                "no reference task is configured for this run (the Environment makes one): profile and "
+                "sanitize cannot run here; use verify and benchmark"
+            )
         return self.wrapped(args, ctx, program, ctx.task_copy.ref, built_kernels(ctx))
 
     def wrapped(self, args: BaseModel, ctx: ToolContext, program: Path, task: str, kernels: Path) -> ToolResult:

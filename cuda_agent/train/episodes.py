@@ -51,8 +51,10 @@ class EpisodeSettings(BaseModel):
         if isinstance(v, dict):
             unknown = sorted(set(v) - set(EvalConfig.model_fields))
             if unknown:
-                raise ValueError(f"unknown eval setting(s) {', '.join(unknown)}; "
-                                 f"the settings are: {', '.join(EvalConfig.model_fields)}")
+                raise ValueError(
+                    f"unknown eval setting(s) {', '.join(unknown)}; "
+                    f"the settings are: {', '.join(EvalConfig.model_fields)}"
+                )
         return v
 
 
@@ -61,8 +63,10 @@ def task_from_row(extra_info: dict[str, Any], tasks_dir: Path) -> Task:
     its source under tasks_dir and checked against the row's task hash."""
     missing = [k for k in ("task_source", "task_hash", "class_name") if not extra_info.get(k)]
     if missing:
-        raise TaskError(f"the row's extra_info has no {', '.join(missing)}: make the parquet with "
-                        "`cuda-agent export RUNS --format verl`")
+        raise TaskError(
+            f"the row's extra_info has no {', '.join(missing)}: make the parquet with "
+            "`cuda-agent export RUNS --format verl`"
+        )
     task_hash, class_name = str(extra_info["task_hash"]), str(extra_info["class_name"])
     name = str(extra_info.get("task_name") or "task")  # task.py names model.py by its folder: the row's task name
     if class_name != DEFAULT_CLASS and name.endswith(f"-{class_name}"):
@@ -75,8 +79,10 @@ def task_from_row(extra_info: dict[str, Any], tasks_dir: Path) -> Task:
         os.replace(tmp, path)
     task = load_task(f"{path}::{class_name}", module_name="cuda_agent_task_rl")
     if task.source_hash != task_hash:
-        raise TaskError(f"the row's task_source does not rebuild task {task_hash} (got {task.source_hash}): a task "
-                        "whose inputs came from a sidecar file is not in the parquet; give it get_inputs() in its file")
+        raise TaskError(
+            f"the row's task_source does not rebuild task {task_hash} (got {task.source_hash}): a task "
+            "whose inputs came from a sidecar file is not in the parquet; give it get_inputs() in its file"
+        )
     return task
 
 
@@ -92,8 +98,9 @@ class EpisodeHost:
         from cuda_agent.train.rl_env import KernelEnv
 
         self.settings = s = settings
-        self.env = KernelEnv(s.runs_dir, eval_config=s.eval, max_steps=s.max_steps,
-                             tool_settings=ToolSettings(allow_shell=s.allow_shell))
+        self.env = KernelEnv(
+            s.runs_dir, eval_config=s.eval, max_steps=s.max_steps, tool_settings=ToolSettings(allow_shell=s.allow_shell)
+        )
 
     def reset(self, extra_info: dict[str, Any]) -> list[dict]:
         return self.start(task_from_row(extra_info, self.settings.runs_dir / "tasks"))

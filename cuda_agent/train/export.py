@@ -30,6 +30,7 @@ chat JSONL, RFT (the best run per task), and verl's parquet of tasks (verl_data.
   and so does a run folder without a ledger (made before the harness kept one: re-run it). sft
   and rft check; verl takes runs as tasks only, whatever they scored.
 """
+
 from __future__ import annotations
 
 import json
@@ -39,22 +40,35 @@ from pathlib import Path
 from typing import Literal
 
 from cuda_agent.agent.history import rebuild
-from cuda_agent.records import (EXTERNAL_MODEL_PREFIX, Closing, FormatErrorRecord, Header, ModelTurn, Resume,
-                                ToolResultRecord, Trim, UserMessage)
+from cuda_agent.records import (
+    EXTERNAL_MODEL_PREFIX,
+    Closing,
+    FormatErrorRecord,
+    Header,
+    ModelTurn,
+    Resume,
+    ToolResultRecord,
+    Trim,
+    UserMessage,
+)
 from cuda_agent.run_folder import LEDGER, TRAJECTORY, RunFolder
 from cuda_agent.secrets import Redactor
-from cuda_agent.trajectory import read_trajectory
 from cuda_agent.train.run_episode import UNKNOWN, Episode
+from cuda_agent.trajectory import read_trajectory
 from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace.ledger import LedgerError
 
-NO_LEDGER = (f"no verdict ledger ({LEDGER}): the run was made before the harness kept one; re-run the task "
-             "(or `optimize --resume` it and verify again) to export it")
+NO_LEDGER = (
+    f"no verdict ledger ({LEDGER}): the run was made before the harness kept one; re-run the task "
+    "(or `optimize --resume` it and verify again) to export it"
+)
 
 Format = Literal["sft", "rft", "verl"]
 NO_MODEL_TURN = "no model turn (the run ended before the model answered)"
-EXTERNAL = ("driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text "
-            "(--include-external keeps them)")
+EXTERNAL = (
+    "driven by an MCP client (cuda-agent mcp): its turns are the client's calls, with no model text "
+    "(--include-external keeps them)"
+)
 
 
 @dataclass
@@ -73,16 +87,19 @@ class ExportReport:
         if self.marked_turns:
             out.append(f"{self.marked_turns} assistant turn(s) written by a person or a script kept with weight 0")
         if self.external_turns:
-            out.append(f"{self.external_turns} assistant turn(s) an MCP client made kept as demonstrations: "
-                       'its tool calls only, marked "external": true')
+            out.append(
+                f"{self.external_turns} assistant turn(s) an MCP client made kept as demonstrations: "
+                'its tool calls only, marked "external": true'
+            )
         return out
 
     def why_empty(self) -> str:
         """Why nothing was written, in one line."""
         if not self.runs:
             return f"no run folder (a folder with {TRAJECTORY}) under the paths given"
-        left = "; ".join([f"{n} {why}" for why, n in sorted(self.skipped.items())]
-                         + [f"refused {line}" for line in self.refused])
+        left = "; ".join(
+            [f"{n} {why}" for why, n in sorted(self.skipped.items())] + [f"refused {line}" for line in self.refused]
+        )
         return f"{self.runs} run(s) read, every one left out: {left}"
 
 
@@ -113,18 +130,28 @@ def read_episode(run_dir: Path) -> Episode | None:
     external = [w.startswith(EXTERNAL_MODEL_PREFIX) for w in writers]
     closing = next((r for r in reversed(records) if isinstance(r, Closing)), None)
     ep = Episode(
-        path=run_dir, header=header, messages=_marked(state.messages, state.turn_messages, marked, external),
+        path=run_dir,
+        header=header,
+        messages=_marked(state.messages, state.turn_messages, marked, external),
         reward=-1 if closing is None or closing.best_reward is None else closing.best_reward,
-        steps=max((r.step for r in turns), default=0), stop_reason=closing.stop_reason if closing else None,
-        model_turns=len(turns), protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]),
+        steps=max((r.step for r in turns), default=0),
+        stop_reason=closing.stop_reason if closing else None,
+        model_turns=len(turns),
+        protocol=_protocol(header, [r for r in records if isinstance(r, Resume)]),
         edited_steps=[r.step for r in turns if r.edited_by_person],
         scripted_steps=[r.step for r in turns if r.injected and not r.edited_by_person],
         person_messages=[r.step for r in records if isinstance(r, UserMessage) and r.injected],
         trimmed_steps=[r.step for r in records if isinstance(r, Trim)],
-        format_error_steps=sorted({r.step for r in records if isinstance(r, FormatErrorRecord)
-                                   or isinstance(r, ToolResultRecord) and r.format_error}),
+        format_error_steps=sorted(
+            {
+                r.step
+                for r in records
+                if isinstance(r, FormatErrorRecord) or isinstance(r, ToolResultRecord) and r.format_error
+            }
+        ),
         external_steps=[r.step for r, e in zip(turns, external) if e],
-        external_clients=sorted({w for w, e in zip(writers, external) if e}))
+        external_clients=sorted({w for w, e in zip(writers, external) if e}),
+    )
     ep.reward, ep.disagrees = ledger_reward(run_dir, records, closing)
     first = 0  # the first turn of the stretch
     for history, upto in state.before_trims + [(ep.messages, len(turns))]:
@@ -160,16 +187,20 @@ def ledger_reward(run_dir: Path, records: list, closing: Closing | None) -> tupl
     said = (closing.best_reward, closing.best_version, closing.best_commit) if closing else None
     kept = (best.reward, best.version, best.sha) if best is not None else (None, None, None)
     if said is not None and said != kept:
-        return reward, (f"its closing record says best_reward {said[0]} (version {said[1]}), the ledger's best is "
-                        + (f"version {best.version} with reward {best.reward}" if best else "none (reward -1)"))
+        return reward, (
+            f"its closing record says best_reward {said[0]} (version {said[1]}), the ledger's best is "
+            + (f"version {best.version} with reward {best.reward}" if best else "none (reward -1)")
+        )
     by_version = {e.version: e for e in entries}
     for r in records:
         if r.type == "evaluation" and r.version is not None:
             e = by_version.get(r.version)
             if e is None or (e.status, e.reward, e.commit) != (r.status, r.reward, r.commit):
                 held = f"{e.status}, reward {e.reward}" if e else "no such evaluation"
-                return reward, (f"its evaluation record of version {r.version} says {r.status}, "
-                                f"reward {r.reward}; the ledger: {held}")
+                return reward, (
+                    f"its evaluation record of version {r.version} says {r.status}, "
+                    f"reward {r.reward}; the ledger: {held}"
+                )
     return reward, None
 
 
@@ -205,9 +236,17 @@ def _protocol(header: Header, resumes: list[Resume]) -> str:
     return found[0] if len(set(found)) == 1 else "mixed"
 
 
-def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None = None, drop_marked: bool = False,
-           drop_trimmed: bool = False, include_unfinished: bool = False,
-           include_external: bool = False) -> ExportReport:
+def export(
+    paths: list[Path],
+    fmt: Format,
+    out: Path,
+    *,
+    min_reward: int | None = None,
+    drop_marked: bool = False,
+    drop_trimmed: bool = False,
+    include_unfinished: bool = False,
+    include_external: bool = False,
+) -> ExportReport:
     report = ExportReport()
     episodes: list[Episode] = []
     for run in find_runs(paths):
@@ -253,8 +292,11 @@ def export(paths: list[Path], fmt: Format, out: Path, *, min_reward: int | None 
                 report.marked_turns += len(ep.edited_steps) + len(ep.scripted_steps)
                 report.external_turns += len(ep.external_steps)
                 for k, messages in enumerate(ep.records):
-                    row = {"messages": messages, "tools": ep.header.tools,
-                           "metadata": {**ep.metadata(), "segment": k, "segments": len(ep.records)}}
+                    row = {
+                        "messages": messages,
+                        "tools": ep.header.tools,
+                        "metadata": {**ep.metadata(), "segment": k, "segments": len(ep.records)},
+                    }
                     f.write(json.dumps(redact(row), ensure_ascii=False) + "\n")
                     report.written += 1
     return report

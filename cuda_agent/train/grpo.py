@@ -73,15 +73,21 @@ class GRPOResult:
     def lines(self) -> list[str]:
         how = "stopped by Ctrl-C after" if self.stopped else "trained"
         first = f"{how} step {self.steps}" if self.started_at else f"{how} {self.steps} step(s)"
-        out = [f"{first} in {self.seconds:.1f} s ({self.precision})" +
-               (f", resumed from step {self.started_at}" if self.started_at else "")]
+        out = [
+            f"{first} in {self.seconds:.1f} s ({self.precision})"
+            + (f", resumed from step {self.started_at}" if self.started_at else "")
+        ]
         if self.log:
             last = self.log[-1]
-            out.append(f"last step: reward {_fmt(last['reward'])}, correct rate {_fmt(last['correct_rate'])}, "
-                       f"{last['evaluations_total']} evaluation(s) in all")
+            out.append(
+                f"last step: reward {_fmt(last['reward'])}, correct rate {_fmt(last['correct_rate'])}, "
+                f"{last['evaluations_total']} evaluation(s) in all"
+            )
         out.append(f"saved the model to {self.out_dir}; checkpoints in {self.out_dir / CHECKPOINTS}")
-        out.append(f"log: {self.out_dir / 'log.jsonl'}; plot: " +
-                   (str(self.plot) if self.plot else "none (matplotlib is not installed: pip install matplotlib)"))
+        out.append(
+            f"log: {self.out_dir / 'log.jsonl'}; plot: "
+            + (str(self.plot) if self.plot else "none (matplotlib is not installed: pip install matplotlib)")
+        )
         if self.stopped:
             out.append("continue with the same command and --resume")
         return out
@@ -108,8 +114,10 @@ def settings_for_resume(out: Path, given: dict) -> GRPOSettings:
     saved = json.loads(path.read_text(encoding="utf-8"))["settings"]
     differs = [k for k, v in given.items() if k not in RESUMABLE and k in saved and v is not None and v != saved[k]]
     if differs:
-        raise GRPOSetupError("--resume keeps the run's settings; these differ from it: "
-                             + ", ".join(f"{k} ({given[k]!r}, the run has {saved[k]!r})" for k in differs))
+        raise GRPOSetupError(
+            "--resume keeps the run's settings; these differ from it: "
+            + ", ".join(f"{k} ({given[k]!r}, the run has {saved[k]!r})" for k in differs)
+        )
     merged = {**saved, **{k: v for k, v in given.items() if k in RESUMABLE and v is not None}}
     merged["out"] = Path(out)
     return GRPOSettings(**merged)
@@ -121,12 +129,19 @@ def check_out_dir(out: Path, resume: bool) -> Path | None:
     ckpt = last_checkpoint(out)
     if resume:
         if ckpt is None:
-            raise GRPOSetupError(f"--resume: no checkpoint in {out / CHECKPOINTS} (the run stopped before it saved "
-                                 "one): remove the folder, or pick another --out, to start again")
+            raise GRPOSetupError(
+                f"--resume: no checkpoint in {out / CHECKPOINTS} (the run stopped before it saved "
+                "one): remove the folder, or pick another --out, to start again"
+            )
         return ckpt
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
-        how = ("--resume to continue the run there" if ckpt is not None else
-               "it holds no checkpoint to resume from: remove it" if (out / SUMMARY).is_file() else "remove it")
+        how = (
+            "--resume to continue the run there"
+            if ckpt is not None
+            else "it holds no checkpoint to resume from: remove it"
+            if (out / SUMMARY).is_file()
+            else "remove it"
+        )
         raise FileExistsError(f"{out} exists and is not empty: {how}, or pick another --out")
     return None
 
@@ -139,8 +154,9 @@ def starting_model(settings: GRPOSettings) -> str:
         return settings.model
     ckpt = Path(settings.from_checkpoint)
     if not (ckpt / "config.json").is_file():
-        raise GRPOSetupError(f"--from-checkpoint {ckpt}: not a model folder (no config.json): give the --out of "
-                             "`cuda-agent train sft`")
+        raise GRPOSetupError(
+            f"--from-checkpoint {ckpt}: not a model folder (no config.json): give the --out of `cuda-agent train sft`"
+        )
     summary = ckpt / SFT_SUMMARY
     if settings.model is not None and summary.is_file():
         base = json.loads(summary.read_text(encoding="utf-8")).get("settings", {}).get("model")
@@ -193,16 +209,19 @@ def _callbacks(log: RunLog, book, stop: StopOnInterrupt, display, evaluations: i
                 return
             now = time.monotonic()
             episodes = [e.as_dict() for e in book.take()]
-            line = log.write_step(state.global_step, episodes, dict(logs), now - self.mark, self.evaluations,
-                                  self.elapsed)
+            line = log.write_step(
+                state.global_step, episodes, dict(logs), now - self.mark, self.evaluations, self.elapsed
+            )
             self.evaluations, self.elapsed, self.mark = line["evaluations_total"], line["elapsed_s"], now
             self.lines.append(line)
             self.plot = log.draw()
             if display is not None:
-                display.step_done(f"step {line['step']}: reward {_fmt(line['reward'])} "
-                                  f"(rollouts {line['rewards']}), correct rate {_fmt(line['correct_rate'])}, "
-                                  f"{line['evaluations']} evaluation(s), {line['seconds']:.0f} s, "
-                                  f"loss {_fmt(line['loss'])}")
+                display.step_done(
+                    f"step {line['step']}: reward {_fmt(line['reward'])} "
+                    f"(rollouts {line['rewards']}), correct rate {_fmt(line['correct_rate'])}, "
+                    f"{line['evaluations']} evaluation(s), {line['seconds']:.0f} s, "
+                    f"loss {_fmt(line['loss'])}"
+                )
 
     return RunCallbacks()
 
@@ -231,8 +250,16 @@ def _trainer_class(display):
     return CudaAgentGRPOTrainer
 
 
-def train_grpo(settings: GRPOSettings, eval_config, *, resume: bool = False, model=None, tokenizer=None,
-               progress=None, say: Callable[[str], None] = lambda line: None) -> GRPOResult:
+def train_grpo(
+    settings: GRPOSettings,
+    eval_config,
+    *,
+    resume: bool = False,
+    model=None,
+    tokenizer=None,
+    progress=None,
+    say: Callable[[str], None] = lambda line: None,
+) -> GRPOResult:
     """Train; `model`/`tokenizer` already loaded skip loading them (not on --resume: the checkpoint's are
     used). `progress` (cuda_agent.progress.Progress) shows the bars; `say` hears what it is about to do."""
     import os
@@ -263,19 +290,28 @@ def train_grpo(settings: GRPOSettings, eval_config, *, resume: bool = False, mod
     if ckpt is not None or model is None or tokenizer is None:
         model, tokenizer = load_model(source, seed=settings.seed)
     if not supports_tool_calling(tokenizer):
-        raise ModelLoadError(f"{source}: its chat template does not show tool "
-                             "calls, and GRPO's environment reads the model's tool calls from its text (TRL parses "
-                             "them with the template's response schema): use a model whose template has tool "
-                             "calling (Qwen2.5/3, Llama 3.1+, ...) or --model tiny")
+        raise ModelLoadError(
+            f"{source}: its chat template does not show tool "
+            "calls, and GRPO's environment reads the model's tool calls from its text (TRL parses "
+            "them with the template's response schema): use a model whose template has tool "
+            "calling (Qwen2.5/3, Llama 3.1+, ...) or --model tiny"
+        )
     tokenizer.padding_side = "left"
-    episode_settings = EpisodeSettings(runs_dir=out / RUNS, pool="local", max_steps=settings.max_turns,
-                                       keep_workspaces=settings.keep_workspaces, allow_shell=settings.allow_shell,
-                                       eval=eval_config)
+    episode_settings = EpisodeSettings(
+        runs_dir=out / RUNS,
+        pool="local",
+        max_steps=settings.max_turns,
+        keep_workspaces=settings.keep_workspaces,
+        allow_shell=settings.allow_shell,
+        eval=eval_config,
+    )
     window = getattr(model.config.get_text_config(), "max_position_embeddings", None)
     completion = settings.max_completion_length
     if window and completion >= window:
-        raise GRPOSetupError(f"--max-completion-length {completion} leaves no room for the prompt in the model's "
-                             f"{window} positions: give less")
+        raise GRPOSetupError(
+            f"--max-completion-length {completion} leaves no room for the prompt in the model's "
+            f"{window} positions: give less"
+        )
     prec = precision()
     rollouts = settings.tasks_per_step * settings.num_generations
     log = RunLog(out)
@@ -283,29 +319,55 @@ def train_grpo(settings: GRPOSettings, eval_config, *, resume: bool = False, mod
         log.truncate_after(done)
     evaluations, elapsed = log.totals()
     _write_summary(out, settings, eval_config, done=done, checkpoint=ckpt)
-    say(f"model: {source} ({prec}); {rollouts} rollout(s) per step "
+    say(
+        f"model: {source} ({prec}); {rollouts} rollout(s) per step "
         f"({settings.tasks_per_step} task(s) x {settings.num_generations}); up to {settings.max_turns} tool calls "
-        f"and {completion} tokens per rollout; evaluations on {eval_config.device}")
+        f"and {completion} tokens per rollout; evaluations on {eval_config.device}"
+    )
     if ckpt is not None:
         say(f"resuming from {ckpt} (step {done})")
-    display = GRPOProgress(progress, max_steps=settings.max_steps, done=done, rollouts=rollouts) \
-        if progress is not None else None
-    book = EpisodeBook(episode_settings, on_event=display.on_event if display else None,
-                       progress=display.evaluation_display() if display else None)
+    display = (
+        GRPOProgress(progress, max_steps=settings.max_steps, done=done, rollouts=rollouts)
+        if progress is not None
+        else None
+    )
+    book = EpisodeBook(
+        episode_settings,
+        on_event=display.on_event if display else None,
+        progress=display.evaluation_display() if display else None,
+    )
     config = GRPOConfig(
-        output_dir=str(out / CHECKPOINTS), learning_rate=settings.lr, max_steps=settings.max_steps,
-        per_device_train_batch_size=1, gradient_accumulation_steps=rollouts,  # one rollout per micro-batch
-        num_generations=settings.num_generations, max_completion_length=completion,
-        max_tool_calling_iterations=settings.max_turns, temperature=settings.temperature, beta=settings.beta,
-        seed=settings.seed, data_seed=settings.seed, bf16=prec == "bf16", use_cpu=prec == "fp32-cpu",
-        gradient_checkpointing=settings.gradient_checkpointing, logging_steps=1, save_strategy="steps",
-        save_steps=settings.save_every, report_to="none", disable_tqdm=True,
+        output_dir=str(out / CHECKPOINTS),
+        learning_rate=settings.lr,
+        max_steps=settings.max_steps,
+        per_device_train_batch_size=1,
+        gradient_accumulation_steps=rollouts,  # one rollout per micro-batch
+        num_generations=settings.num_generations,
+        max_completion_length=completion,
+        max_tool_calling_iterations=settings.max_turns,
+        temperature=settings.temperature,
+        beta=settings.beta,
+        seed=settings.seed,
+        data_seed=settings.seed,
+        bf16=prec == "bf16",
+        use_cpu=prec == "fp32-cpu",
+        gradient_checkpointing=settings.gradient_checkpointing,
+        logging_steps=1,
+        save_strategy="steps",
+        save_steps=settings.save_every,
+        report_to="none",
+        disable_tqdm=True,
     )
     stop = StopOnInterrupt(say)
     callbacks = _callbacks(log, book, stop, display, evaluations, elapsed)
     trainer = _trainer_class(display)(
-        model=model, args=config, train_dataset=to_dataset(tasks.rows), processing_class=tokenizer,
-        environment_factory=environment_factory(book, tool_schemas(episode_settings)), callbacks=[callbacks])
+        model=model,
+        args=config,
+        train_dataset=to_dataset(tasks.rows),
+        processing_class=tokenizer,
+        environment_factory=environment_factory(book, tool_schemas(episode_settings)),
+        callbacks=[callbacks],
+    )
     trainer.remove_callback(PrinterCallback)  # our log and display say what it would print
     try:
         with stop:
@@ -318,14 +380,25 @@ def train_grpo(settings: GRPOSettings, eval_config, *, resume: bool = False, mod
     tokenizer.save_pretrained(str(out))
     steps = trainer.state.global_step
     _write_summary(out, settings, eval_config, done=steps, checkpoint=last_checkpoint(out))
-    return GRPOResult(steps=steps, started_at=done, stopped=stop.requested and steps < settings.max_steps,
-                      out_dir=out, seconds=time.monotonic() - start, precision=prec, log=log.lines(),
-                      plot=callbacks.plot or (log.plot if log.plot.is_file() else None))
+    return GRPOResult(
+        steps=steps,
+        started_at=done,
+        stopped=stop.requested and steps < settings.max_steps,
+        out_dir=out,
+        seconds=time.monotonic() - start,
+        precision=prec,
+        log=log.lines(),
+        plot=callbacks.plot or (log.plot if log.plot.is_file() else None),
+    )
 
 
 def _write_summary(out: Path, settings: GRPOSettings, eval_config, *, done: int, checkpoint: Path | None) -> None:
     out.mkdir(parents=True, exist_ok=True)
     chosen = {k: str(v) if isinstance(v, Path) else v for k, v in asdict(settings).items()}
-    summary = {"settings": chosen, "eval": eval_config.model_dump(mode="json"), "step": done,
-               "checkpoint": str(checkpoint) if checkpoint else None}
+    summary = {
+        "settings": chosen,
+        "eval": eval_config.model_dump(mode="json"),
+        "step": done,
+        "checkpoint": str(checkpoint) if checkpoint else None,
+    }
     (out / SUMMARY).write_text(json.dumps(summary, indent=2) + "\n", encoding="utf-8")

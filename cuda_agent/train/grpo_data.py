@@ -23,8 +23,11 @@ class TaskRows:
     skipped: dict[str, str] = field(default_factory=dict)  # task id -> why it cannot be loaded
 
     def lines(self) -> list[str]:
-        out = [f"{len(self.rows)} task(s): " + ", ".join(r["task_id"] for r in self.rows[:8])
-               + (", ..." if len(self.rows) > 8 else "")]
+        out = [
+            f"{len(self.rows)} task(s): "
+            + ", ".join(r["task_id"] for r in self.rows[:8])
+            + (", ..." if len(self.rows) > 8 else "")
+        ]
         out += [f"left out {tid}: {why}" for tid, why in sorted(self.skipped.items())]
         return out
 
@@ -62,8 +65,14 @@ def task_rows(tasks: str, *, pattern: str | None = None, limit: int | None = Non
         except Exception as e:  # the task's own code failing: its problem, the others still train
             out.skipped[entry.id] = f"{type(e).__name__}: {e}"
             continue
-        out.rows.append({"prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}],
-                         "task": ref, "task_hash": task.source_hash, "task_id": entry.id})
+        out.rows.append(
+            {
+                "prompt": [{"role": "system", "content": system}, {"role": "user", "content": ""}],
+                "task": ref,
+                "task_hash": task.source_hash,
+                "task_id": entry.id,
+            }
+        )
     if not out.rows:
         why = "; ".join(f"{tid}: {w}" for tid, w in out.skipped.items())
         raise NoTasks(f"{tasks}: no task loads ({why})")

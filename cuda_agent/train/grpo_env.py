@@ -32,8 +32,7 @@ from typing import Any, Callable, Literal, Optional
 from cuda_agent.task import load_task
 from cuda_agent.train.episodes import EpisodeHost, EpisodeSettings
 
-ENDED = ("The episode has ended ({why}): tool calls do nothing now. Answer without a tool call to end "
-         "your turn.")
+ENDED = "The episode has ended ({why}): tool calls do nothing now. Answer without a tool call to end your turn."
 _JSON_TYPES: dict[str, type] = {"string": str, "integer": int, "number": float, "boolean": bool}
 _RESERVED = ("reset", "get_reward")  # TRL's own names: never a tool
 
@@ -59,8 +58,9 @@ class EpisodeBook:
     """What the environments of one training run share: their settings, the finished episodes not yet
     logged (the trainer's log drains them once per optimizer step) and who is told what happens."""
 
-    def __init__(self, settings: EpisodeSettings, *, on_event: Callable[[str, dict], None] | None = None,
-                 progress=None):
+    def __init__(
+        self, settings: EpisodeSettings, *, on_event: Callable[[str, dict], None] | None = None, progress=None
+    ):
         self.settings = settings
         self.on_event = on_event or (lambda kind, info: None)
         self.progress = progress  # a cuda_agent.progress.Progress for the tools' evaluation display, or None
@@ -98,8 +98,10 @@ class CudaAgentEnvironment:
         first = self._host.start(task)
         system = (row.get("prompt") or [{}])[0]
         if system.get("role") == "system" and system.get("content") != first[0]["content"]:
-            raise ValueError("the dataset's system message is not the one the environment starts with: "
-                             "make the dataset again (train grpo builds it from the task folder)")
+            raise ValueError(
+                "the dataset's system message is not the one the environment starts with: "
+                "make the dataset again (train grpo builds it from the task folder)"
+            )
         env = self._host.env.env
         names = tuple(s["function"]["name"] for s in env.tool_schemas())
         if names != self._tool_names:
@@ -117,11 +119,25 @@ class CudaAgentEnvironment:
             raise RuntimeError("get_reward before reset: no episode")
         reward = self._host.episode_reward()
         entries = env.workspace.history.entries()
-        record = EpisodeRecord(task=self._task, reward=reward, correct=reward >= 1, evaluations=self._evaluations,
-                               tool_calls=self._calls, seconds=round(time.monotonic() - self._started, 3),
-                               versions=[{"version": e.version, "status": e.status, "reward": e.reward,
-                                          "correct": e.correct, "time_ms": e.time_ms} for e in entries],
-                               run_dir=str(env.workspace.run_folder.path) if self._book.settings.keep_workspaces else None)
+        record = EpisodeRecord(
+            task=self._task,
+            reward=reward,
+            correct=reward >= 1,
+            evaluations=self._evaluations,
+            tool_calls=self._calls,
+            seconds=round(time.monotonic() - self._started, 3),
+            versions=[
+                {
+                    "version": e.version,
+                    "status": e.status,
+                    "reward": e.reward,
+                    "correct": e.correct,
+                    "time_ms": e.time_ms,
+                }
+                for e in entries
+            ],
+            run_dir=str(env.workspace.run_folder.path) if self._book.settings.keep_workspaces else None,
+        )
         self._book.finished.append(record)
         self._book.on_event("reward", record.as_dict())
         self._close()  # the evaluator's processes and, unless kept, the run folder go now, not at the next reset
@@ -168,8 +184,9 @@ def _tool_method(name: str, description: str, parameters: dict) -> Callable:
     for arg, prop in props.items():
         kind = _JSON_TYPES.get(prop.get("type", "string"))
         if kind is None:
-            raise ValueError(f"tool {name}: argument {arg} has JSON type {prop.get('type')!r}, which a "
-                             "signature here cannot say")
+            raise ValueError(
+                f"tool {name}: argument {arg} has JSON type {prop.get('type')!r}, which a signature here cannot say"
+            )
         hint: Any = Literal[tuple(prop["enum"])] if prop.get("enum") else kind
         if arg not in required and prop.get("default", "") is None:
             hint = Optional[hint]

@@ -45,8 +45,11 @@ class RunLog:
         """Keep only what the weights at `step` were trained on (a resumed run redoes later steps)."""
         for path in (self.log, self.episodes):
             if path.is_file():
-                kept = [line for line in path.read_text(encoding="utf-8").splitlines()
-                        if line.strip() and json.loads(line).get("step", 0) <= step]
+                kept = [
+                    line
+                    for line in path.read_text(encoding="utf-8").splitlines()
+                    if line.strip() and json.loads(line).get("step", 0) <= step
+                ]
                 path.write_text("".join(line + "\n" for line in kept), encoding="utf-8")
 
     def totals(self) -> tuple[int, float]:
@@ -54,23 +57,44 @@ class RunLog:
         last = (self.lines() or [{}])[-1]
         return int(last.get("evaluations_total", 0)), float(last.get("elapsed_s", 0.0))
 
-    def write_step(self, step: int, episodes: list[dict], trl: dict[str, Any], seconds: float,
-                   evaluations_before: int, elapsed_before: float) -> dict:
+    def write_step(
+        self,
+        step: int,
+        episodes: list[dict],
+        trl: dict[str, Any],
+        seconds: float,
+        evaluations_before: int,
+        elapsed_before: float,
+    ) -> dict:
         rewards = [e["reward"] for e in episodes]
         evaluations = sum(e["evaluations"] for e in episodes)
         mean = sum(rewards) / len(rewards) if rewards else None
         # the sample standard deviation, as TRL's `reward_std` (0 for one rollout)
-        std = (math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1))
-               if rewards and mean is not None else None)
-        line = {"step": step, "time": time.strftime("%Y-%m-%dT%H:%M:%S"), "seconds": round(seconds, 2),
-                "elapsed_s": round(elapsed_before + seconds, 2), "episodes": len(episodes),
-                "reward": mean, "reward_std": std, "rewards": rewards,
-                "correct_rate": sum(e["correct"] for e in episodes) / len(episodes) if episodes else None,
-                "evaluations": evaluations, "evaluations_total": evaluations_before + evaluations,
-                "evaluations_per_hour": round(evaluations * 3600 / seconds, 1) if seconds > 0 else None,
-                "loss": trl.get("loss"), "grad_norm": trl.get("grad_norm"), "learning_rate": trl.get("learning_rate"),
-                "completion_tokens": trl.get("completions/mean_length"),
-                "tool_calls": trl.get("tools/call_frequency"), "trl": trl}
+        std = (
+            math.sqrt(sum((r - mean) ** 2 for r in rewards) / max(1, len(rewards) - 1))
+            if rewards and mean is not None
+            else None
+        )
+        line = {
+            "step": step,
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "seconds": round(seconds, 2),
+            "elapsed_s": round(elapsed_before + seconds, 2),
+            "episodes": len(episodes),
+            "reward": mean,
+            "reward_std": std,
+            "rewards": rewards,
+            "correct_rate": sum(e["correct"] for e in episodes) / len(episodes) if episodes else None,
+            "evaluations": evaluations,
+            "evaluations_total": evaluations_before + evaluations,
+            "evaluations_per_hour": round(evaluations * 3600 / seconds, 1) if seconds > 0 else None,
+            "loss": trl.get("loss"),
+            "grad_norm": trl.get("grad_norm"),
+            "learning_rate": trl.get("learning_rate"),
+            "completion_tokens": trl.get("completions/mean_length"),
+            "tool_calls": trl.get("tools/call_frequency"),
+            "trl": trl,
+        }
         self.out.mkdir(parents=True, exist_ok=True)
         with open(self.log, "a", encoding="utf-8") as f:
             f.write(json.dumps(line) + "\n")
@@ -97,12 +121,22 @@ class RunLog:
         ax.plot(steps, [line["reward"] for line in lines], marker="o", color="tab:blue", label="mean reward")
         if steps:
             ax.set_xlim(min(steps) - 0.5, max(steps) + 0.5)
-        ax.set(xlabel="optimizer step", ylabel="milestone reward (-1 .. 3)", ylim=(-1.3, 3.3),
-               title="GRPO: reward per step (dots: rollouts)")
+        ax.set(
+            xlabel="optimizer step",
+            ylabel="milestone reward (-1 .. 3)",
+            ylim=(-1.3, 3.3),
+            title="GRPO: reward per step (dots: rollouts)",
+        )
         ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         rate = ax.twinx()
-        rate.plot(steps, [line["correct_rate"] for line in lines], color="tab:green", linestyle="--", marker="x",
-                  label="correct rate")
+        rate.plot(
+            steps,
+            [line["correct_rate"] for line in lines],
+            color="tab:green",
+            linestyle="--",
+            marker="x",
+            label="correct rate",
+        )
         rate.set(ylabel="correct rate", ylim=(-0.05, 1.05))
         handles = ax.get_legend_handles_labels()[0] + rate.get_legend_handles_labels()[0]
         ax.legend(handles=handles, loc="upper left")

@@ -52,7 +52,9 @@ class PPOConfig(BaseModel):
     @model_validator(mode="after")
     def _lengths(self) -> PPOConfig:
         if self.prompt_length >= self.context_length:
-            raise ValueError(f"prompt_length ({self.prompt_length}) must be below context_length ({self.context_length})")
+            raise ValueError(
+                f"prompt_length ({self.prompt_length}) must be below context_length ({self.context_length})"
+            )
         if not self.train_files:
             raise ValueError("train_files is empty: give the parquet from `cuda-agent export --format verl`")
         return self
@@ -73,7 +75,9 @@ def load_config(path: Path) -> PPOConfig:
 
             raw = yaml.safe_load(path.read_text(encoding="utf-8"))
     except Exception as e:  # the parser's own message
-        raise PPOConfigError(f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {_parse_error(e)}") from None
+        raise PPOConfigError(
+            f"{path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {_parse_error(e)}"
+        ) from None
     if not isinstance(raw, dict):
         raise PPOConfigError(f"{path}: expected a mapping of settings (model, train_files, ...)")
     try:
@@ -83,8 +87,10 @@ def load_config(path: Path) -> PPOConfig:
         where = ".".join(str(p) for p in err["loc"]) or "config"
         if err["type"] == "extra_forbidden":
             known = EpisodeSettings.model_fields if where.startswith("episodes.") else PPOConfig.model_fields
-            raise PPOConfigError(f"{path}: {where}: not a setting; the settings are: {', '.join(known)} "
-                                 "(verl's own keys go under overrides)") from None
+            raise PPOConfigError(
+                f"{path}: {where}: not a setting; the settings are: {', '.join(known)} "
+                "(verl's own keys go under overrides)"
+            ) from None
         raise PPOConfigError(f"{path}: {where}: {err['msg']}") from None
     return _resolve_paths(cfg, path.parent.resolve())
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.task import Task
 from cuda_agent.settings import ToolSettings
+from cuda_agent.task import Task
 
 
 @dataclass
@@ -27,8 +27,9 @@ class Step:
 
 
 class KernelEnv:
-    def __init__(self, runs_dir: Path, *, eval_config=None, max_steps: int = 150,
-                 tool_settings: ToolSettings | None = None):
+    def __init__(
+        self, runs_dir: Path, *, eval_config=None, max_steps: int = 150, tool_settings: ToolSettings | None = None
+    ):
         self.runs_dir, self.eval_config, self.max_steps = Path(runs_dir), eval_config, max_steps
         self.tool_settings = tool_settings
         self.env = None
@@ -41,12 +42,12 @@ class KernelEnv:
         from cuda_agent.environment import Environment
 
         self.close()
-        self.env = Environment.create(task, runs_dir=self.runs_dir, eval_config=self.eval_config,
-                                      tool_settings=self.tool_settings)
+        self.env = Environment.create(
+            task, runs_dir=self.runs_dir, eval_config=self.eval_config, tool_settings=self.tool_settings
+        )
         self.steps = 0
         user = env_task_message(self.env, AgentConfig(max_steps=self.max_steps).model_dump())  # as the loop words it
-        return [{"role": "system", "content": system_message(native_tools=True)},
-                {"role": "user", "content": user}]
+        return [{"role": "system", "content": system_message(native_tools=True)}, {"role": "user", "content": user}]
 
     def tools(self) -> list[dict]:
         return self._env().tool_schemas()
@@ -57,9 +58,17 @@ class KernelEnv:
         out = env.step(name, arguments)
         done = out.done or self.steps >= self.max_steps
         reward = env.episode_reward() if done else out.reward
-        return Step(observation=out.result.observation, reward=reward, done=done,
-                    info={"status": out.result.status, "version": out.result.version.version if out.result.version else None,
-                          "version_reward": out.reward, "workspace": str(env.workspace.root)})
+        return Step(
+            observation=out.result.observation,
+            reward=reward,
+            done=done,
+            info={
+                "status": out.result.status,
+                "version": out.result.version.version if out.result.version else None,
+                "version_reward": out.reward,
+                "workspace": str(env.workspace.root),
+            },
+        )
 
     def episode_reward(self) -> int:
         return self._env().episode_reward()

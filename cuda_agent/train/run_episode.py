@@ -40,11 +40,21 @@ class Episode:
 
     def metadata(self) -> dict[str, Any]:
         t = self.header.task
-        return {"run": str(self.path), "run_id": self.header.run_id, "model": self.header.model,
-                "task": {"name": t.name, "class_name": t.class_name, "hash": t.hash}, "reward": self.reward,
-                "steps": self.steps, "stop_reason": self.stop_reason, "protocol": self.protocol,
-                "prompt_version": UNKNOWN if self.header.prompt_version is None else self.header.prompt_version,
-                "edited_steps": self.edited_steps, "scripted_steps": self.scripted_steps,
-                "person_message_steps": self.person_messages, "trimmed_steps": self.trimmed_steps,
-                "format_error_steps": self.format_error_steps, "external_steps": self.external_steps,
-                "external_clients": self.external_clients}
+        return {
+            "run": str(self.path),
+            "run_id": self.header.run_id,
+            "model": self.header.model,
+            "task": {"name": t.name, "class_name": t.class_name, "hash": t.hash},
+            "reward": self.reward,
+            "steps": self.steps,
+            "stop_reason": self.stop_reason,
+            "protocol": self.protocol,
+            "prompt_version": UNKNOWN if self.header.prompt_version is None else self.header.prompt_version,
+            "edited_steps": self.edited_steps,
+            "scripted_steps": self.scripted_steps,
+            "person_message_steps": self.person_messages,
+            "trimmed_steps": self.trimmed_steps,
+            "format_error_steps": self.format_error_steps,
+            "external_steps": self.external_steps,
+            "external_clients": self.external_clients,
+        }

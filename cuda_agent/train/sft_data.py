@@ -68,22 +68,28 @@ def read_export(path: Path) -> list[dict]:
             try:
                 row = json.loads(line)
             except json.JSONDecodeError:
-                raise BadExport(f"{path}:{n}: not JSON; expected an sft/rft export "
-                                "(cuda-agent export --format sft)") from None
+                raise BadExport(
+                    f"{path}:{n}: not JSON; expected an sft/rft export (cuda-agent export --format sft)"
+                ) from None
             if not _is_row(row):
                 raise BadExport(f"{path}:{n}: not an sft/rft export line (needs `messages` with roles and `tools`)")
             rows.append(row)
     if not rows:
         raise BadExport(f"{path}: no records")
     if not any(model_turns(r) for r in rows):
-        raise BadExport(f"{path}: nothing to train on: every assistant turn has weight 0 "
-                        "(a person or a script wrote it)")
+        raise BadExport(
+            f"{path}: nothing to train on: every assistant turn has weight 0 (a person or a script wrote it)"
+        )
     return rows
 
 
 def _is_row(row: Any) -> bool:
-    return (isinstance(row, dict) and isinstance(row.get("messages"), list) and isinstance(row.get("tools"), list)
-            and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in row["messages"]))
+    return (
+        isinstance(row, dict)
+        and isinstance(row.get("messages"), list)
+        and isinstance(row.get("tools"), list)
+        and all(isinstance(m, dict) and isinstance(m.get("role"), str) for m in row["messages"])
+    )
 
 
 def model_turns(row: dict) -> int:
@@ -138,9 +144,16 @@ def _native(row: dict, run: str) -> Conversation:
                 if args is None:  # kept as written for the context, never taught
                     trained = _untrained(conv, BAD_ARGUMENTS) if trained else False
                 names[c.get("id", "")] = fn.get("name", "")
-                msg["tool_calls"].append({"id": c.get("id", ""), "type": "function",
-                                          "function": {"name": fn.get("name", ""),
-                                                       "arguments": args if args is not None else fn.get("arguments")}})
+                msg["tool_calls"].append(
+                    {
+                        "id": c.get("id", ""),
+                        "type": "function",
+                        "function": {
+                            "name": fn.get("name", ""),
+                            "arguments": args if args is not None else fn.get("arguments"),
+                        },
+                    }
+                )
         if m["role"] == "tool":
             msg["tool_call_id"] = m.get("tool_call_id", "")
             msg["name"] = names.get(msg["tool_call_id"], "tool")
@@ -197,5 +210,5 @@ def _text_protocol_system(content: str) -> str:
     native, text = system_message(native_tools=True, skill=""), system_message(native_tools=False, skill="")
     start = len(commonprefix([native, text]))
     end = len(commonprefix([native[::-1], text[::-1]]))
-    said, instead = native[start:len(native) - end], text[start:len(text) - end]
+    said, instead = native[start : len(native) - end], text[start : len(text) - end]
     return content.replace(said, instead, 1) if said and said in content else content

@@ -44,8 +44,10 @@ class DataReport:
     external_turns: int = 0  # trained turns an MCP client made: its tool calls, no text (export --include-external)
 
     def lines(self) -> list[str]:
-        out = [f"{self.used} of {self.rows} run(s) used: {self.tokens} tokens, {self.trained_tokens} of them trained "
-               f"(what the model wrote)"]
+        out = [
+            f"{self.used} of {self.rows} run(s) used: {self.tokens} tokens, {self.trained_tokens} of them trained "
+            f"(what the model wrote)"
+        ]
         forms = {"native": "native tool calls", "text": "the text protocol (```action blocks)"}
         out += [f"{n} run(s) with {forms[f]}" for f, n in sorted(self.forms.items())]
         if self.truncated:
@@ -53,8 +55,10 @@ class DataReport:
         if self.external_turns:
             out.append(f"{self.external_turns} trained turn(s) an MCP client made: its tool calls alone, no text")
         out += [f"left out {n}: {why}" for why, n in sorted(self.skipped.items())]
-        out += [f"{n} assistant turn(s) kept as context, not trained: {why}"
-                for why, n in sorted(self.untrained_turns.items())]
+        out += [
+            f"{n} assistant turn(s) kept as context, not trained: {why}"
+            for why, n in sorted(self.untrained_turns.items())
+        ]
         return out
 
 
@@ -81,8 +85,13 @@ def renders_tool_calls(tokenizer, template: str | None) -> bool:
 
 
 def _render(tokenizer, conv: Conversation, upto: int, template: str | None, generation_prompt: bool = False) -> str:
-    return tokenizer.apply_chat_template(conv.messages[:upto], tools=conv.tools, chat_template=template,
-                                         tokenize=False, add_generation_prompt=generation_prompt)
+    return tokenizer.apply_chat_template(
+        conv.messages[:upto],
+        tools=conv.tools,
+        chat_template=template,
+        tokenize=False,
+        add_generation_prompt=generation_prompt,
+    )
 
 
 def label(tokenizer, conv: Conversation, template: str | None) -> tuple[list[int], list[int]]:
@@ -109,8 +118,9 @@ def label(tokenizer, conv: Conversation, template: str | None) -> tuple[list[int
     return list(enc["input_ids"]), labels
 
 
-def build_dataset(rows: list[dict], tokenizer, *, max_length: int, long: LongPolicy = "truncate",
-                  tool_format: ToolFormat = "auto"):
+def build_dataset(
+    rows: list[dict], tokenizer, *, max_length: int, long: LongPolicy = "truncate", tool_format: ToolFormat = "auto"
+):
     """A `datasets.Dataset` of `input_ids` and `labels`, and the report of what went in.
     Too long: `truncate` keeps the start (the kept turns saw exactly their real context), unless no
     trained token is left; `skip` leaves the run out."""

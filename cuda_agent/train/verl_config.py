@@ -25,8 +25,8 @@ from typing import Any
 
 from cuda_agent.tools.base import MAX_OBSERVATION
 from cuda_agent.train.episodes import EpisodeSettings
-from cuda_agent.train.verl_data import AGENT_NAME
 from cuda_agent.train.ppo_config import PPOConfig, PPOConfigError, first_line
+from cuda_agent.train.verl_data import AGENT_NAME
 
 CONFIG_NAME = "verl_ppo"
 
@@ -90,8 +90,10 @@ def compose_verl(values: dict[str, Any]):
         try:
             OmegaConf.update(cfg, name, value, merge=True, force_add=key.startswith("+"))
         except (ConfigKeyError, ConfigAttributeError):
-            raise PPOConfigError(f"{name}: verl {_verl_version()} has no such setting (see its ppo_trainer config; "
-                                 f"write +{name} to add a key on purpose)") from None
+            raise PPOConfigError(
+                f"{name}: verl {_verl_version()} has no such setting (see its ppo_trainer config; "
+                f"write +{name} to add a key on purpose)"
+            ) from None
     return cfg
 
 
@@ -129,8 +131,11 @@ def model_positions(config: dict) -> tuple[int, str] | None:
             continue
         rope = c.get("rope_scaling") or {}
         factor = rope.get("factor") if isinstance(rope, dict) else None
-        if isinstance(factor, (int, float)) and factor > 1 and rope.get("rope_type", rope.get("type")) not in (
-                "llama3", "longrope", "su", "mrope"):  # these already state their full window
+        if (
+            isinstance(factor, (int, float))
+            and factor > 1
+            and rope.get("rope_type", rope.get("type")) not in ("llama3", "longrope", "su", "mrope")
+        ):  # these already state their full window
             base = rope.get("original_max_position_embeddings") or c[key]
             return max(c[key], int(base * factor)), f"{key} with rope_scaling factor {factor}"
         return c[key], key
@@ -158,10 +163,14 @@ def check_positions(cfg, overrides: dict[str, Any]) -> list[str]:
     from omegaconf import OmegaConf
 
     prompt, response = int(cfg.data.max_prompt_length), int(cfg.data.max_response_length)
-    by_override = [k for k in ("data.max_prompt_length", "data.max_response_length")
-                   if k in overrides or f"+{k}" in overrides]
-    change = (f"lower the overrides {' and '.join(by_override)}" if by_override else
-              "set context_length to at most {n} (and prompt_length below it) in the config file")
+    by_override = [
+        k for k in ("data.max_prompt_length", "data.max_response_length") if k in overrides or f"+{k}" in overrides
+    ]
+    change = (
+        f"lower the overrides {' and '.join(by_override)}"
+        if by_override
+        else "set context_length to at most {n} (and prompt_length below it) in the config file"
+    )
     notes, seen = [], set()
     for role, model in (("policy", cfg.actor_rollout_ref.model), ("critic", cfg.critic.model)):
         path = str(model.path)
@@ -172,21 +181,26 @@ def check_positions(cfg, overrides: dict[str, Any]) -> list[str]:
         if file is None:
             notes.append(f"the {role}'s maximum positions are not checked here: {path} has no config.json here")
             continue
-        config = {**json.loads(file.read_text(encoding="utf-8")),
-                  **(OmegaConf.to_container(model.override_config) if model.get("override_config") else {})}
+        config = {
+            **json.loads(file.read_text(encoding="utf-8")),
+            **(OmegaConf.to_container(model.override_config) if model.get("override_config") else {}),
+        }
         found = model_positions(config)
         if found is None:
             notes.append(f"the {role}'s config ({file}) names no maximum positions: the length is not checked")
             continue
         n, key = found
         if prompt + response > n:
-            raise PPOConfigError(f"prompt + response length ({prompt} + {response} = {prompt + response} tokens) "
-                                 f"is more than the {role} model's maximum positions ({n}, {key} in {file}): "
-                                 + change.format(n=n))
+            raise PPOConfigError(
+                f"prompt + response length ({prompt} + {response} = {prompt + response} tokens) "
+                f"is more than the {role} model's maximum positions ({n}, {key} in {file}): " + change.format(n=n)
+            )
         max_model_len = cfg.actor_rollout_ref.rollout.get("max_model_len")
         if role == "policy" and max_model_len is not None and int(max_model_len) > n:
-            raise PPOConfigError(f"actor_rollout_ref.rollout.max_model_len ({max_model_len}) is more than the "
-                                 f"policy model's maximum positions ({n}, {key} in {file}): lower that override")
+            raise PPOConfigError(
+                f"actor_rollout_ref.rollout.max_model_len ({max_model_len}) is more than the "
+                f"policy model's maximum positions ({n}, {key} in {file}): lower that override"
+            )
     return notes
 
 
@@ -214,12 +228,18 @@ def write_run(cfg: PPOConfig, out: Path) -> PPORun:
     tools.write_text(_yaml({"tools": tool_entries(cfg.episodes)}))
     settings = cfg.episodes.model_dump(mode="json")
     settings["eval"] = cfg.episodes.eval.model_dump(mode="json", exclude_unset=True)  # what the user set
-    loops.write_text(_yaml([{"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_glue.CudaAgentLoop",
-                             "episodes": settings}]))
-    header = (f"# written by `cuda-agent train ppo` (verl {_verl_version()}); launch with:\n"
-              f"#   python -m verl.trainer.main_ppo --config-path {out} --config-name {CONFIG_NAME}\n")
-    body = {"hydra": {"searchpath": ["pkg://verl.trainer.config"]}, "defaults": ["ppo_trainer", "_self_"],
-            **nested(values)}
+    loops.write_text(
+        _yaml([{"name": AGENT_NAME, "_target_": "cuda_agent.train.verl_glue.CudaAgentLoop", "episodes": settings}])
+    )
+    header = (
+        f"# written by `cuda-agent train ppo` (verl {_verl_version()}); launch with:\n"
+        f"#   python -m verl.trainer.main_ppo --config-path {out} --config-name {CONFIG_NAME}\n"
+    )
+    body = {
+        "hydra": {"searchpath": ["pkg://verl.trainer.config"]},
+        "defaults": ["ppo_trainer", "_self_"],
+        **nested(values),
+    }
     main.write_text(header + _yaml(body))
     compose_written(out)
     command = [sys.executable, "-m", "verl.trainer.main_ppo", "--config-path", str(out), "--config-name", CONFIG_NAME]
@@ -239,9 +259,14 @@ def tool_entries(episodes: EpisodeSettings) -> list[dict]:
     from cuda_agent.settings import ToolSettings
     from cuda_agent.tools.registry import default_tools, schemas
 
-    return [{"class_name": "cuda_agent.train.verl_glue.CudaAgentTool", "config": {"type": "native"},
-             "tool_schema": tool_schema_for_verl(s)}
-            for s in schemas(default_tools(ToolSettings(allow_shell=episodes.allow_shell)))]
+    return [
+        {
+            "class_name": "cuda_agent.train.verl_glue.CudaAgentTool",
+            "config": {"type": "native"},
+            "tool_schema": tool_schema_for_verl(s),
+        }
+        for s in schemas(default_tools(ToolSettings(allow_shell=episodes.allow_shell)))
+    ]
 
 
 def tool_schema_for_verl(schema: dict) -> dict:
@@ -255,9 +280,14 @@ def tool_schema_for_verl(schema: dict) -> dict:
     for name, p in params.get("properties", {}).items():
         types = p.get("type") or [a["type"] for a in p.get("anyOf", []) if a.get("type")] or "string"
         props[name] = {"type": types, **{k: p[k] for k in ("description", "enum") if k in p}}
-    return {"type": "function",
-            "function": {"name": fn["name"], "description": fn.get("description", ""),
-                         "parameters": {"type": "object", "properties": props, "required": params.get("required", [])}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": fn["name"],
+            "description": fn.get("description", ""),
+            "parameters": {"type": "object", "properties": props, "required": params.get("required", [])},
+        },
+    }
 
 
 def nested(values: dict[str, Any]) -> dict[str, Any]:

@@ -29,17 +29,24 @@ def write_verl(episodes: list[Episode], out: Path, redact: Redactor) -> int:
             continue
         seen.add(t.hash)
         create = {"task_hash": t.hash}  # the episode's environment is made from extra_info's task
-        rows.append({
-            "data_source": DATA_SOURCE,
-            "prompt": [{"role": m["role"], "content": m["content"]} for m in ep.header.messages],
-            "ability": ABILITY,
-            "reward_model": {"style": "rule", "ground_truth": t.hash},
-            "extra_info": {"index": len(rows), "task_name": t.name, "task_hash": t.hash,
-                           "class_name": t.class_name, "task_source": task_source(ep), "need_tools_kwargs": True,
-                           "tools_kwargs": {s["function"]["name"]: {"create_kwargs": create}
-                                            for s in ep.header.tools}},
-            "agent_name": AGENT_NAME,
-        })
+        rows.append(
+            {
+                "data_source": DATA_SOURCE,
+                "prompt": [{"role": m["role"], "content": m["content"]} for m in ep.header.messages],
+                "ability": ABILITY,
+                "reward_model": {"style": "rule", "ground_truth": t.hash},
+                "extra_info": {
+                    "index": len(rows),
+                    "task_name": t.name,
+                    "task_hash": t.hash,
+                    "class_name": t.class_name,
+                    "task_source": task_source(ep),
+                    "need_tools_kwargs": True,
+                    "tools_kwargs": {s["function"]["name"]: {"create_kwargs": create} for s in ep.header.tools},
+                },
+                "agent_name": AGENT_NAME,
+            }
+        )
     pq.write_table(pa.Table.from_pylist([redact(r) for r in rows]), out)
     return len(rows)
 

@@ -31,8 +31,8 @@ from verl.tools.schemas import OpenAIFunctionToolSchema, ToolResponse
 
 from cuda_agent.tools.base import bound
 from cuda_agent.train.episodes import EpisodeSettings, open_episode
-from cuda_agent.train.verl_data import AGENT_NAME
 from cuda_agent.train.verl_config import tool_entries, tool_schema_for_verl
+from cuda_agent.train.verl_data import AGENT_NAME
 
 EPISODE_KEY = "episode_id"  # the create_kwargs key that names the episode a tool call belongs to
 
@@ -81,20 +81,26 @@ class CudaAgentTool(BaseTool):
     async def create(self, instance_id: str | None = None, **kwargs) -> tuple[str, ToolResponse]:
         episode_id = (kwargs.get("create_kwargs") or {}).get(EPISODE_KEY)
         if episode_id not in _episodes:
-            raise RuntimeError(f"{self.name}: no cuda-agent episode {episode_id!r} in this process; these tools run "
-                               f"under agent_name {AGENT_NAME!r}, the agent loop that keeps the episode's workspace")
+            raise RuntimeError(
+                f"{self.name}: no cuda-agent episode {episode_id!r} in this process; these tools run "
+                f"under agent_name {AGENT_NAME!r}, the agent loop that keeps the episode's workspace"
+            )
         instance_id = instance_id or uuid4().hex
         self._instances[instance_id] = episode_id
         return instance_id, ToolResponse()
 
-    async def execute(self, instance_id: str, parameters: dict[str, Any] | str, **kwargs
-                      ) -> tuple[ToolResponse, float | None, dict]:
+    async def execute(
+        self, instance_id: str, parameters: dict[str, Any] | str, **kwargs
+    ) -> tuple[ToolResponse, float | None, dict]:
         """The observation; the reward of the version this call evaluated (None when it evaluated
         none: shaping only, see the module doc); status, version and whether the episode ended."""
         step = await self._episode(instance_id).call("step", self.name, parameters)
         reward = step.info.get("version_reward")
-        return (ToolResponse(text=step.observation), float(reward) if reward is not None else None,
-                {"status": step.info.get("status"), "version": step.info.get("version"), "done": step.done})
+        return (
+            ToolResponse(text=step.observation),
+            float(reward) if reward is not None else None,
+            {"status": step.info.get("status"), "version": step.info.get("version"), "done": step.done},
+        )
 
     async def calc_reward(self, instance_id: str, **kwargs) -> float:
         """The episode's reward so far, from the run's verdict ledger: best correct version, -1 if none."""
@@ -113,8 +119,11 @@ _registry_tools: dict[str, CudaAgentTool] = {}  # made from our registry when ve
 
 
 def _verl_schema(name: str) -> dict:
-    found = [e["tool_schema"] for e in tool_entries(EpisodeSettings(allow_shell=True))
-             if e["tool_schema"]["function"]["name"] == name]
+    found = [
+        e["tool_schema"]
+        for e in tool_entries(EpisodeSettings(allow_shell=True))
+        if e["tool_schema"]["function"]["name"] == name
+    ]
     if not found:
         raise ValueError(f"cuda-agent has no tool named {name!r}")
     return found[0]
@@ -142,16 +151,19 @@ class CudaAgentLoop(AgentLoopBase):
 
     async def run(self, sampling_params: dict[str, Any], **kwargs) -> AgentLoopOutput:
         extra_info = _plain(kwargs.get("extra_info")) or {}
-        create_kwargs = {name: (_plain(v) or {}).get("create_kwargs") or {}
-                         for name, v in (_plain(kwargs.get("tools_kwargs")) or {}).items()}
+        create_kwargs = {
+            name: (_plain(v) or {}).get("create_kwargs") or {}
+            for name, v in (_plain(kwargs.get("tools_kwargs")) or {}).items()
+        }
         episode_id = open_episode_for(self.settings)
         try:
             return await self._rollout(episode_id, extra_info, create_kwargs, sampling_params)
         finally:
             await close_episode(episode_id)
 
-    async def _rollout(self, episode_id: str, extra_info: dict, create_kwargs: dict, sampling_params: dict
-                       ) -> AgentLoopOutput:
+    async def _rollout(
+        self, episode_id: str, extra_info: dict, create_kwargs: dict, sampling_params: dict
+    ) -> AgentLoopOutput:
         ep = episode(episode_id)
         messages = await ep.call("reset", extra_info)
         schemas = await ep.call("tools")
@@ -172,7 +184,8 @@ class CudaAgentLoop(AgentLoopBase):
             if out.log_probs and logprobs is None:
                 logprobs = [0.0] * len(mask)  # logprobs from here on; the tokens before carry none
             merged, mask, logprobs = await self.ct_merge_assistant_token(
-                ids, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None)
+                ids, out.token_ids, mask, logprobs, assistant_logprobs=out.log_probs or None
+            )
             ids = merged.token_ids
             if len(mask) >= self.response_length or assistant_turns >= self.max_turns:
                 break
@@ -186,8 +199,9 @@ class CudaAgentLoop(AgentLoopBase):
             timing["tool_calls"] += time.perf_counter() - t0
             if done:  # finish, or the step limit: the model is not asked again
                 break
-            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(before, messages, ids, mask, logprobs,
-                                                                             tools=schemas)
+            merged, new_mask, new_logprobs = await self.ct_merge_context_msg(
+                before, messages, ids, mask, logprobs, tools=schemas
+            )
             if len(new_mask) >= self.response_length:
                 break  # the observations do not fit: the rollout ends before them, as verl's own loop does
             ids, mask, logprobs = merged.token_ids, new_mask, new_logprobs
@@ -196,30 +210,47 @@ class CudaAgentLoop(AgentLoopBase):
         split = len(ids) - len(mask)  # the mask covers the response (the builder may trim at a junction)
         cut = self.response_length
         return AgentLoopOutput(
-            prompt_ids=ids[:split], response_ids=ids[split:][:cut], response_mask=mask[:cut],
+            prompt_ids=ids[:split],
+            response_ids=ids[split:][:cut],
+            response_mask=mask[:cut],
             response_logprobs=logprobs[:cut] if logprobs is not None else None,
             reward_score=float(reward),
             num_turns=1 + assistant_turns + tool_turns,  # the prompt, each generation, each round of observations
             metrics=AgentLoopMetrics(**timing),
-            extra_fields={"turn_scores": [], "tool_rewards": tool_rewards,
-                          "cuda_agent": {"episode_reward": reward, "assistant_turns": assistant_turns,
-                                         "task_hash": extra_info.get("task_hash")}})
+            extra_fields={
+                "turn_scores": [],
+                "tool_rewards": tool_rewards,
+                "cuda_agent": {
+                    "episode_reward": reward,
+                    "assistant_turns": assistant_turns,
+                    "task_hash": extra_info.get("task_hash"),
+                },
+            },
+        )
 
-    async def _run_calls(self, calls: list[FunctionCall], episode_id: str, create_kwargs: dict,
-                         messages: list[dict], tool_rewards: list[float]) -> bool:
+    async def _run_calls(
+        self,
+        calls: list[FunctionCall],
+        episode_id: str,
+        create_kwargs: dict,
+        messages: list[dict],
+        tool_rewards: list[float],
+    ) -> bool:
         """Run a turn's calls in order, appending each observation; True when one ended the episode."""
         for call in calls:
             text, reward, done = await self._call_tool(call, episode_id, create_kwargs)
             if reward is not None:
                 tool_rewards.append(reward)
-            messages.append({"role": "tool", "content": text,
-                             **({"tool_call_id": call.tool_call_id} if call.tool_call_id else {})})
+            messages.append(
+                {"role": "tool", "content": text, **({"tool_call_id": call.tool_call_id} if call.tool_call_id else {})}
+            )
             if done:
                 return True
         return False
 
-    async def _call_tool(self, call: FunctionCall, episode_id: str, create_kwargs: dict
-                         ) -> tuple[str, float | None, bool]:
+    async def _call_tool(
+        self, call: FunctionCall, episode_id: str, create_kwargs: dict
+    ) -> tuple[str, float | None, bool]:
         """Run one call through its tool's verl lifecycle (create, execute, release); a name the
         tools do not know goes to the environment, which answers with the list of tools."""
         arguments = _parsed(call.arguments)
@@ -253,15 +284,24 @@ class CudaAgentLoop(AgentLoopBase):
         extra = self.tool_parser.stop_token_ids
         if not extra:
             return sampling_params
-        return {**sampling_params, "stop_token_ids": sorted(set(sampling_params.get("stop_token_ids") or []) | set(extra))}
+        return {
+            **sampling_params,
+            "stop_token_ids": sorted(set(sampling_params.get("stop_token_ids") or []) | set(extra)),
+        }
 
 
 def _assistant_message(content: str, calls: list[FunctionCall]) -> dict[str, Any]:
     """The turn as a chat message; arguments as an object where they parse (chat templates render them)."""
     message: dict[str, Any] = {"role": "assistant", "content": content or ""}
     if calls:
-        message["tool_calls"] = [{"type": "function", "function": {"name": c.name, "arguments": _parsed(c.arguments)},
-                                  **({"id": c.tool_call_id} if c.tool_call_id else {})} for c in calls]
+        message["tool_calls"] = [
+            {
+                "type": "function",
+                "function": {"name": c.name, "arguments": _parsed(c.arguments)},
+                **({"id": c.tool_call_id} if c.tool_call_id else {}),
+            }
+            for c in calls
+        ]
     return message
 
 

@@ -42,8 +42,13 @@ def start_agent(request: RunRequest, log: Path) -> tuple[AgentProcess, Path]:
         req.write(request.model_copy(update={"control": True, "announce": announce}).model_dump_json())
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "ab") as out:
-        proc = subprocess.Popen([sys.executable, "-m", "cuda_agent.run", req.name], stdin=subprocess.DEVNULL,
-                                stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent.run", req.name],
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     handle = AgentProcess(proc, log)
     deadline = time.monotonic() + START_TIMEOUT_S
     try:

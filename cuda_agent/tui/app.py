@@ -39,11 +39,11 @@ COMMANDS = [
 
 class RunApp(Steering, App):
     CSS_PATH = "app.tcss"
-    BINDINGS = [Binding(key, action, label) for key, action, label, *_ in COMMANDS] + [
-        Binding("q", "quit_app", "Quit")]
+    BINDINGS = [Binding(key, action, label) for key, action, label, *_ in COMMANDS] + [Binding("q", "quit_app", "Quit")]
 
-    def __init__(self, run_dir: Path, *, agent=None, poll_s: float = POLL_S, gpu: bool = True,
-                 resume_with: tuple | None = None):
+    def __init__(
+        self, run_dir: Path, *, agent=None, poll_s: float = POLL_S, gpu: bool = True, resume_with: tuple | None = None
+    ):
         super().__init__()
         self.view = RunView(run_dir)
         self.agent = agent  # the AgentProcess this app started, if any
@@ -134,7 +134,8 @@ class RunApp(Steering, App):
         self.w["diff-text"].update(diff_view(title, self.view.diff(old.sha if old else None, v.sha), theme))
         profile = self.view.profile_for(number)
         self.w["profile-text"].update(
-            Text(profile) if profile else Text(f"no profile was taken up to version {number}", style="dim"))
+            Text(profile) if profile else Text(f"no profile was taken up to version {number}", style="dim")
+        )
 
     def _cursor_to(self, number: int) -> None:
         """Put the table's cursor on that version's row, so the marked row is the one shown."""
@@ -176,7 +177,10 @@ class RunApp(Steering, App):
         call = next((c for s in self.view.steps for c in s.calls if event.node.data == ("call", c.id)), None)
         if call is not None:
             self.w["call-text"].update(
-                Text(f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n{call.observation}"))
+                Text(
+                    f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n{call.observation}"
+                )
+            )
 
     def get_system_commands(self, screen):
         yield from super().get_system_commands(screen)

@@ -33,24 +33,32 @@ def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:
     choice = RunApp(run_dir, agent=agent).run()
     state = read_state(run_dir)
     ended = state is not None and not state.running  # its loop: the process may still re-verify
-    console.print(closing_line(choice, agent.running(), run_dir, ended=ended, busy=agent_activity(state)),
-                  highlight=False, soft_wrap=True)
+    console.print(
+        closing_line(choice, agent.running(), run_dir, ended=ended, busy=agent_activity(state)),
+        highlight=False,
+        soft_wrap=True,
+    )
     return 0
 
 
-def closing_line(choice: str | None, running: bool, run_dir: Path, *, ended: bool = False,
-                 busy: str | None = None) -> str:
+def closing_line(
+    choice: str | None, running: bool, run_dir: Path, *, ended: bool = False, busy: str | None = None
+) -> str:
     """What the terminal says once the app is closed: `choice` is the quit dialog's (stop, detach), None
     when the app quit at once (nothing was running); `ended`: the agent's loop ended, and its process,
     if still `running`, is finishing the run (`busy`: with what)."""
     if running and ended:
         now = f" ({busy})" if busy else ""
         report = RunFolder(run_dir).report.name
-        return (f"the run has ended; its process finishes it in the background{now}: {report} and the drop-in "
-                f"follow in {run_dir} (cuda-agent tui {run_dir} shows it)")
+        return (
+            f"the run has ended; its process finishes it in the background{now}: {report} and the drop-in "
+            f"follow in {run_dir} (cuda-agent tui {run_dir} shows it)"
+        )
     if choice == "stop" and running:
-        return (f"the agent stops after its current step (everything is kept); resume with: cuda-agent tui {run_dir}, "
-                "then r")
+        return (
+            f"the agent stops after its current step (everything is kept); resume with: cuda-agent tui {run_dir}, "
+            "then r"
+        )
     if running:
         return f"the agent goes on in the background; attach again with: cuda-agent tui {run_dir}"
     return f"run folder: {run_dir}"

@@ -13,8 +13,18 @@ from pathlib import Path
 
 from cuda_agent.control import AgentState, Launch, agent_running, read_launch, read_state
 from cuda_agent.follow import read_new_lines
-from cuda_agent.records import (Closing, Evaluation, FormatErrorRecord, Header, ModelTurn, Resume,
-                                ToolResultRecord, Trim, UserMessage, parse_record)
+from cuda_agent.records import (
+    Closing,
+    Evaluation,
+    FormatErrorRecord,
+    Header,
+    ModelTurn,
+    Resume,
+    ToolResultRecord,
+    Trim,
+    UserMessage,
+    parse_record,
+)
 from cuda_agent.run_folder import RunFolder
 from cuda_agent.workspace.trailers import VersionInfo
 
@@ -92,8 +102,9 @@ class RunView:
         elif isinstance(r, Evaluation):
             self.evaluations.append(r)
         elif isinstance(r, UserMessage):
-            self._step(r.step + 1).notes.append(f"message from a person: {r.content}" if r.injected
-                                                 else f"note: {r.content}")
+            self._step(r.step + 1).notes.append(
+                f"message from a person: {r.content}" if r.injected else f"note: {r.content}"
+            )
         elif isinstance(r, FormatErrorRecord):
             self._step(r.step).notes.append(f"format error: {r.message}")
         elif isinstance(r, Trim):
@@ -150,11 +161,14 @@ class RunView:
         from cuda_agent.filenames import shown
 
         names = h.git("ls-tree", "-r", "-z", "--name-only", sha, "--", "model_new.py", "kernels").split("\0")
-        wanted = [n for n in names if (n.startswith("kernels/") and n.endswith((".cu", ".cuh", ".h")))
-                  or n == "model_new.py"]
+        wanted = [
+            n for n in names if (n.startswith("kernels/") and n.endswith((".cu", ".cuh", ".h"))) or n == "model_new.py"
+        ]
         # a name that is not UTF-8 is read by its real bytes, shown escaped
-        return {shown(n): h.show(sha, n).decode("utf-8", "replace")
-                for n in sorted(wanted, key=lambda n: (n == "model_new.py", n))}
+        return {
+            shown(n): h.show(sha, n).decode("utf-8", "replace")
+            for n in sorted(wanted, key=lambda n: (n == "model_new.py", n))
+        }
 
     def diff(self, old_sha: str | None, new_sha: str) -> str:
         """A unified diff of kernels/ and model_new.py between two versions (old None: from empty)."""
@@ -170,8 +184,13 @@ class RunView:
     def profile_for(self, version: int) -> str | None:
         """The last profile summary taken before that version's evaluation (what the model saw)."""
         until = {e.version: e.step for e in self.evaluations if e.version is not None}.get(version)
-        found = [c.observation for s in self.steps if until is None or s.step <= until
-                 for c in s.calls if c.name == "profile" and c.status == "ok"]
+        found = [
+            c.observation
+            for s in self.steps
+            if until is None or s.step <= until
+            for c in s.calls
+            if c.name == "profile" and c.status == "ok"
+        ]
         return found[-1] if found else None
 
     def control_state(self) -> AgentState | None:
@@ -196,6 +215,9 @@ class RunView:
 
     def speedups(self) -> list[tuple[int | None, float]]:
         """(version, speedup vs torch.compile, else vs eager) of each timed correct version, as evaluated."""
-        pairs = [(e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)
-                 for e in self.evaluations if e.status == "correct"]
+        pairs = [
+            (e.version, e.speedup_compile if e.speedup_compile is not None else e.speedup_eager)
+            for e in self.evaluations
+            if e.status == "correct"
+        ]
         return [(v, s) for v, s in pairs if s is not None]

@@ -76,8 +76,11 @@ class QuitScreen(ModalScreen[str]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label("The agent is still running. Stop it (everything is kept; resumable), or leave it "
-                        "running and attach later with `cuda-agent tui RUN_DIR`?", id="title")
+            yield Label(
+                "The agent is still running. Stop it (everything is kept; resumable), or leave it "
+                "running and attach later with `cuda-agent tui RUN_DIR`?",
+                id="title",
+            )
             with Horizontal(id="buttons"):
                 yield Button("Detach", id="detach", variant="primary")
                 yield Button("Stop run", id="stop", variant="error")

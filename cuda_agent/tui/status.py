@@ -36,8 +36,9 @@ def status_line(view: RunView, state, gpu: str, deferred: bool) -> Text:
         where = "paused"
     else:
         where = "running" + (" (approve mode)" if state.approve_mode else "") + (f": {busy}" if busy else "")
-    return Text(f"{model} | step {view.last_step()}/{limits.get('max_steps', '?')} | {cost} | {elapsed} | "
-                f"{gpu} | {where}")
+    return Text(
+        f"{model} | step {view.last_step()}/{limits.get('max_steps', '?')} | {cost} | {elapsed} | {gpu} | {where}"
+    )
 
 
 class GpuStatus:

@@ -71,11 +71,16 @@ class Steering:
         if self.view.live():
             self.notify("the run is already going")
         elif holder := run_holder(self.view.run.history):  # an MCP client's run, say
-            self.notify(f"this run is being run by another process ({holder}): it can be followed here, "
-                        "and resumed once it ends", severity="warning")
+            self.notify(
+                f"this run is being run by another process ({holder}): it can be followed here, "
+                "and resumed once it ends",
+                severity="warning",
+            )
         elif (request := self.resume_request()) is None:
-            self.notify("no model known for this run: start the app with `cuda-agent tui RUN_DIR --model M` "
-                        "(or --script FILE)", severity="error")
+            self.notify(
+                "no model known for this run: start the app with `cuda-agent tui RUN_DIR --model M` (or --script FILE)",
+                severity="error",
+            )
         else:
             try:
                 self.agent, _ = agent_process.start_agent(request, self.view.run.agent_log)

@@ -29,7 +29,7 @@ class StepsTree(Tree):
             node = self._step_nodes[s.step]
             node.set_label(_step_label(s))
             # its own line under the step: at the end of the step's label it would be cut off
-            for note in s.notes[self._notes_shown.get(s.step, 0):]:
+            for note in s.notes[self._notes_shown.get(s.step, 0) :]:
                 node.add_leaf(Text(note[:200], style="italic"))
             self._notes_shown[s.step] = len(s.notes)
             for c in s.calls:
@@ -59,5 +59,6 @@ def _fill_call(node, c: CallView) -> None:
     for line in lines[:OBSERVATION_LINES]:
         node.add_leaf(Text(line or " "))
     if len(lines) > OBSERVATION_LINES:
-        node.add_leaf(Text(f"... {len(lines) - OBSERVATION_LINES} more lines: select the call for all of it",
-                           style="dim"))
+        node.add_leaf(
+            Text(f"... {len(lines) - OBSERVATION_LINES} more lines: select the call for all of it", style="dim")
+        )

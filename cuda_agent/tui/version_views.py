@@ -15,16 +15,32 @@ COLUMNS = ("", "v", "commit", "status", "ms", "vs eager", "vs compile", "reward"
 def version_row(v, best_sha: str | None) -> tuple[str, ...]:
     """`v`, one of RunView.versions(), as the COLUMNS of its table row."""
     mark = "*best" if v.sha == best_sha else ""
-    return (mark, str(v.version), v.sha[:8], v.status, _shown(v.time_ms, "{:.4f}"), _shown(v.speedup_eager, "{:.2f}x"),
-            _shown(v.speedup_compile, "{:.2f}x"), str(v.reward), ", ".join(v.guards) or "-")
+    return (
+        mark,
+        str(v.version),
+        v.sha[:8],
+        v.status,
+        _shown(v.time_ms, "{:.4f}"),
+        _shown(v.speedup_eager, "{:.2f}x"),
+        _shown(v.speedup_compile, "{:.2f}x"),
+        str(v.reward),
+        ", ".join(v.guards) or "-",
+    )
 
 
 def kernel_view(files: dict[str, str], number: int, sha: str, theme: str):
     parts = []
     for name, text in files.items():
         parts.append(Text(f"── {name} (version {number}, {sha[:8]})", style="bold"))
-        parts.append(Syntax(text, "cuda" if name.endswith((".cu", ".cuh", ".h")) else "python",
-                            line_numbers=True, word_wrap=False, theme=theme))
+        parts.append(
+            Syntax(
+                text,
+                "cuda" if name.endswith((".cu", ".cuh", ".h")) else "python",
+                line_numbers=True,
+                word_wrap=False,
+                theme=theme,
+            )
+        )
     return Group(*parts) if parts else "no kernel files in this version"
 
 

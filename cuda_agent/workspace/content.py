@@ -46,7 +46,7 @@ def tree_entries(body: bytes, name_len: int) -> list[tuple[bytes, bytes, str]]:
         space, nul = body.index(b" ", i), body.index(b"\0", i)
         if not space < nul or nul + 1 + raw > len(body):
             raise ValueError("not a tree object")
-        out.append((body[i:space], body[space + 1:nul], body[nul + 1:nul + 1 + raw].hex()))
+        out.append((body[i:space], body[space + 1 : nul], body[nul + 1 : nul + 1 + raw].hex()))
         i = nul + 1 + raw
     return out
 
@@ -114,6 +114,6 @@ def parse_batch(out: bytes, names: list[str]) -> Objects:
             found[name] = None
             continue
         kind, size = head[1].decode(), int(head[2])
-        body, i = out[i:i + size], i + size + 1
+        body, i = out[i : i + size], i + size + 1
         found[name] = (kind, body) if head[0].decode() == name and checked(name, kind, body) else None
     return found

@@ -36,8 +36,10 @@ def find_git_dir(work_tree: Path) -> Path:
     for git_dir in (git_dir_of(work_tree), work_tree / LEGACY):
         if git_dir.is_dir() and not git_dir.is_symlink():
             return git_dir.resolve()
-    raise WorkspaceError(f"{work_tree} has no cuda-agent history ({git_dir_of(work_tree).name} beside it is "
-                         "missing): give a run's workspace/ folder, or its run folder")
+    raise WorkspaceError(
+        f"{work_tree} has no cuda-agent history ({git_dir_of(work_tree).name} beside it is "
+        "missing): give a run's workspace/ folder, or its run folder"
+    )
 
 
 def is_legacy(git_dir: Path) -> bool:

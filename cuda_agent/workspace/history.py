@@ -40,9 +40,9 @@ from ..eval.verdict import Verdict
 from ..filenames import shown
 from ..run_folder import RunFolder
 from .content import MAX_OBJECT_BYTES, VERSION_PATHS, content_digests, parse_batch
+from .git_dir import find_git_dir, git_dir_of, is_legacy, point_work_tree, remove_entry
 from .ledger import LedgerEntry, append_entry, best_entries, read_entries
 from .paths import WorkspaceError
-from .git_dir import find_git_dir, git_dir_of, is_legacy, point_work_tree, remove_entry
 from .staging import BUILD_OUTPUTS, Gate, scan
 from .trailers import LOG_FORMAT, VersionInfo, failing_guards, metrics_of, parse_log, subject_line, version_message
 
@@ -53,24 +53,45 @@ GIT_TIMEOUT_S = 300
 # config every git call runs with, over whatever the repository's own config says
 HARNESS_CONFIG = {
     "core.hooksPath": os.devnull,  # no hook runs: pre-commit, post-commit, reference-transaction...
-    "core.fsmonitor": "false", "core.sshCommand": "false", "core.attributesFile": os.devnull,
-    "core.excludesFile": os.devnull, "core.autocrlf": "false", "core.bare": "false",
-    "commit.gpgSign": "false", "tag.gpgSign": "false", "gc.auto": "0", "maintenance.auto": "false",
-    "core.pager": "cat", "core.editor": "false", "protocol.allow": "never",  # never a program of the repo's
-    "user.name": IDENTITY, "user.email": f"{IDENTITY}@localhost",
+    "core.fsmonitor": "false",
+    "core.sshCommand": "false",
+    "core.attributesFile": os.devnull,
+    "core.excludesFile": os.devnull,
+    "core.autocrlf": "false",
+    "core.bare": "false",
+    "commit.gpgSign": "false",
+    "tag.gpgSign": "false",
+    "gc.auto": "0",
+    "maintenance.auto": "false",
+    "core.pager": "cat",
+    "core.editor": "false",
+    "protocol.allow": "never",  # never a program of the repo's
+    "user.name": IDENTITY,
+    "user.email": f"{IDENTITY}@localhost",
 }
 # the repository's own config, for a person's git too: a work tree's (not bare), reflogs, our identity, no hooks
-LOCAL_CONFIG = {"core.bare": "false", "core.logAllRefUpdates": "true",
-                **{k: HARNESS_CONFIG[k] for k in ("user.name", "user.email", "commit.gpgSign", "core.hooksPath")}}
+LOCAL_CONFIG = {
+    "core.bare": "false",
+    "core.logAllRefUpdates": "true",
+    **{k: HARNESS_CONFIG[k] for k in ("user.name", "user.email", "commit.gpgSign", "core.hooksPath")},
+}
 _EXCLUDES = tuple(f":(exclude,glob)**/{p}" + ("/**" if "*" not in p else "") for p in BUILD_OUTPUTS)
 
 
 def git_env(config: dict[str, str] | None = None, **extra: str) -> dict[str, str]:
     """The whole environment of a harness git call: PATH and the time zone from ours, nothing else
     (no keys); no system or global config; `config` (HARNESS_CONFIG, then more) on top of the repo's."""
-    env = {"PATH": os.environ.get("PATH", os.defpath), "HOME": os.devnull, "LC_ALL": "C", "LANG": "C",
-           "GIT_CONFIG_NOSYSTEM": "1", "GIT_CONFIG_GLOBAL": os.devnull, "GIT_ATTR_NOSYSTEM": "1",
-           "GIT_TERMINAL_PROMPT": "0", "GIT_NO_REPLACE_OBJECTS": "1"}
+    env = {
+        "PATH": os.environ.get("PATH", os.defpath),
+        "HOME": os.devnull,
+        "LC_ALL": "C",
+        "LANG": "C",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+        "GIT_ATTR_NOSYSTEM": "1",
+        "GIT_TERMINAL_PROMPT": "0",
+        "GIT_NO_REPLACE_OBJECTS": "1",
+    }
     # the time a commit is stamped with
     env.update({n: os.environ[n] for n in ("TZ", "GIT_AUTHOR_DATE", "GIT_COMMITTER_DATE") if n in os.environ})
     items = list({**HARNESS_CONFIG, **(config or {})}.items())
@@ -81,8 +102,14 @@ def git_env(config: dict[str, str] | None = None, **extra: str) -> dict[str, str
     return env
 
 
-def run_git(args: list[str], env: dict[str, str], cwd: Path | None = None, *, stdin: bytes | None = None,
-            ok: tuple[int, ...] = (0,)) -> subprocess.CompletedProcess:
+def run_git(
+    args: list[str],
+    env: dict[str, str],
+    cwd: Path | None = None,
+    *,
+    stdin: bytes | None = None,
+    ok: tuple[int, ...] = (0,),
+) -> subprocess.CompletedProcess:
     """git with exactly `env`; a status outside `ok` raises git.GitCommandError (as GitPython would)."""
     argv = [git.Git.GIT_PYTHON_GIT_EXECUTABLE or "git", *args]
     try:
@@ -149,16 +176,20 @@ class History:
         # <run>/workspace.git keeps <run>/workspace (a run of an older release: the folder holding .git)
         if not is_legacy(self.git_dir) and not self.git_dir.name.endswith(".git"):
             raise WorkspaceError(f"{self.git_dir} is not a workspace's repository (<folder>.git beside the folder)")
-        self.work_tree = self.git_dir.parent if is_legacy(self.git_dir) else self.git_dir.with_name(
-            self.git_dir.name[:-len(".git")])
+        self.work_tree = (
+            self.git_dir.parent
+            if is_legacy(self.git_dir)
+            else self.git_dir.with_name(self.git_dir.name[: -len(".git")])
+        )
         # Every git command names this repository: were the workspace's .git gone (or its folder
         # inside another work tree), git's upward search would otherwise commit to whatever
         # repository encloses it. Seen once: a version commit landed in the project's own repo.
         self._env = git_env(GIT_DIR=str(self.git_dir), GIT_WORK_TREE=str(self.work_tree))
         # GitPython's own calls on this repo (tests, older callers) get the same repository and config
         # (GitPython always passes its process environment on, so keys can't be dropped there: prefer `git`)
-        repo.git.update_environment(**{k: v for k, v in self._env.items()
-                                       if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"})
+        repo.git.update_environment(
+            **{k: v for k, v in self._env.items() if k.startswith("GIT_") and k != "GIT_TERMINAL_PROMPT"}
+        )
         # the harness's record of its evaluations: in the run folder, beyond the model's reach
         self.ledger = RunFolder.around(self.work_tree).ledger
         self._digests: dict[str, str | None] = {}  # commit -> content hash (a commit's objects never change)
@@ -173,8 +204,14 @@ class History:
         """A read-only git command's output (`log`...), non-UTF-8 paths as surrogate escapes (to round-trip to disk)."""
         return self._run(list(args), stdin=stdin, ok=ok).stdout.decode("utf-8", "surrogateescape")
 
-    def _run(self, args: list[str], *, stdin: bytes | None = None, ok: tuple[int, ...] = (0,),
-             env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    def _run(
+        self,
+        args: list[str],
+        *,
+        stdin: bytes | None = None,
+        ok: tuple[int, ...] = (0,),
+        env: dict[str, str] | None = None,
+    ) -> subprocess.CompletedProcess:
         return run_git(args, env or self._env, self.work_tree, stdin=stdin, ok=ok)
 
     def _tree_env(self) -> dict[str, str]:
@@ -185,8 +222,11 @@ class History:
         """Empty commands for every filter driver the config (includes too) defines: a `filter=` runs nothing."""
         out = self.git("config", "-z", "--name-only", "--get-regexp", r"^filter\.", ok=(0, 1))
         drivers = {name.split(".", 1)[1].rsplit(".", 1)[0] for name in out.split("\0") if name.count(".") >= 2}
-        return {f"filter.{d}.{k}": v for d in sorted(drivers)
-                for k, v in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))}
+        return {
+            f"filter.{d}.{k}": v
+            for d in sorted(drivers)
+            for k, v in (("clean", ""), ("smudge", ""), ("process", ""), ("required", "false"))
+        }
 
     def stage(self, env: dict[str, str] | None = None) -> list[str]:
         """Stage the work tree: everything as .gitignore says (deletions included), then what a
@@ -200,8 +240,11 @@ class History:
         notes = self.disarm(gate)
         skipped = [b":(exclude,literal)" + p for p in gate.skipped]
         if gate.skipped:  # out of the index too: the version then lacks the file rather than holding a stale copy
-            self._run(["update-index", "-z", "--force-remove", "--stdin"], env=env,
-                      stdin=b"".join(p + b"\0" for p in gate.skipped))
+            self._run(
+                ["update-index", "-z", "--force-remove", "--stdin"],
+                env=env,
+                stdin=b"".join(p + b"\0" for p in gate.skipped),
+            )
         self._add([], skipped, env)
         if present := [p for p in VERSION_PATHS if os.path.lexists(self.work_tree / p)]:
             self._add(["--force"], [*(p.encode() for p in (*present, *_EXCLUDES)), *skipped], env)
@@ -211,8 +254,12 @@ class History:
     def _add(self, flags: list[str], pathspecs: list[bytes], env: dict[str, str]) -> None:
         # pathspecs on stdin: any number of them, any bytes in a name
         spec = ["--pathspec-from-file=-", "--pathspec-file-nul"] if pathspecs else []
-        self._run(["add", "-A", "--ignore-errors", *flags, *spec], stdin=b"".join(p + b"\0" for p in pathspecs),
-                  ok=(0, 1), env=env)
+        self._run(
+            ["add", "-A", "--ignore-errors", *flags, *spec],
+            stdin=b"".join(p + b"\0" for p in pathspecs),
+            ok=(0, 1),
+            env=env,
+        )
 
     def disarm(self, gate: Gate | None = None) -> list[str]:
         """Leave no `.git` in the work tree but the harness's pointer (git_dir.py): the model's shell may have made
@@ -224,15 +271,18 @@ class History:
         notes = []
         try:  # never a failed commit: the harness's own calls do not read the workspace's .git anyway
             if (was := point_work_tree(self.work_tree, self.git_dir)) is not None:
-                notes.append(f".git was {was}: replaced by the harness's pointer to the history, which it keeps "
-                             "outside the workspace, beyond the shell's reach")
+                notes.append(
+                    f".git was {was}: replaced by the harness's pointer to the history, which it keeps "
+                    "outside the workspace, beyond the shell's reach"
+                )
         except OSError as e:
             notes.append(f".git could not be replaced by the harness's pointer ({e.strerror}): delete it")
         for path in (gate or scan(self.work_tree)).nested_git:
             try:
                 remove_entry(self.work_tree / os.fsdecode(path))
-                notes.append(f"{shown(os.fsdecode(path))} removed: the workspace's history is the harness's, "
-                             "kept outside it")
+                notes.append(
+                    f"{shown(os.fsdecode(path))} removed: the workspace's history is the harness's, kept outside it"
+                )
             except OSError as e:
                 notes.append(f"{shown(os.fsdecode(path))} could not be removed ({e.strerror}): delete it")
         return notes
@@ -257,9 +307,16 @@ class History:
         sha = self.commit(version_message(verdict, number, note), allow_empty=True)
         assert sha is not None  # allow_empty always commits
         m = metrics_of(verdict)
-        entry = LedgerEntry(**m.model_dump(), content=self.content_digest(sha), workspace=self.work_tree.name,
-                            version=number, commit=sha, correct=verdict.correct, guards=failing_guards(verdict),
-                            subject=subject_line(verdict, number))
+        entry = LedgerEntry(
+            **m.model_dump(),
+            content=self.content_digest(sha),
+            workspace=self.work_tree.name,
+            version=number,
+            commit=sha,
+            correct=verdict.correct,
+            guards=failing_guards(verdict),
+            subject=subject_line(verdict, number),
+        )
         append_entry(self.ledger, entry)
         if (best := self.best()) is not None:  # the ledger's best, wherever a forged ref had moved it
             self._run(["update-ref", "-m", f"best: v{best.version}", BEST_REF, best.sha])
@@ -289,7 +346,7 @@ class History:
     def best(self) -> VersionInfo | None:
         """The ledger's best correct version that the history holds (its content at a commit), or None."""
         for e in best_entries(self.entries()):
-            if (found := self._commits_of([e], want=1)):
+            if found := self._commits_of([e], want=1):
                 return self._info(e, found[id(e)])
         return None
 
@@ -333,18 +390,27 @@ class History:
         """git objects by name, each checked against its name (content.parse_batch); big ones left out."""
         if not names:
             return {}
-        listing = self.git("cat-file", "--batch-check=%(objectname) %(objecttype) %(objectsize)",
-                           stdin="".join(f"{n}\n" for n in names).encode()).splitlines()
-        small = [n for n, line in zip(names, listing)
-                 if len(parts := line.split()) == 3 and parts[0] == n and int(parts[2]) <= MAX_OBJECT_BYTES]
+        listing = self.git(
+            "cat-file",
+            "--batch-check=%(objectname) %(objecttype) %(objectsize)",
+            stdin="".join(f"{n}\n" for n in names).encode(),
+        ).splitlines()
+        small = [
+            n
+            for n, line in zip(names, listing)
+            if len(parts := line.split()) == 3 and parts[0] == n and int(parts[2]) <= MAX_OBJECT_BYTES
+        ]
         out = self._run(["cat-file", "--batch"], stdin="".join(f"{n}\n" for n in small).encode()).stdout
         found = parse_batch(out, small) if small else {}
         return {n: found.get(n) for n in names}
 
     @staticmethod
     def _info(e: LedgerEntry, sha: str) -> VersionInfo:
-        return VersionInfo(**e.model_dump(include=set(VersionInfo.model_fields) - {"sha", "when"}), sha=sha,
-                           when=datetime.fromtimestamp(e.time, tz=timezone.utc))
+        return VersionInfo(
+            **e.model_dump(include=set(VersionInfo.model_fields) - {"sha", "when"}),
+            sha=sha,
+            when=datetime.fromtimestamp(e.time, tz=timezone.utc),
+        )
 
     def root_commit(self) -> str:
         """The first commit ("task: <name>"): the reference copy of every protected file."""

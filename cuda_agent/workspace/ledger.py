@@ -71,14 +71,15 @@ def _write(path: Path, line: bytes) -> None:
     try:
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _FLAGS, 0o644)
     except OSError as e:
-        raise LedgerError(f"cannot write the verdict ledger {path}: {e.strerror} (it must be a regular "
-                          "file the harness made: remove whatever is there and re-verify)") from None
+        raise LedgerError(
+            f"cannot write the verdict ledger {path}: {e.strerror} (it must be a regular "
+            "file the harness made: remove whatever is there and re-verify)"
+        ) from None
     try:
         if not stat.S_ISREG(os.fstat(fd).st_mode):
-            raise LedgerError(f"{path} is not a regular file: remove it and re-verify (the ledger is "
-                              "the harness's)")
+            raise LedgerError(f"{path} is not a regular file: remove it and re-verify (the ledger is the harness's)")
         while line:
-            line = line[os.write(fd, line):]
+            line = line[os.write(fd, line) :]
         os.fsync(fd)
     finally:
         os.close(fd)
@@ -105,8 +106,9 @@ def read_entries(path: Path) -> list[LedgerEntry] | None:
         try:
             out.append(LedgerEntry.model_validate_json(line))
         except ValidationError:
-            raise LedgerError(f"{path} line {n} is not a ledger entry: the ledger was changed by hand; "
-                              "re-run or re-verify the run") from None
+            raise LedgerError(
+                f"{path} line {n} is not a ledger entry: the ledger was changed by hand; re-run or re-verify the run"
+            ) from None
     return out
 
 

@@ -37,14 +37,16 @@ def resolve_in(root: Path, rel: str, *, for_write: bool = False) -> Path:
     try:
         inside = target.relative_to(root)
     except ValueError:
-        raise WorkspaceError(f"path {rel} resolves outside the workspace (a symlink points to {target}): "
-                             "only files inside are allowed") from None
+        raise WorkspaceError(
+            f"path {rel} resolves outside the workspace (a symlink points to {target}): only files inside are allowed"
+        ) from None
     if ".git" in inside.parts:
         raise WorkspaceError(f"path {rel} is inside .git: the history is kept by the harness, use the workspace files")
     if for_write:
         if inside.as_posix() in PROTECTED:
-            raise WorkspaceError(f"{inside.as_posix()} is protected (read-only): write model_new.py and files under "
-                                 "kernels/ instead")
+            raise WorkspaceError(
+                f"{inside.as_posix()} is protected (read-only): write model_new.py and files under kernels/ instead"
+            )
         if inside.parts and inside.parts[0] == META_DIR:
             raise WorkspaceError(f"{META_DIR}/ is the workspace's record (read-only): write model_new.py or kernels/")
         if target == root:

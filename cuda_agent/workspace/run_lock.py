@@ -33,8 +33,10 @@ def hold_run(git_dir: Path) -> Path:
     except BlockingIOError:
         holder = os.read(fd, 400).decode(errors="replace").strip() or "a process that did not say which"
         os.close(fd)
-        raise WorkspaceError(f"this run is being run by another process ({holder}): wait for it to end or "
-                             "stop it, then resume; follow it meanwhile with `cuda-agent tui RUN_DIR`") from None
+        raise WorkspaceError(
+            f"this run is being run by another process ({holder}): wait for it to end or "
+            "stop it, then resume; follow it meanwhile with `cuda-agent tui RUN_DIR`"
+        ) from None
     os.ftruncate(fd, 0)
     command = " ".join(os.path.basename(a) if i == 0 else a for i, a in enumerate(sys.argv))[:200]
     os.write(fd, f"pid {os.getpid()}, {command}, since {time.strftime('%Y-%m-%d %H:%M:%S')}".encode())

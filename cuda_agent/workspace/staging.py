@@ -24,8 +24,19 @@ MAX_TOTAL_BYTES = 1 << 30  # every file of the work tree together: thousands of 
 _FIRST = {p.encode() for p in (*PROTECTED, RECORD)}  # counted first toward it: the task's files, then the version's
 SHOWN = 10  # findings listed one per line; the rest counted
 # build outputs inside the version's folders stay out (the template's .gitignore, which the version add ignores)
-BUILD_OUTPUTS = ("build", ".cache", "__pycache__", "*.so", "*.o", "*.a", "*.cubin", "*.fatbin", "*.ptx",
-                 "*.ncu-rep", "*.pyc")
+BUILD_OUTPUTS = (
+    "build",
+    ".cache",
+    "__pycache__",
+    "*.so",
+    "*.o",
+    "*.a",
+    "*.cubin",
+    "*.fatbin",
+    "*.ptx",
+    "*.ncu-rep",
+    "*.pyc",
+)
 
 
 @dataclass
@@ -82,8 +93,9 @@ def scan(work_tree: os.PathLike) -> Gate:
 def _skip(gate: Gate, path: bytes, why: str) -> None:
     gate.skipped.append(path)
     if not _build_output(path):  # ignored by .gitignore anyway: kept out without a word
-        gate.problems.append(f"{shown(os.fsdecode(path))}: {why}: not committed "
-                             "(delete it, or make it a small source file)")
+        gate.problems.append(
+            f"{shown(os.fsdecode(path))}: {why}: not committed (delete it, or make it a small source file)"
+        )
 
 
 def _in_version(path: bytes) -> bool:

@@ -13,8 +13,13 @@ NONE = "n/a"  # a metric the verdict does not have (no timing for an incorrect v
 # one `git log` record per commit: fields split by US, records by RS, trailers as git parses them
 LOG_FORMAT = "%H%x1f%ct%x1f%s%x1f%(trailers:only,unfold)%x1e"
 # trailer -> VersionMetrics field, for the timings and speedups
-_TIMES = {"Time-Ms": "time_ms", "Eager-Ms": "eager_ms", "Compile-Ms": "compile_ms",
-          "Speedup-Eager": "speedup_eager", "Speedup-Compile": "speedup_compile"}
+_TIMES = {
+    "Time-Ms": "time_ms",
+    "Eager-Ms": "eager_ms",
+    "Compile-Ms": "compile_ms",
+    "Speedup-Eager": "speedup_eager",
+    "Speedup-Compile": "speedup_compile",
+}
 
 
 class VersionInfo(VersionMetrics):
@@ -31,8 +36,12 @@ class VersionInfo(VersionMetrics):
 
     def evaluation(self, step: int) -> Evaluation:
         """The trajectory's record of this version, evaluated at `step`."""
-        return Evaluation(step=step, commit=self.sha, version=self.version,
-                          **self.model_dump(include=set(VersionMetrics.model_fields)))
+        return Evaluation(
+            step=step,
+            commit=self.sha,
+            version=self.version,
+            **self.model_dump(include=set(VersionMetrics.model_fields)),
+        )
 
     def rank(self) -> tuple[int, float]:
         """Larger is better: reward first, then the lower time (a missing time ranks last)."""
@@ -61,17 +70,28 @@ def subject_line(verdict: Verdict, version: int) -> str:
 def metrics_of(verdict: Verdict) -> VersionMetrics:
     """The one place a verdict becomes the metrics its version's trailers and records carry."""
     median = lambda t: t.median_ms if t else None  # noqa: E731
-    return VersionMetrics(status=verdict.status, reward=verdict.reward, time_ms=median(verdict.timing),
-                          eager_ms=median(verdict.eager), compile_ms=median(verdict.compiled),
-                          speedup_eager=verdict.speedup_vs_eager, speedup_compile=verdict.speedup_vs_compile)
+    return VersionMetrics(
+        status=verdict.status,
+        reward=verdict.reward,
+        time_ms=median(verdict.timing),
+        eager_ms=median(verdict.eager),
+        compile_ms=median(verdict.compiled),
+        speedup_eager=verdict.speedup_vs_eager,
+        speedup_compile=verdict.speedup_vs_compile,
+    )
 
 
 def version_message(verdict: Verdict, version: int, note: str = "") -> str:
     """The full commit message: subject, the note as body, then the trailer block (last paragraph)."""
     m = metrics_of(verdict)
-    trailers = {"Status": m.status, "Correct": "yes" if verdict.correct else "no", "Reward": str(m.reward),
-                **{key: _num(getattr(m, field)) for key, field in _TIMES.items()},
-                "Guards": ",".join(failing_guards(verdict)) or "none", "Version": str(version)}
+    trailers = {
+        "Status": m.status,
+        "Correct": "yes" if verdict.correct else "no",
+        "Reward": str(m.reward),
+        **{key: _num(getattr(m, field)) for key, field in _TIMES.items()},
+        "Guards": ",".join(failing_guards(verdict)) or "none",
+        "Version": str(version),
+    }
     # git reads trailers from the last paragraph only, so a note cannot pose as a metric
     parts = [subject_line(verdict, version), note.strip(), "\n".join(f"{k}: {v}" for k, v in trailers.items())]
     return "\n\n".join(p for p in parts if p) + "\n"
@@ -85,12 +105,19 @@ def parse_log(text: str) -> list[VersionInfo]:
         if len(fields) != 4 or "Version" not in (tr := parse_trailers(fields[3])):
             continue
         sha, stamp, subject, _ = fields
-        out.append(VersionInfo(
-            sha=sha, version=int(tr["Version"]), status=tr.get("Status", "error"), reward=int(tr.get("Reward", "-1")),
-            correct=tr.get("Correct", "no").lower() in ("yes", "true"),
-            **{field: _float(tr.get(key)) for key, field in _TIMES.items()},
-            guards=[g for g in tr.get("Guards", "none").split(",") if g and g != "none"],
-            subject=subject, when=datetime.fromtimestamp(int(stamp), tz=timezone.utc)))
+        out.append(
+            VersionInfo(
+                sha=sha,
+                version=int(tr["Version"]),
+                status=tr.get("Status", "error"),
+                reward=int(tr.get("Reward", "-1")),
+                correct=tr.get("Correct", "no").lower() in ("yes", "true"),
+                **{field: _float(tr.get(key)) for key, field in _TIMES.items()},
+                guards=[g for g in tr.get("Guards", "none").split(",") if g and g != "none"],
+                subject=subject,
+                when=datetime.fromtimestamp(int(stamp), tz=timezone.utc),
+            )
+        )
     return out
 
 

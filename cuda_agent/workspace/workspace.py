@@ -68,16 +68,19 @@ class Workspace:
         self._run_lock: Path | None = hold_run(self.history.git_dir)
 
     @classmethod
-    def create(cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"),
-               path: Path | None = None) -> Workspace:
+    def create(
+        cls, task: Task, template: Path = DEFAULT_TEMPLATE, runs_dir: Path = Path("runs"), path: Path | None = None
+    ) -> Workspace:
         """A new workspace for `task`: in a fresh run folder under `runs_dir`, or exactly at `path`."""
         template = Path(template)
         if not template.is_dir():
             raise WorkspaceError(f"workspace template not found at {template}: reinstall cuda-agent or pass a template")
         if path is None:
             if (owner := enclosing_git_root(Path(runs_dir))) is not None:
-                raise WorkspaceError(f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
-                                     "(or an explicit workspace path to put it there anyway)")
+                raise WorkspaceError(
+                    f"{runs_dir} is inside the git repository at {owner}: pass --out DIR outside it "
+                    "(or an explicit workspace path to put it there anyway)"
+                )
             made = new_run_dir(Path(runs_dir), task.name)
             root = RunFolder(made).workspace
         else:
@@ -108,10 +111,16 @@ class Workspace:
             shutil.copyfile(task.inputs_path, root / "model.inputs.py")
         shutil.copyfile(RUNTIME, root / "kernel_runtime.py")
         protected = {name: digest for name in PROTECTED if (digest := sha256_file(root / name))}
-        task_record = TaskRecord(name=task.name, class_name=task.class_name, source_hash=task.source_hash,
-                                 path=str(task.path), inputs_path=str(task.inputs_path) if task.inputs_path else None)
-        record = WorkspaceRecord(task=task_record, protected=protected,
-                                 created=datetime.now(timezone.utc).isoformat(timespec="seconds"))
+        task_record = TaskRecord(
+            name=task.name,
+            class_name=task.class_name,
+            source_hash=task.source_hash,
+            path=str(task.path),
+            inputs_path=str(task.inputs_path) if task.inputs_path else None,
+        )
+        record = WorkspaceRecord(
+            task=task_record, protected=protected, created=datetime.now(timezone.utc).isoformat(timespec="seconds")
+        )
         (root / META_DIR).mkdir(exist_ok=True)
         (root / RECORD).write_text(record.model_dump_json(indent=2) + "\n")
         repo = init_repo(root)
@@ -141,9 +150,11 @@ class Workspace:
         except (git.GitCommandError, git.InvalidGitRepositoryError, ValidationError, ValueError):
             raise WorkspaceError(not_one) from None
         if is_legacy(git_dir):
-            raise WorkspaceError(f"{folder} keeps its history in its own .git, where the model's shell could write it "
-                                 "(a run of an older cuda-agent): it cannot be continued; start a new run (copy "
-                                 "model_new.py and kernels/ from it to start from its files)")
+            raise WorkspaceError(
+                f"{folder} keeps its history in its own .git, where the model's shell could write it "
+                "(a run of an older cuda-agent): it cannot be continued; start a new run (copy "
+                "model_new.py and kernels/ from it to start from its files)"
+            )
         ws = cls(folder.resolve(), repo, record)
         ws._clear_stale_locks()
         ws.snapshot("snapshot: uncommitted work found on re-open")
@@ -162,8 +173,10 @@ class Workspace:
         for lock in lock_files(self.history.git_dir):
             holder = lock_holder(lock, self.history.work_tree, self.history.git_dir)
             if holder is not None:
-                raise WorkspaceError(f"{lock} is held by a running process ({holder}): wait for it to end or stop "
-                                     "it, then resume again (another run or git on this workspace?)")
+                raise WorkspaceError(
+                    f"{lock} is held by a running process ({holder}): wait for it to end or stop "
+                    "it, then resume again (another run or git on this workspace?)"
+                )
             lock.unlink(missing_ok=True)
             self.removed_locks.append(lock)
 
@@ -241,4 +254,3 @@ class Workspace:
     @property
     def head(self) -> str:
         return self.history.head()
-

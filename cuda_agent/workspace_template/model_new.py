@@ -6,9 +6,9 @@ same names (Model's state_dict is loaded into it strictly). forward may only all
 `kernels.my_op(x, out, x.numel())`; the CUDA stream is passed for you. SKILL.md has the rules.
 """
 
+import kernel_runtime
 import torch
 import torch.nn as nn
-import kernel_runtime
 
 kernels = kernel_runtime.load_kernels()
 

@@ -1,7 +1,6 @@
 """Agent test fixtures: a scripted OpenAI-compatible server on loopback for litellm's real path."""
 
 import pytest
-
 from fake_openai_server import FakeOpenAIServer
 
 

@@ -7,12 +7,23 @@ import copy
 import json
 
 import pytest
-
-from cuda_agent.agent.context import (ANSWER_TOKENS, KEEP_TURNS, OBSERVATION_MARK, REPLY_MARK, SOURCE_MARK,
-                                      TrimNote, approx_tokens, context_budget, counter_for, fit_messages, replay_trim,
-                                      trim_messages)
-from cuda_agent.agent.scripted_model import ScriptedModel
 from test_loop import call, env, run, turn  # noqa: F401,F811  (env: the loop tests' fixture)
+
+from cuda_agent.agent.context import (
+    ANSWER_TOKENS,
+    KEEP_TURNS,
+    OBSERVATION_MARK,
+    REPLY_MARK,
+    SOURCE_MARK,
+    TrimNote,
+    approx_tokens,
+    context_budget,
+    counter_for,
+    fit_messages,
+    replay_trim,
+    trim_messages,
+)
+from cuda_agent.agent.scripted_model import ScriptedModel
 
 SOURCE = "__global__ void k(float* x) { x[threadIdx.x] *= 2.0f; }\n" * 40  # ~2.3k chars
 LOG = "verify: correct (5/5 sets)\n" + "max abs error 1e-7 on set 3\n" * 100  # ~2.8k chars
@@ -20,23 +31,34 @@ LOG = "verify: correct (5/5 sets)\n" + "max abs error 1e-7 on set 3\n" * 100  # 
 
 def chars(messages: list[dict]) -> int:
     """A counter that is easy to reason about: one token per character of content and arguments."""
-    return sum(len(m.get("content") or "") + sum(len(c["function"]["arguments"]) for c in m.get("tool_calls") or [])
-               for m in messages)
+    return sum(
+        len(m.get("content") or "") + sum(len(c["function"]["arguments"]) for c in m.get("tool_calls") or [])
+        for m in messages
+    )
 
 
 def conversation(turns: int = 8) -> list[dict]:
     """system, task, then turns of: write a kernel (big source), verify (big log), list (short)."""
     messages = [{"role": "system", "content": "S" * 3000}, {"role": "user", "content": "T" * 1000}]
     for t in range(turns):
-        calls = [{"id": f"e{t}", "type": "function",
-                  "function": {"name": "edit_file", "arguments": json.dumps(
-                      {"mode": "create", "path": f"kernels/k{t}.cu", "file_text": SOURCE})}},
-                 {"id": f"v{t}", "type": "function", "function": {"name": "verify", "arguments": "{}"}},
-                 {"id": f"l{t}", "type": "function", "function": {"name": "list_files", "arguments": "{}"}}]
+        calls = [
+            {
+                "id": f"e{t}",
+                "type": "function",
+                "function": {
+                    "name": "edit_file",
+                    "arguments": json.dumps({"mode": "create", "path": f"kernels/k{t}.cu", "file_text": SOURCE}),
+                },
+            },
+            {"id": f"v{t}", "type": "function", "function": {"name": "verify", "arguments": "{}"}},
+            {"id": f"l{t}", "type": "function", "function": {"name": "list_files", "arguments": "{}"}},
+        ]
         messages.append({"role": "assistant", "content": f"turn {t}", "tool_calls": calls})
-        messages += [{"role": "tool", "tool_call_id": f"e{t}", "content": f"created kernels/k{t}.cu (40 lines)"},
-                     {"role": "tool", "tool_call_id": f"v{t}", "content": LOG},
-                     {"role": "tool", "tool_call_id": f"l{t}", "content": "model.py\nkernels/"}]
+        messages += [
+            {"role": "tool", "tool_call_id": f"e{t}", "content": f"created kernels/k{t}.cu (40 lines)"},
+            {"role": "tool", "tool_call_id": f"v{t}", "content": LOG},
+            {"role": "tool", "tool_call_id": f"l{t}", "content": "model.py\nkernels/"},
+        ]
     messages.append({"role": "user", "content": "try float4 loads"})
     return messages
 
@@ -46,7 +68,7 @@ def assert_paired(messages: list[dict]) -> None:
     for i, m in enumerate(messages):
         if m["role"] == "assistant":
             ids = [c["id"] for c in m.get("tool_calls") or []]
-            answers = messages[i + 1:i + 1 + len(ids)]
+            answers = messages[i + 1 : i + 1 + len(ids)]
             assert [a["role"] for a in answers] == ["tool"] * len(ids)
             assert [a["tool_call_id"] for a in answers] == ids
     assert sum(m["role"] == "tool" for m in messages) == sum(len(m.get("tool_calls") or []) for m in messages)
@@ -55,7 +77,7 @@ def assert_paired(messages: list[dict]) -> None:
 def protected(messages: list[dict]) -> list[dict]:
     """The opening messages and everything from the start of the latest KEEP_TURNS turns."""
     starts = [i for i, m in enumerate(messages) if m["role"] == "assistant"]
-    return messages[:2] + messages[starts[-KEEP_TURNS]:]
+    return messages[:2] + messages[starts[-KEEP_TURNS] :]
 
 
 def test_under_budget_nothing_changes():
@@ -77,8 +99,9 @@ def test_old_observations_go_first_oldest_first_until_under_budget():
     shortened = out[notes[0].index]
     assert shortened["tool_call_id"] == "v0" and shortened["role"] == "tool"
     assert shortened["content"] == f"{OBSERVATION_MARK} {len(LOG)} chars; it was verify -> verify: correct (5/5 sets)]"
-    assert notes[0] == TrimNote(index=notes[0].index, role="tool", tool="verify", call_id="v0",
-                                what="observation", chars=len(LOG))
+    assert notes[0] == TrimNote(
+        index=notes[0].index, role="tool", tool="verify", call_id="v0", what="observation", chars=len(LOG)
+    )
     assert_paired(out)
 
 
@@ -139,14 +162,18 @@ def test_malformed_call_arguments_are_left_as_written():
 
 def test_approx_tokens_counts_content_and_call_arguments():
     assert approx_tokens([{"role": "user", "content": "x" * 350}]) == 100 + 4
-    m = {"role": "assistant", "content": None,
-         "tool_calls": [{"id": "a", "type": "function", "function": {"name": "n" * 5, "arguments": "a" * 65}}]}
+    m = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [{"id": "a", "type": "function", "function": {"name": "n" * 5, "arguments": "a" * 65}}],
+    }
     assert approx_tokens([m]) == 20 + 4
 
 
 def test_context_budget_leaves_room_for_the_answer_and_the_tool_schemas():
     tools = [{"type": "function", "function": {"name": "x" * 700}}]
     schema_tokens = chars([{"role": "system", "content": json.dumps(tools)}])
+
     def windowed(window, max_tokens=None):
         return ScriptedModel([], context_tokens=window, max_tokens=max_tokens)
 
@@ -174,9 +201,12 @@ def test_counter_for_picks_the_models_own_count_else_the_estimate():
 
 def test_the_loop_trims_before_a_query_and_records_what_it_shortened(env, tmp_path):
     big = "".join(f"line {i}: {'x' * 60}\n" for i in range(80))  # ~5.6k chars: well over MIN_CHARS
-    model = ScriptedModel([turn(call("edit_file", mode="create", path="notes.txt", file_text=big))]
-                          + [turn(call("view_file", path="notes.txt"))] * 6 + [turn(call("finish", summary="x"))],
-                          context_tokens=8000)
+    model = ScriptedModel(
+        [turn(call("edit_file", mode="create", path="notes.txt", file_text=big))]
+        + [turn(call("view_file", path="notes.txt"))] * 6
+        + [turn(call("finish", summary="x"))],
+        context_tokens=8000,
+    )
     # a counter independent of the prompts' sizes: 1000 tokens per long tool output, nothing else.
     # budget = 6800 - 2000 (a quarter for the answer) = 4800; a pass goes down to 80%: 3840
     model.count_tokens = lambda ms: sum(1000 for m in ms if m["role"] == "tool" and len(m["content"] or "") > 1000)
@@ -187,8 +217,10 @@ def test_the_loop_trims_before_a_query_and_records_what_it_shortened(env, tmp_pa
     assert len(trims) == 1 and trims[0].step == 6
     assert (trims[0].tokens_before, trims[0].tokens_after) == (5000, 3000)
     removed = trims[0].removed
-    assert [(n["tool"], n["what"], n["call_id"]) for n in removed] == [("view_file", "observation", "call-2-0"),
-                                                                      ("view_file", "observation", "call-3-0")]
+    assert [(n["tool"], n["what"], n["call_id"]) for n in removed] == [
+        ("view_file", "observation", "call-2-0"),
+        ("view_file", "observation", "call-3-0"),
+    ]
     seen = model.calls[6]["messages"]  # what the model was sent after the pass
     assert seen[:2] == model.calls[0]["messages"][:2]  # system and task untouched
     assert [seen[n["index"]]["tool_call_id"] for n in removed] == ["call-2-0", "call-3-0"]
@@ -196,11 +228,14 @@ def test_the_loop_trims_before_a_query_and_records_what_it_shortened(env, tmp_pa
     assert [v.startswith(OBSERVATION_MARK) for v in views] == [True, True, False, False, False]
     it_was = "it was view_file -> notes.txt: lines 1-80 of 80]"
     assert views[0] == f"{OBSERVATION_MARK} {removed[0]['chars']} chars; {it_was}"
-    assert model.calls[7]["messages"][:len(seen)] == seen  # the trimmed history is kept, not rebuilt
+    assert model.calls[7]["messages"][: len(seen)] == seen  # the trimmed history is kept, not rebuilt
     # the edit's source was never needed: the views were enough; the records keep every output whole
     assert json.loads(seen[2]["tool_calls"][0]["function"]["arguments"])["file_text"] == big
-    assert all(r.observation.startswith("notes.txt: lines 1-80") for r in records
-               if r.type == "tool_result" and r.name == "view_file")
+    assert all(
+        r.observation.startswith("notes.txt: lines 1-80")
+        for r in records
+        if r.type == "tool_result" and r.name == "view_file"
+    )
     assert_paired(seen)
 
 
@@ -234,9 +269,13 @@ def test_fit_shortens_old_replies_then_the_latest_turns_and_says_what_is_left():
 
 
 def test_a_reply_without_calls_is_replayed_by_its_index():
-    messages = [{"role": "system", "content": "S"}, {"role": "user", "content": "T"},
-                {"role": "assistant", "content": RAMBLE}, {"role": "user", "content": "Format error"},
-                {"role": "assistant", "content": RAMBLE}]
+    messages = [
+        {"role": "system", "content": "S"},
+        {"role": "user", "content": "T"},
+        {"role": "assistant", "content": RAMBLE},
+        {"role": "user", "content": "Format error"},
+        {"role": "assistant", "content": RAMBLE},
+    ]
     out, notes, _ = fit_messages(messages, chars(messages) - len(RAMBLE) + 100, chars)
     assert [(n.what, n.index, n.call_id) for n in notes] == [("reply", 2, "")]
     assert replay_trim(messages, [n.model_dump() for n in notes]) == out
@@ -257,8 +296,9 @@ def test_a_small_model_that_rambles_is_trimmed_not_stopped(env, tmp_path):
     rambles = [turn(content=RAMBLE * 2) for _ in range(2)]
     script = [*rambles, turn(call("list_files")), *rambles, turn(call("finish", summary="x"))]
     model = ScriptedModel(script, context_tokens=4096)  # budget 3481 - 1024 = 2457 tokens, approx_tokens
-    model.count_tokens = lambda ms: approx_tokens([{**m, "content": m["content"][:1000]} if m["role"] == "system"
-                                                   else m for m in ms])  # whatever the system prompt's size
+    model.count_tokens = lambda ms: approx_tokens(
+        [{**m, "content": m["content"][:1000]} if m["role"] == "system" else m for m in ms]
+    )  # whatever the system prompt's size
     _, result, records = run(env, tmp_path, [], model=model, max_format_errors=5)
     assert result.stop_reason == "finished", records[-1].error
     trims = [n for r in records if r.type == "trim" for n in r.removed]

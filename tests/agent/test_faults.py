@@ -30,7 +30,7 @@ def optimize(*args: str, json_out: bool = True) -> tuple[int, dict | str, str]:
     r = CliRunner().invoke(app, ["optimize", *args, *(["--json"] if json_out else [])])
     assert r.exception is None or isinstance(r.exception, SystemExit), r.exc_info
     out = r.stdout
-    return r.exit_code, json.loads(out[out.index("{"):]) if json_out and "{" in out else out, r.stderr
+    return r.exit_code, json.loads(out[out.index("{") :]) if json_out and "{" in out else out, r.stderr
 
 
 @pytest.fixture
@@ -39,8 +39,11 @@ def fast_retries(monkeypatch):
     from cuda_agent.agent.litellm_model import LitellmModel
 
     init = LitellmModel.__init__
-    monkeypatch.setattr(LitellmModel, "__init__", lambda self, *a, **kw: init(self, *a, **{
-        "backoff_s": 0.01, "max_backoff_s": 0.05, **kw}))
+    monkeypatch.setattr(
+        LitellmModel,
+        "__init__",
+        lambda self, *a, **kw: init(self, *a, **{"backoff_s": 0.01, "max_backoff_s": 0.05, **kw}),
+    )
 
 
 def no_lone_surrogates(obj) -> bool:
@@ -48,12 +51,12 @@ def no_lone_surrogates(obj) -> bool:
 
 
 def test_valid_text_and_arguments():
-    assert valid_text(f"a{LONE}b") == "a\ufffdb" and valid_text("\ud83d\ude00") == "\U0001F600"
+    assert valid_text(f"a{LONE}b") == "a\ufffdb" and valid_text("\ud83d\ude00") == "\U0001f600"
     assert valid_text({"k": [f"x{LONE}"], f"{LONE}": 1}) == {"k": ["x\ufffd"], "\ufffd": 1}
     assert valid_text("kernels/bad\udcff.cu") == "kernels/bad\\xff.cu"  # a non-UTF-8 byte, as list_files shows it
     assert valid_arguments('{"a": "\\ud800"}') == '{"a": "\ufffd"}'  # the escape, written again
     assert valid_arguments(f'{{"a": "{LONE}"}}') == '{"a": "\ufffd"}'  # the character itself
-    for raw in ('{"a": "\\u00e9"}', '{"a": "\\\\ud800"}', '{"a": "\\ud83d\\ude00"}', '{bad \\ud800'):
+    for raw in ('{"a": "\\u00e9"}', '{"a": "\\\\ud800"}', '{"a": "\\ud83d\\ude00"}', "{bad \\ud800"):
         assert valid_arguments(raw) == raw  # nothing to replace (or not JSON): byte for byte
 
 
@@ -69,10 +72,18 @@ def test_a_trajectory_older_runs_wrote_reads_back(tmp_path):
 
 
 SCRIPT = [
-    {"content": f"thinking {LONE} here", "tool_calls": [
-        {"name": "edit_file", "arguments": {"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"}}]},
-    {"content": "again", "tool_calls": [{"name": "edit_file", "arguments": f'{{"mode": "create", "path": '
-                                                                          f'"more.txt", "file_text": "{LONE}"}}'}]},
+    {
+        "content": f"thinking {LONE} here",
+        "tool_calls": [
+            {"name": "edit_file", "arguments": {"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"}}
+        ],
+    },
+    {
+        "content": "again",
+        "tool_calls": [
+            {"name": "edit_file", "arguments": f'{{"mode": "create", "path": "more.txt", "file_text": "{LONE}"}}'}
+        ],
+    },
     {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": f"s {LONE}"}}]},
 ]
 
@@ -90,8 +101,9 @@ def check_surrogate_run(run_dir: Path) -> None:
 def test_lone_surrogates_from_a_scripted_model_end_normally_and_resume(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps(SCRIPT))  # the file holds "\ud800" escapes, as a model's JSON would
-    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
-                                *CPU, "--max-steps", "1")
+    code, first, err = optimize(
+        str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"), *CPU, "--max-steps", "1"
+    )
     assert (code, first["stop_reason"]) == (3, "max_steps"), err
     code, second, err = optimize("--resume", first["run_dir"], "--script", str(script), "--max-steps", "5")
     assert (code, second["stop_reason"]) == (3, "finished"), err
@@ -102,13 +114,22 @@ def test_lone_surrogates_from_a_scripted_model_end_normally_and_resume(tmp_path)
 def test_lone_surrogates_from_a_server_end_normally_and_resume(tmp_path, fake_openai):
     # content and arguments as the client decodes them: a lone surrogate in the text, and in the
     # arguments both as the character and as the JSON escape
-    fake_openai.reply(content=f"thinking {LONE} here", tool_calls=[{"name": "edit_file", "arguments": json.dumps(
-        {"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"})}])
-    fake_openai.reply(content="again", tool_calls=[{"name": "edit_file", "arguments": SCRIPT[1]["tool_calls"][0]
-                                                    ["arguments"]}])
+    fake_openai.reply(
+        content=f"thinking {LONE} here",
+        tool_calls=[
+            {
+                "name": "edit_file",
+                "arguments": json.dumps({"mode": "create", "path": "notes.txt", "file_text": f"x {LONE} y\n"}),
+            }
+        ],
+    )
+    fake_openai.reply(
+        content="again", tool_calls=[{"name": "edit_file", "arguments": SCRIPT[1]["tool_calls"][0]["arguments"]}]
+    )
     model = ["--model", "openai/gpt-4o", "--api-base", fake_openai.base_url]  # native tool calls
-    code, first, err = optimize(str(TASK / "model.py"), *model, "--out", str(tmp_path / "runs"), *CPU,
-                                "--max-steps", "2")
+    code, first, err = optimize(
+        str(TASK / "model.py"), *model, "--out", str(tmp_path / "runs"), *CPU, "--max-steps", "2"
+    )
     assert (code, first["stop_reason"]) == (3, "max_steps"), err
     fake_openai.reply(content="done", tool_calls=[{"name": "finish", "arguments": {"summary": f"s {LONE}"}}])
     code, second, err = optimize("--resume", first["run_dir"], *model, "--max-steps", "5")
@@ -117,7 +138,7 @@ def test_lone_surrogates_from_a_server_end_normally_and_resume(tmp_path, fake_op
     sent = [r["body"]["messages"] for r in fake_openai.chat_requests]
     assert len(sent) == 3 and no_lone_surrogates(sent)
     assert sent[1][2]["content"] == "thinking \ufffd here"  # the history as the next request carried it
-    assert sent[2][:len(sent[1])] == sent[1]  # the resumed history is the one the run had
+    assert sent[2][: len(sent[1])] == sent[1]  # the resumed history is the one the run had
 
 
 @needs_litellm
@@ -129,8 +150,14 @@ def test_an_empty_reply_is_retried_and_then_a_model_error(tmp_path, fake_openai,
         fake_openai.reply(content="never read")
         fake_openai.script[-1]["body"]["choices"] = []
 
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native", backoff_s=0.01,
-                         max_backoff_s=0.05, retries=2)
+    model = LitellmModel(
+        "openai/fake-model",
+        api_base=fake_openai.base_url,
+        tools="native",
+        backoff_s=0.01,
+        max_backoff_s=0.05,
+        retries=2,
+    )
     empty()
     fake_openai.reply(content="here")
     r = model.query([{"role": "user", "content": "hi"}], [])
@@ -143,19 +170,51 @@ def test_an_empty_reply_is_retried_and_then_a_model_error(tmp_path, fake_openai,
     # the command: one line on stderr, exit code 4, the closing names it
     for _ in range(5):
         empty()
-    code, out, err = optimize(str(TASK / "model.py"), "--model", "openai/gpt-4o", "--api-base",
-                              fake_openai.base_url, "--out", str(tmp_path / "runs"), *CPU, "--quiet", json_out=False)
+    code, out, err = optimize(
+        str(TASK / "model.py"),
+        "--model",
+        "openai/gpt-4o",
+        "--api-base",
+        fake_openai.base_url,
+        "--out",
+        str(tmp_path / "runs"),
+        *CPU,
+        "--quiet",
+        json_out=False,
+    )
     assert code == 4 and out.startswith("model_error:unavailable after 0 steps"), (out, err)
     assert err.count("\n") == 1 and "no choices" in err, err
 
 
 WRITE_CORRECT = [
-    {"content": "kernel", "tool_calls": [{"name": "edit_file", "arguments": {
-        "mode": "create", "path": "kernels/scale_add.cu", "overwrite": True,
-        "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text()}}]},
-    {"content": "module", "tool_calls": [{"name": "edit_file", "arguments": {
-        "mode": "create", "path": "model_new.py", "overwrite": True,
-        "file_text": (TASK / "honest" / "model_new.py").read_text()}}]},
+    {
+        "content": "kernel",
+        "tool_calls": [
+            {
+                "name": "edit_file",
+                "arguments": {
+                    "mode": "create",
+                    "path": "kernels/scale_add.cu",
+                    "overwrite": True,
+                    "file_text": (TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+                },
+            }
+        ],
+    },
+    {
+        "content": "module",
+        "tool_calls": [
+            {
+                "name": "edit_file",
+                "arguments": {
+                    "mode": "create",
+                    "path": "model_new.py",
+                    "overwrite": True,
+                    "file_text": (TASK / "honest" / "model_new.py").read_text(),
+                },
+            }
+        ],
+    },
     {"content": "check", "tool_calls": [{"name": "verify", "arguments": {}}]},
 ]
 FINISH = {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "fused"}}]}
@@ -163,8 +222,9 @@ LIST = {"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}
 
 
 def git_head(run_dir: Path) -> str:
-    return subprocess.run(["git", "rev-parse", "HEAD"], cwd=run_dir / "workspace", capture_output=True,
-                          text=True, check=True).stdout
+    return subprocess.run(
+        ["git", "rev-parse", "HEAD"], cwd=run_dir / "workspace", capture_output=True, text=True, check=True
+    ).stdout
 
 
 def test_resuming_a_finished_run_changes_nothing(tmp_path):
@@ -174,12 +234,17 @@ def test_resuming_a_finished_run_changes_nothing(tmp_path):
     assert (code, first["stop_reason"]) == (1, "finished") and first["verified_reward"] >= 1, err
     run_dir = Path(first["run_dir"])
     (run_dir / "workspace" / "scratch.txt").write_text("left by hand")  # a resume would commit it
-    before = {p: p.read_bytes() for p in (run_dir / "report.md", run_dir / "trajectory.jsonl", run_dir / "outcome.json")}
+    before = {
+        p: p.read_bytes() for p in (run_dir / "report.md", run_dir / "trajectory.jsonl", run_dir / "outcome.json")
+    }
     head = git_head(run_dir)
-    code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "50",
-                              json_out=False)
+    code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "50", json_out=False)
     assert code == 1 and out.count("\n") == 1 and err == "", (out, err)
-    assert "the run is finished" in out and f"version 1 re-verified, reward {first['verified_reward']}" in out and "nothing to resume" in out
+    assert (
+        "the run is finished" in out
+        and f"version 1 re-verified, reward {first['verified_reward']}" in out
+        and "nothing to resume" in out
+    )
     assert {p: p.read_bytes() for p in before} == before and git_head(run_dir) == head
     code, again, err = optimize("--resume", str(run_dir), "--max-steps", "50")  # no model needed either
     assert code == 1 and again == first and "the run is finished" in err
@@ -204,8 +269,9 @@ def test_a_finished_run_without_its_saved_outcome_is_only_finalized(tmp_path):
 def test_a_stale_git_lock_is_removed_on_resume_and_a_live_one_is_an_error(tmp_path):
     script = tmp_path / "script.json"
     script.write_text(json.dumps([LIST, FINISH]))
-    code, first, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
-                                *CPU, "--max-steps", "1")
+    code, first, err = optimize(
+        str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"), *CPU, "--max-steps", "1"
+    )
     run_dir = Path(first["run_dir"])
     lock = run_dir / "workspace.git" / "index.lock"
     (run_dir / "workspace" / "notes.txt").write_text("uncommitted")  # the re-open commits it: git must work
@@ -214,8 +280,7 @@ def test_a_stale_git_lock_is_removed_on_resume_and_a_live_one_is_an_error(tmp_pa
         deadline = time.monotonic() + 30
         while not lock.exists() and time.monotonic() < deadline:
             time.sleep(0.05)
-        code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "5",
-                                  json_out=False)
+        code, out, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "5", json_out=False)
         assert code == 2 and err.count("\n") == 1 and f"pid {holder.pid}" in err and "held by a running" in err, err
         assert lock.exists()
     finally:
@@ -224,8 +289,12 @@ def test_a_stale_git_lock_is_removed_on_resume_and_a_live_one_is_an_error(tmp_pa
     code, second, err = optimize("--resume", str(run_dir), "--script", str(script), "--max-steps", "5")
     assert (code, second["stop_reason"]) == (3, "finished"), err
     assert not lock.exists() and f"removed {lock}: a stale git lock" in err and err.count("a stale git lock") == 1
-    assert "snapshot: uncommitted work found on re-open" in subprocess.run(
-        ["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True).stdout
+    assert (
+        "snapshot: uncommitted work found on re-open"
+        in subprocess.run(
+            ["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True
+        ).stdout
+    )
 
 
 def test_a_failure_inside_the_run_is_one_line_and_exit_4(tmp_path, monkeypatch):
@@ -237,8 +306,16 @@ def test_a_failure_inside_the_run_is_one_line_and_exit_4(tmp_path, monkeypatch):
     monkeypatch.setattr(Agent, "step", broken)
     script = tmp_path / "script.json"
     script.write_text(json.dumps([FINISH]))
-    code, out, err = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
-                              *CPU, "--quiet", json_out=False)
+    code, out, err = optimize(
+        str(TASK / "model.py"),
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "runs"),
+        *CPU,
+        "--quiet",
+        json_out=False,
+    )
     assert code == 4 and err.count("\n") == 1, (out, err)
     assert "the run failed: RuntimeError: a bug in the loop" in err and "traceback in" in err
     run_dir = next((tmp_path / "runs").iterdir())

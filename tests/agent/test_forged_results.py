@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
+from test_loop import FINISH, TASK, WRITE_HONEST, call, turn
 
 from cuda_agent.agent.loop import Agent, AgentConfig
 from cuda_agent.agent.resume import resume_run
@@ -26,7 +27,6 @@ from cuda_agent.train.export import export
 from cuda_agent.train.rl_env import KernelEnv
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.workspace.ledger import read_entries
-from test_loop import FINISH, TASK, WRITE_HONEST, call, turn
 
 FORGE = r"""set -e
 echo '// nothing here' > kernels/fast.cu
@@ -54,8 +54,9 @@ def shell(n: int) -> dict:
 def config(tmp_path: Path, sandbox: bool = False) -> EvalConfig:
     # verify only (no timing). The forging shell runs unjailed (--no-sandbox), where its git reaches the
     # history through the workspace's pointer; in the jail git finds no repository at all (the test below)
-    return EvalConfig(device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache",
-                      sandbox=sandbox)
+    return EvalConfig(
+        device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache", sandbox=sandbox
+    )
 
 
 class FixedJudge:
@@ -72,8 +73,12 @@ class FixedJudge:
 
 
 def new_env(tmp_path: Path, sandbox: bool = False) -> Environment:
-    env = Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs",
-                             eval_config=config(tmp_path, sandbox), tool_settings=ToolSettings(allow_shell=True))
+    env = Environment.create(
+        load_task(str(TASK / "model.py")),
+        runs_dir=tmp_path / "runs",
+        eval_config=config(tmp_path, sandbox),
+        tool_settings=ToolSettings(allow_shell=True),
+    )
     env.ctx.evaluator_factory = FixedJudge
     return env
 
@@ -109,8 +114,13 @@ def test_a_forged_commit_with_no_evaluation_scores_nothing_anywhere(tmp_path):
     report = export([path.parent], "rft", tmp_path / "rft.jsonl", min_reward=2)
     assert report.written == 0 and report.skipped == {"reward below 2": 1}
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    path.write_text("".join(json.dumps({**r, "best_version": 1, "best_commit": sha, "best_reward": 3}
-                                       if r["type"] == "closing" else r) + "\n" for r in lines))
+    path.write_text(
+        "".join(
+            json.dumps({**r, "best_version": 1, "best_commit": sha, "best_reward": 3} if r["type"] == "closing" else r)
+            + "\n"
+            for r in lines
+        )
+    )
     report = export([path.parent], "rft", tmp_path / "rft.jsonl", min_reward=2)
     assert report.written == 0 and "best_reward 3" in report.refused[0]
 
@@ -135,8 +145,11 @@ def test_a_forged_better_version_after_a_real_one_leaves_the_real_result(tmp_pat
 
 
 def test_kernel_env_rewards_a_forged_commit_minus_one(tmp_path):
-    kenv = KernelEnv(tmp_path / "runs", eval_config=config(tmp_path),  # unjailed: see config()
-                     tool_settings=ToolSettings(allow_shell=True))
+    kenv = KernelEnv(
+        tmp_path / "runs",
+        eval_config=config(tmp_path),  # unjailed: see config()
+        tool_settings=ToolSettings(allow_shell=True),
+    )
     kenv.reset(load_task(str(TASK / "model.py")))
     try:
         out = kenv.step("shell", {"command": FORGE.format(n=1)})
@@ -166,8 +179,17 @@ def test_the_shell_can_neither_read_nor_write_the_ledger(tmp_path):
     system path of the jail holds the run folder)."""
     if jail_problem() is not None:
         pytest.skip(str(jail_problem()))
-    line = json.dumps({"status": "correct", "reward": 3, "content": None, "workspace": "workspace",
-                       "version": 1, "commit": "0" * 40, "correct": True})
+    line = json.dumps(
+        {
+            "status": "correct",
+            "reward": 3,
+            "content": None,
+            "workspace": "workspace",
+            "version": 1,
+            "commit": "0" * 40,
+            "correct": True,
+        }
+    )
     attack = turn(call("shell", command=f"cat ../ledger.jsonl; echo '{line}' >> ../ledger.jsonl; echo done"))
     env, path, reward = run(tmp_path, [turn(call("verify")), attack, FINISH], sandbox=True)
     shown = next(r for r in read_trajectory(path) if r.type == "tool_result" and r.name == "shell").observation

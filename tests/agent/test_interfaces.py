@@ -11,6 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from test_loop import (
+    Failing,
+    env,  # noqa: F401 (a fixture)
+)
 
 from cuda_agent.agent.interfaces import WINDOW_SOURCES, AgentEnvironment, Model
 from cuda_agent.agent.litellm_model import LitellmModel
@@ -18,17 +22,18 @@ from cuda_agent.agent.model_kinds import MODEL_KINDS, ModelKind, ModelKindError,
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.mcp_server.bridge import ClientBridge
-from cuda_agent.run import RunError, make_model as run_make_model
+from cuda_agent.run import RunError
+from cuda_agent.run import make_model as run_make_model
 from cuda_agent.settings import Settings
-from test_loop import Failing
-from test_loop import env  # noqa: F401 (a fixture)
 
 ROOT = Path(__file__).resolve().parents[2]
 # every model class and how to make one; a new class with a `query` method must be added here
-MODELS = {"cuda_agent/agent/scripted_model.py:ScriptedModel": lambda: ScriptedModel([]),
-          "cuda_agent/agent/litellm_model.py:LitellmModel": lambda: LitellmModel("openai/gpt-x"),
-          "cuda_agent/mcp_server/bridge.py:ClientBridge": lambda: ClientBridge(),
-          "tests/agent/test_loop.py:Failing": lambda: Failing(RuntimeError("x"))}
+MODELS = {
+    "cuda_agent/agent/scripted_model.py:ScriptedModel": lambda: ScriptedModel([]),
+    "cuda_agent/agent/litellm_model.py:LitellmModel": lambda: LitellmModel("openai/gpt-x"),
+    "cuda_agent/mcp_server/bridge.py:ClientBridge": lambda: ClientBridge(),
+    "tests/agent/test_loop.py:Failing": lambda: Failing(RuntimeError("x")),
+}
 
 
 def members(protocol: type) -> tuple[set[str], dict[str, inspect.Signature]]:
@@ -66,8 +71,15 @@ def test_the_protocols_list_what_the_loop_uses():
     """A check of `members` itself, and of the lists: every member the brief of the interfaces named."""
     attributes, methods = members(Model)
     assert attributes == {"name", "deadline", "native_tools", "max_tokens", "window_source"}
-    assert set(methods) == {"query", "context_window", "count_tokens", "resolved", "client_config",
-                            "secret_values", "check_key"}
+    assert set(methods) == {
+        "query",
+        "context_window",
+        "count_tokens",
+        "resolved",
+        "client_config",
+        "secret_values",
+        "check_key",
+    }
     attributes, methods = members(AgentEnvironment)
     assert attributes == {"workspace", "eval_config", "tool_settings", "tools"}
     assert set(methods) == {"tool_schemas", "step", "reference_task", "add_secrets"}
@@ -95,8 +107,9 @@ def model_classes() -> dict[str, list[str]]:
     found = {}
     for path in sorted([*(ROOT / "cuda_agent").rglob("*.py"), *(ROOT / "tests").rglob("*.py")]):
         for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
-            if isinstance(node, ast.ClassDef) and any(isinstance(f, ast.FunctionDef) and f.name == "query"
-                                                      for f in node.body):
+            if isinstance(node, ast.ClassDef) and any(
+                isinstance(f, ast.FunctionDef) and f.name == "query" for f in node.body
+            ):
                 found[f"{path.relative_to(ROOT)}:{node.name}"] = [ast.unparse(b).split(".")[-1] for b in node.bases]
     return found
 
@@ -106,8 +119,14 @@ def test_every_model_class_is_checked_here():
     checked = {key.split(":")[1] for key in MODELS}
     found = model_classes()
     assert set(MODELS) <= set(found)  # the list itself is not stale
-    unchecked = [key for key, bases in found.items() if key not in MODELS and not set(bases) & checked
-                 and "Protocol" not in bases and not key.startswith(f"{Path(__file__).relative_to(ROOT)}:")]
+    unchecked = [
+        key
+        for key, bases in found.items()
+        if key not in MODELS
+        and not set(bases) & checked
+        and "Protocol" not in bases
+        and not key.startswith(f"{Path(__file__).relative_to(ROOT)}:")
+    ]
     # (this file's partial model lacks members on purpose)
     assert not unchecked, f"model classes to add to MODELS: {unchecked}"
 
@@ -118,8 +137,14 @@ def test_every_model_class_defines_the_whole_protocol(key):
     assert missing(model, Model) == [], key
 
 
-@pytest.mark.parametrize("key", ["cuda_agent/agent/scripted_model.py:ScriptedModel",
-                                 "cuda_agent/mcp_server/bridge.py:ClientBridge", "tests/agent/test_loop.py:Failing"])
+@pytest.mark.parametrize(
+    "key",
+    [
+        "cuda_agent/agent/scripted_model.py:ScriptedModel",
+        "cuda_agent/mcp_server/bridge.py:ClientBridge",
+        "tests/agent/test_loop.py:Failing",
+    ],
+)
 def test_the_neutral_values_follow_the_protocols_conventions(key):
     """Models with no tokenizer, window, key or settings answer as the protocol's docstring says."""
     model = MODELS[key]()
@@ -132,8 +157,9 @@ def test_the_neutral_values_follow_the_protocols_conventions(key):
 
 def test_the_litellm_model_answers_without_loading_litellm(monkeypatch):
     monkeypatch.setitem(sys.modules, "litellm", None)  # `import litellm` now fails, as on a GPU machine
-    model = LitellmModel("openai/gpt-x", api_base="http://localhost:9/v1", max_output_tokens=300,
-                         context_tokens=8192, tools="text")
+    model = LitellmModel(
+        "openai/gpt-x", api_base="http://localhost:9/v1", max_output_tokens=300, context_tokens=8192, tools="text"
+    )
     assert (model.max_tokens, model.context_window(), model.window_source) == (300, 8192, "context_tokens")
     assert model.window_source in WINDOW_SOURCES and model.native_tools is False
     assert model.count_tokens([{"role": "user", "content": "hi"}]) is None  # no litellm: the estimate
@@ -155,8 +181,13 @@ def test_nothing_probes_a_model_or_an_environment_for_a_member():
     found = []
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.args \
-                    and node.func.id in ("getattr", "hasattr") and ast.unparse(node.args[0]) in PROBES:
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.args
+                and node.func.id in ("getattr", "hasattr")
+                and ast.unparse(node.args[0]) in PROBES
+            ):
                 found.append(f"{path.name}:{node.lineno}: {ast.unparse(node)}")
     assert not found, found
 
@@ -194,8 +225,10 @@ def test_a_kind_without_what_it_needs_says_what_to_give(tmp_path):
 
 
 def test_adding_a_kind_is_one_entry(tmp_path, monkeypatch):
-    echo = ModelKind(lambda settings, script, skip: ScriptedModel([], name=f"echo:{settings.model}"),
-                     default_for=lambda settings, script: False)
+    echo = ModelKind(
+        lambda settings, script, skip: ScriptedModel([], name=f"echo:{settings.model}"),
+        default_for=lambda settings, script: False,
+    )
     monkeypatch.setitem(MODEL_KINDS, "echo", echo)
     assert make_model(Settings(model="m"), kind="echo").name == "echo:m"
     assert isinstance(make_model(Settings(model="m")), LitellmModel)  # not a default: the others still are

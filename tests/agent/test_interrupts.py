@@ -7,10 +7,16 @@ import os
 import signal
 import time
 
+from test_loop import (  # noqa: F401 (env is a fixture)
+    FINISH,
+    LIST,
+    env,  # noqa: F401
+    of,
+    run,
+)
+
 from cuda_agent.agent.interrupts import InterruptLatch
 from cuda_agent.agent.scripted_model import ScriptedModel
-from test_loop import FINISH, LIST, of, run  # noqa: F401 (env is a fixture)
-from test_loop import env  # noqa: F401
 
 
 def _ctrl_c_swallowed() -> None:

@@ -9,6 +9,8 @@ import json
 import time
 
 import pytest
+from test_context import assert_paired
+from test_loop import FINISH, LIST, TASK, call, env, of, run, turn  # noqa: F401 (env is a fixture)
 from typer.testing import CliRunner
 
 from cuda_agent.agent.errors import LimitsExceeded
@@ -20,8 +22,6 @@ from cuda_agent.cli import app
 from cuda_agent.cli_flags import SettingFlags
 from cuda_agent.settings import resolve
 from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
-from test_context import assert_paired
-from test_loop import FINISH, LIST, TASK, call, env, of, run, turn  # noqa: F401 (env is a fixture)
 
 needs_litellm = pytest.mark.skipif(importlib.util.find_spec("litellm") is None, reason="litellm is not installed")
 
@@ -52,8 +52,9 @@ def test_every_call_is_a_step_and_no_evaluation_starts_past_max_steps(env, tmp_p
     assert "step limit (2, --max-steps)" in results[-1].observation
     assert records[-1].steps == 2
     # a turn that runs no tool is a step, so replies without calls cannot go on for ever
-    model, result, _ = run(env, tmp_path, [turn(content="hmm"), turn(content="hmm"), FINISH], max_steps=2,
-                           max_format_errors=5)
+    model, result, _ = run(
+        env, tmp_path, [turn(content="hmm"), turn(content="hmm"), FINISH], max_steps=2, max_format_errors=5
+    )
     assert (result.stop_reason, result.steps, len(model.calls)) == ("max_steps", 2, 2)
 
 
@@ -72,7 +73,10 @@ def test_no_tool_starts_past_the_wall_deadline(env, tmp_path, monkeypatch):
     assert time.monotonic() - started < 1.0 + 1.5 + 1.0  # the one call that started, not three
     results = of(records, "tool_result")
     assert [r.status for r in results] == ["ok", "skipped", "skipped"]
-    assert results[1].data == {"skipped": "max_wall_time"} and "wall-time limit (1 s, --max-wall)" in results[1].observation
+    assert (
+        results[1].data == {"skipped": "max_wall_time"}
+        and "wall-time limit (1 s, --max-wall)" in results[1].observation
+    )
     assert result.steps == 1 and records[-1].stop_reason == "max_wall_time"
 
 
@@ -81,8 +85,14 @@ def test_a_model_request_ends_at_the_deadline_retries_and_waits_included(fake_op
     from cuda_agent.agent.litellm_model import LitellmModel
 
     messages = [{"role": "user", "content": "hi"}]
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native", timeout_s=600,
-                         backoff_s=0.01, max_backoff_s=0.05)
+    model = LitellmModel(
+        "openai/fake-model",
+        api_base=fake_openai.base_url,
+        tools="native",
+        timeout_s=600,
+        backoff_s=0.01,
+        max_backoff_s=0.05,
+    )
     fake_openai.reply(content="quick")  # without a deadline nothing changes (and litellm is imported now)
     assert model.query(messages, []).content == "quick"
     for _ in range(5):
@@ -95,8 +105,9 @@ def test_a_model_request_ends_at_the_deadline_retries_and_waits_included(fake_op
     # a back-off never sleeps past the deadline either: 500s with 30-60 s waits
     fake_openai.script.clear()
     fake_openai.fail(500, times=5)
-    model = LitellmModel("openai/fake-model", api_base=fake_openai.base_url, tools="native",
-                         backoff_s=60, max_backoff_s=120)
+    model = LitellmModel(
+        "openai/fake-model", api_base=fake_openai.base_url, tools="native", backoff_s=60, max_backoff_s=120
+    )
     model.deadline = time.monotonic() + 1.0
     started = time.monotonic()
     with pytest.raises(LimitsExceeded):
@@ -106,15 +117,32 @@ def test_a_model_request_ends_at_the_deadline_retries_and_waits_included(fake_op
 
 @needs_litellm
 def test_max_wall_bounds_a_run_whose_server_answers_slowly(tmp_path, fake_openai):
-    fake_openai.reply(content="thinking very slowly", delay_s=60,
-                      tool_calls=[{"name": "finish", "arguments": {"summary": "late"}}])
+    fake_openai.reply(
+        content="thinking very slowly", delay_s=60, tool_calls=[{"name": "finish", "arguments": {"summary": "late"}}]
+    )
     started = time.monotonic()
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "openai/gpt-4o", "--api-base",
-                                 fake_openai.base_url, "--out", str(tmp_path / "runs"), "--device", "cpu",
-                                 "--no-compile-baseline", "--max-wall", "3", "--json"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--model",
+            "openai/gpt-4o",
+            "--api-base",
+            fake_openai.base_url,
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--max-wall",
+            "3",
+            "--json",
+        ],
+    )
     elapsed = time.monotonic() - started
     assert r.exit_code == 3, r.output
-    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    summary = json.loads(r.stdout[r.stdout.index("{") :])
     assert summary["stop_reason"] == "max_wall_time" and summary["steps"] == 0 and summary["error"] is None
     assert elapsed < 30, elapsed  # the request waited for the time left, not 600 s x 5 attempts
     closing = read_trajectory(f"{summary['run_dir']}/trajectory.jsonl")[-1]
@@ -125,14 +153,32 @@ def test_the_command_holds_its_limits(tmp_path):
     """The reviewer's case: one reply asking for 8 evaluations under --max-steps 2 --max-wall 3."""
     script = tmp_path / "script.json"
     script.write_text(json.dumps([turn(*[call("verify")] * 8), FINISH]))
-    r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out",
-                                 str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline", "--max-steps",
-                                 "2", "--max-wall", "3", "--json"])
-    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(TASK / "model.py"),
+            "--script",
+            str(script),
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--max-steps",
+            "2",
+            "--max-wall",
+            "3",
+            "--json",
+        ],
+    )
+    summary = json.loads(r.stdout[r.stdout.index("{") :])
     assert summary["stop_reason"] in ("max_steps", "max_wall_time") and summary["steps"] <= 2, summary
     records = read_trajectory(f"{summary['run_dir']}/trajectory.jsonl")
-    assert 1 <= len(of(records, "evaluation")) <= 2 and [r.status for r in of(records, "tool_result")].count(
-        "skipped") >= 6
+    assert (
+        1 <= len(of(records, "evaluation")) <= 2
+        and [r.status for r in of(records, "tool_result")].count("skipped") >= 6
+    )
 
 
 def test_the_cap_is_a_setting_and_a_flag(tmp_path, monkeypatch):

@@ -19,9 +19,16 @@ if importlib.util.find_spec("litellm") is None:
     pytest.skip("litellm is not installed (pip install -e '.[dev]')", allow_module_level=True)
 
 SECRET = "sk-test-SECRET-0123456789"
-TOOLS = [{"type": "function", "function": {
-    "name": "compile", "description": "Build the kernels.",
-    "parameters": {"type": "object", "properties": {"verbose": {"type": "boolean"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "compile",
+            "description": "Build the kernels.",
+            "parameters": {"type": "object", "properties": {"verbose": {"type": "boolean"}}},
+        },
+    }
+]
 MESSAGES = [{"role": "system", "content": "You write CUDA kernels."}, {"role": "user", "content": "Make it fast."}]
 
 
@@ -32,13 +39,23 @@ def _key(monkeypatch):
 
 def make(server, **kw) -> LitellmModel:
     kw.setdefault("tools", "native")
-    return LitellmModel("openai/fake-model", api_base=server.base_url, api_key_env="FAKE_LLM_KEY",
-                        backoff_s=0.01, max_backoff_s=0.05, **kw)
+    return LitellmModel(
+        "openai/fake-model",
+        api_base=server.base_url,
+        api_key_env="FAKE_LLM_KEY",
+        backoff_s=0.01,
+        max_backoff_s=0.05,
+        **kw,
+    )
 
 
 def test_native_tool_call_round_trip(fake_openai):
-    fake_openai.reply(content="Building first.", prompt_tokens=120, completion_tokens=30,
-                      tool_calls=[{"id": "call_abc", "name": "compile", "arguments": {"verbose": True}}])
+    fake_openai.reply(
+        content="Building first.",
+        prompt_tokens=120,
+        completion_tokens=30,
+        tool_calls=[{"id": "call_abc", "name": "compile", "arguments": {"verbose": True}}],
+    )
     r = make(fake_openai).query(MESSAGES, TOOLS)
     assert r.content == "Building first."
     calls = [(c.id, c.name, json.loads(c.arguments)) for c in r.tool_calls]
@@ -80,8 +97,9 @@ def test_at_the_providers_own_endpoint_the_names_price_is_used(fake_openai):
 
     fake_openai.model = "gpt-4o-mini"
     fake_openai.reply(content="ok", prompt_tokens=1000, completion_tokens=1000)
-    response = litellm.completion(model="openai/gpt-4o-mini", api_base=fake_openai.base_url, api_key="x",
-                                  messages=MESSAGES)
+    response = litellm.completion(
+        model="openai/gpt-4o-mini", api_base=fake_openai.base_url, api_key="x", messages=MESSAGES
+    )
     official = LitellmModel("openai/gpt-4o-mini")  # no api_base: api.openai.com
     assert official.pricing == "litellm" and official._cost(litellm, response, 1000, 1000) > 0
     assert LitellmModel("openai/gpt-4o-mini", api_base="https://api.openai.com/v1").pricing == "litellm"
@@ -137,8 +155,12 @@ def test_auth_error_is_not_retried_and_never_shows_the_key(fake_openai, status):
 
 
 def test_context_window_error_is_not_retried_and_names_the_flag(fake_openai):
-    fake_openai.fail(400, "This model's maximum context length is 8192 tokens. However, your messages "
-                          "resulted in 9000 tokens.", code="context_length_exceeded", times=2)
+    fake_openai.fail(
+        400,
+        "This model's maximum context length is 8192 tokens. However, your messages resulted in 9000 tokens.",
+        code="context_length_exceeded",
+        times=2,
+    )
     with pytest.raises(ModelError) as e:
         make(fake_openai).query(MESSAGES, TOOLS)
     assert e.value.kind == "context_window" and len(fake_openai.chat_requests) == 1
@@ -229,8 +251,10 @@ def test_config_rejects_unknown_settings():
 
 
 def test_importing_the_module_does_not_import_litellm():
-    code = ("import sys, cuda_agent.agent.litellm_model as m; m.LitellmModel('openai/gpt-4o-mini');"
-            "print('litellm' in sys.modules)")
+    code = (
+        "import sys, cuda_agent.agent.litellm_model as m; m.LitellmModel('openai/gpt-4o-mini');"
+        "print('litellm' in sys.modules)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
@@ -265,8 +289,10 @@ def _proxy_connections(code: str, env_extra: dict) -> int:
 
 @pytest.mark.slow  # two fresh litellm imports, ~10 s each on a slow machine
 def test_litellm_never_reaches_the_network():
-    ours = ("import time; from cuda_agent.agent.litellm_model import LitellmModel as M; m = M('openai/gpt-4o');"
-            "assert m.native_tools and m.context_window(); time.sleep(0.5)")
+    ours = (
+        "import time; from cuda_agent.agent.litellm_model import LitellmModel as M; m = M('openai/gpt-4o');"
+        "assert m.native_tools and m.context_window(); time.sleep(0.5)"
+    )
     assert _proxy_connections(ours, {}) == 0
     # The control: imported without our settings, litellm does fetch its price map.
     assert _proxy_connections("import time, litellm; time.sleep(0.5)", {}) > 0

@@ -16,8 +16,8 @@ from cuda_agent.agent.text_protocol import FORMAT_HELP
 from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
-from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.task import load_task
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
 TASK = Path(__file__).parent.parent / "harness" / "cpu_task"
 KERNEL = (TASK / "honest" / "kernels" / "scale_add.cu").read_text()
@@ -26,9 +26,15 @@ MODEL_NEW = (TASK / "honest" / "model_new.py").read_text()
 
 @pytest.fixture
 def env(tmp_path):
-    cfg = EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                     timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
-                     cache_dir=tmp_path / "cache")
+    cfg = EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        cache_dir=tmp_path / "cache",
+    )
     with Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs", eval_config=cfg) as e:
         yield e
 
@@ -41,9 +47,11 @@ def turn(*calls: dict, content: str = "", **fields) -> dict:
     return {"content": content, "tool_calls": list(calls), **fields}
 
 
-WRITE_HONEST = turn(call("edit_file", mode="create", path="kernels/scale_add.cu", file_text=KERNEL),
-                    call("edit_file", mode="create", path="model_new.py", overwrite=True, file_text=MODEL_NEW),
-                    content="A host loop: one pass over x and y.")
+WRITE_HONEST = turn(
+    call("edit_file", mode="create", path="kernels/scale_add.cu", file_text=KERNEL),
+    call("edit_file", mode="create", path="model_new.py", overwrite=True, file_text=MODEL_NEW),
+    content="A host loop: one pass over x and y.",
+)
 FINISH = turn(call("finish", summary="fused scale-add"))
 LIST = turn(call("list_files"))
 
@@ -83,13 +91,15 @@ def test_scripted_session_finishes_with_a_verified_version_and_a_whole_trajector
     assert [r.name for r in results] == ["edit_file", "edit_file", "compile", "benchmark", "finish"]
     seen = [m for m in model.calls[3]["messages"] if m["role"] == "tool"]
     assert [m["content"] for m in seen] == [r.observation for r in results[:4]]
-    assert [m["tool_call_id"] for m in seen] == [c["id"] for m in model.calls[3]["messages"]
-                                                 if m["role"] == "assistant" for c in m["tool_calls"]]
+    assert [m["tool_call_id"] for m in seen] == [
+        c["id"] for m in model.calls[3]["messages"] if m["role"] == "assistant" for c in m["tool_calls"]
+    ]
 
 
 def test_target_speedup_stops_the_run_when_the_best_version_reaches_it(env, tmp_path):
-    model, result, records = run(env, tmp_path, [WRITE_HONEST, turn(call("benchmark")), FINISH],
-                                 target_speedup=0.01, target_baseline="eager")
+    model, result, records = run(
+        env, tmp_path, [WRITE_HONEST, turn(call("benchmark")), FINISH], target_speedup=0.01, target_baseline="eager"
+    )
     assert result.stop_reason == "target_reached" and model.remaining == 1
     assert of(records, "closing")[0].best_reward == result.best.reward >= 1
 
@@ -105,8 +115,13 @@ def test_cost_and_token_limits_and_unpriced_turns(env, tmp_path):
     _, result, _ = run(env, tmp_path, [turn(call("list_files"), **priced)] * 4, max_cost=1.0)
     assert (result.stop_reason, result.steps, result.cost, result.tokens) == ("max_cost", 2, pytest.approx(1.2), 240)
     unpriced = dict(cost=None, usage={"prompt_tokens": 100, "completion_tokens": 20})
-    _, result, records = run(env, tmp_path, [turn(call("list_files"), **unpriced), turn(call("list_files"), **priced),
-                                             turn(call("list_files"), **unpriced)] * 2, max_tokens=300)
+    _, result, records = run(
+        env,
+        tmp_path,
+        [turn(call("list_files"), **unpriced), turn(call("list_files"), **priced), turn(call("list_files"), **unpriced)]
+        * 2,
+        max_tokens=300,
+    )
     assert (result.stop_reason, result.steps, result.cost, result.unpriced_turns) == ("max_tokens", 3, 0.6, 2)
     assert records[-1].cost == 0.6 and records[-1].unpriced_turns == 2
     _, result, _ = run(env, tmp_path, [turn(call("list_files"), **unpriced), FINISH | {"cost": None}])
@@ -122,8 +137,12 @@ def test_text_protocol_model(env, tmp_path):
     def action(tool, **arguments):
         return f"Next step.\n```action\n{json.dumps({'tool': tool, 'arguments': arguments})}\n```"
 
-    script = [action("list_files"), "I think I am done.", action("view_file", path="model.py"),
-              action("finish", summary="looked around")]
+    script = [
+        action("list_files"),
+        "I think I am done.",
+        action("view_file", path="model.py"),
+        action("finish", summary="looked around"),
+    ]
     model, result, records = run(env, tmp_path, script, native_tools=False)
     assert result.stop_reason == "finished"
     assert "action block" in model.calls[0]["messages"][0]["content"]
@@ -134,8 +153,12 @@ def test_text_protocol_model(env, tmp_path):
 
 
 def test_three_malformed_turns_in_a_row_end_the_run(env, tmp_path):
-    script = [turn(call("no_such_tool")), turn({"name": "view_file", "arguments": "{not json"}),
-              turn(call("view_file", start_line=3)), FINISH]
+    script = [
+        turn(call("no_such_tool")),
+        turn({"name": "view_file", "arguments": "{not json"}),
+        turn(call("view_file", start_line=3)),
+        FINISH,
+    ]
     model, result, records = run(env, tmp_path, script)
     assert result.stop_reason == "format_errors" and model.remaining == 1
     shown = [model.calls[i]["messages"][-1]["content"] for i in (1, 2)]
@@ -228,9 +251,17 @@ def test_no_record_holds_an_api_key(env, tmp_path, monkeypatch):
         api_base: str = "http://localhost:8000/v1"
         max_tokens: int = 512
 
-    model = ScriptedModel([turn(call("edit_file", mode="create", path="notes.txt", file_text=f"key={key}\n"),
-                                content=f"my key is {other}"),
-                           turn(call("view_file", path="notes.txt")), FINISH], settings=Settings().model_dump())
+    model = ScriptedModel(
+        [
+            turn(
+                call("edit_file", mode="create", path="notes.txt", file_text=f"key={key}\n"),
+                content=f"my key is {other}",
+            ),
+            turn(call("view_file", path="notes.txt")),
+            FINISH,
+        ],
+        settings=Settings().model_dump(),
+    )
     _, result, records = run(env, tmp_path, [], model=model)
     text = (tmp_path / "t0.jsonl").read_text()
     assert result.stop_reason == "finished" and key not in text and other not in text
@@ -258,8 +289,9 @@ def test_environment_secrets_in_observations_reach_neither_the_model_nor_the_tra
         model: str = "gpt-x"
         api_key: str = configured
 
-    model = ScriptedModel([turn(call("view_file", path="env.txt")), turn(call("verify")), FINISH],
-                          settings=Settings().model_dump())
+    model = ScriptedModel(
+        [turn(call("view_file", path="env.txt")), turn(call("verify")), FINISH], settings=Settings().model_dump()
+    )
     _, result, records = run(env, tmp_path, [], model=model)
     assert result.stop_reason == "finished"
     seen = json.dumps([c["messages"] for c in model.calls])

@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from smollm2 import smollm2_tokenizer  # tests/helpers
 
 from cuda_agent.agent import prompts
 from cuda_agent.agent.loop import AgentConfig, run_agent
@@ -27,7 +28,6 @@ from cuda_agent.tools.base import compact_schema
 from cuda_agent.tools.registry import default_tools, schemas
 from cuda_agent.tools.sanitize_tool import Sanitize
 from cuda_agent.trajectory import TrajectoryWriter
-from smollm2 import smollm2_tokenizer  # tests/helpers
 
 ROOT = Path(__file__).resolve().parents[2]
 TASK = ROOT / "examples" / "scale_add_small" / "model.py"
@@ -46,8 +46,7 @@ def first_request(tmp_path: Path, monkeypatch, *, native: bool, task: Path = TAS
     text-protocol client folds the tools into the system prompt), with the GPU facts injected."""
     monkeypatch.setattr(prompts, "gpu_facts", lambda device, **kw: gpu)
     cfg = EvalConfig(device="cpu", baselines=["eager", "compile"], cache_dir=tmp_path / "cache")
-    model = ScriptedModel([{"tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}],
-                          native_tools=native)
+    model = ScriptedModel([{"tool_calls": [{"name": "finish", "arguments": {"summary": "done"}}]}], native_tools=native)
     with Environment.create(load_task(str(task)), runs_dir=tmp_path / "runs", eval_config=cfg) as env:
         with TrajectoryWriter(tmp_path / "t.jsonl") as writer:
             run_agent(model, env, AgentConfig(), writer)
@@ -62,8 +61,9 @@ def count(tokenizer, messages: list[dict], tools: list[dict]) -> int:
     """The chat as SmolLM2's template renders it, plus the tool definitions as JSON (its template has
     no place for tools; a provider sends them beside the messages)."""
     text = tokenizer.apply_chat_template(messages, tokenize=False)
-    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + \
-        (len(tokenizer(json.dumps(tools), add_special_tokens=False)["input_ids"]) if tools else 0)
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + (
+        len(tokenizer(json.dumps(tools), add_special_tokens=False)["input_ids"]) if tools else 0
+    )
 
 
 @pytest.mark.parametrize("native", [True, False], ids=["native", "text"])
@@ -114,15 +114,18 @@ def test_task_labels():
 
 
 def _task_message(gpu: GpuFacts | None, device: str) -> str:
-    return task_message(load_task(str(TASK)), device=device, baselines=["eager", "compile"],
-                        limits=AgentConfig().model_dump(), gpu=gpu)
+    return task_message(
+        load_task(str(TASK)), device=device, baselines=["eager", "compile"], limits=AgentConfig().model_dump(), gpu=gpu
+    )
 
 
 def test_the_task_message_names_the_gpu_its_arch_and_peaks():
     text = _task_message(H200, "cuda:0")
-    assert ("GPU: NVIDIA H200, nvcc builds for sm_90a; datasheet peaks (H200 SXM): HBM 4.8 TB/s, fp32 67.0 "
-            "TFLOP/s (CUDA cores), fp16/bf16 990.0 TFLOP/s (dense tensor cores).\n"
-            "Evaluations run on `cuda:0`; baselines: eager, compile.") in text
+    assert (
+        "GPU: NVIDIA H200, nvcc builds for sm_90a; datasheet peaks (H200 SXM): HBM 4.8 TB/s, fp32 67.0 "
+        "TFLOP/s (CUDA cores), fp16/bf16 990.0 TFLOP/s (dense tensor cores).\n"
+        "Evaluations run on `cuda:0`; baselines: eager, compile."
+    ) in text
     unknown = _task_message(GpuFacts(name="NVIDIA RTX 6000", arch="sm_89", peaks=None), "cuda:1")
     assert "GPU: NVIDIA RTX 6000, nvcc builds for sm_89; its peak bandwidth and FLOP/s are not known here." in unknown
 
@@ -151,12 +154,29 @@ def test_tool_schemas_are_short():
 
 
 def test_compact_schema_keeps_what_the_model_needs():
-    schema = {"title": "Args", "type": "object", "additionalProperties": False, "required": ["title"],
-              "properties": {"title": {"title": "Title", "type": "string"},
-                             "kernel": {"anyOf": [{"type": "string"}, {"type": "null"}], "default": None,
-                                        "title": "Kernel", "description": "its name"}}}
-    assert compact_schema(schema) == {"type": "object", "required": ["title"], "properties": {
-        "title": {"type": "string"}, "kernel": {"type": "string", "default": None, "description": "its name"}}}
+    schema = {
+        "title": "Args",
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["title"],
+        "properties": {
+            "title": {"title": "Title", "type": "string"},
+            "kernel": {
+                "anyOf": [{"type": "string"}, {"type": "null"}],
+                "default": None,
+                "title": "Kernel",
+                "description": "its name",
+            },
+        },
+    }
+    assert compact_schema(schema) == {
+        "type": "object",
+        "required": ["title"],
+        "properties": {
+            "title": {"type": "string"},
+            "kernel": {"type": "string", "default": None, "description": "its name"},
+        },
+    }
 
 
 def test_sanitize_says_which_inputs_it_runs_on():

@@ -12,10 +12,12 @@ import time
 from pathlib import Path
 
 import pytest
+from test_context import assert_paired
+from test_loop import FINISH, LIST, TASK, WRITE_HONEST, call, turn
 from typer.testing import CliRunner
 
-from cuda_agent.agent.loop import Agent, AgentConfig, run_agent
 from cuda_agent.agent.history import INTERRUPTED
+from cuda_agent.agent.loop import Agent, AgentConfig, run_agent
 from cuda_agent.agent.resume import AFTER_FINISH, resume_run
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.cli import app
@@ -23,18 +25,22 @@ from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.run_folder import TRAJECTORY
-from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 from cuda_agent.task import load_task
-from test_context import assert_paired
-from test_loop import FINISH, LIST, TASK, WRITE_HONEST, call, turn
+from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
 VERIFY = turn(call("verify"))
 
 
 def new_env(tmp_path: Path) -> Environment:
-    cfg = EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                     timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
-                     cache_dir=tmp_path / "cache")
+    cfg = EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        cache_dir=tmp_path / "cache",
+    )
     return Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs", eval_config=cfg)
 
 
@@ -79,7 +85,13 @@ def test_a_run_stopped_by_max_steps_continues_without_repeating_or_losing_steps(
     env.close()
     assert messages == agent.messages  # the conversation exactly as the model had it
     assert (state.turns, state.steps, state.previous_stop, state.interrupted, state.recovered, state.records) == (
-        2, 3, "max_steps", [], [], [])
+        2,
+        3,
+        "max_steps",
+        [],
+        [],
+        [],
+    )
     assert state.wall_s == of(read_trajectory(path), "closing")[0].wall_s
 
     model, result, versions = resumed(path, script, skip=2, max_steps=10)
@@ -87,8 +99,14 @@ def test_a_run_stopped_by_max_steps_continues_without_repeating_or_losing_steps(
     assert model.calls[0]["messages"] == agent.messages
     records = whole(path)
     assert [r.step for r in of(records, "model_turn")] == [1, 2, 3, 4, 5]
-    assert [r.name for r in of(records, "tool_result")] == ["edit_file", "edit_file", "verify", "list_files",
-                                                             "verify", "finish"]
+    assert [r.name for r in of(records, "tool_result")] == [
+        "edit_file",
+        "edit_file",
+        "verify",
+        "list_files",
+        "verify",
+        "finish",
+    ]
     kinds = [r.type for r in records]
     assert (kinds.count("header"), kinds.count("resume"), kinds.count("closing"), kinds[-1]) == (1, 1, 2, "closing")
     marker = of(records, "resume")[0]
@@ -110,7 +128,12 @@ def test_counters_carry_over_so_limits_count_the_whole_run(tmp_path):
     # a third malformed turn in a row ends the run: the streak did not restart at the resume
     model, result, _ = resumed(path, script, skip=2, max_steps=10, max_format_errors=3)
     assert (result.stop_reason, result.steps, result.tokens, result.cost, result.unpriced_turns) == (
-        "format_errors", 3, 110, 0.5, 1)
+        "format_errors",
+        3,
+        110,
+        0.5,
+        1,
+    )
     assert model.remaining == 1
     # wall time spent before counts too
     env, _, state = resume_run(path.parent)
@@ -133,7 +156,12 @@ def test_a_turn_cut_off_by_a_kill_is_answered_and_its_committed_version_kept(tmp
     v1 = env.workspace.versions()[0]  # the verify did commit before the kill
     # the calls cut off count as steps: they may have run
     assert (state.turns, state.steps, state.previous_stop, state.interrupted, state.recovered) == (
-        2, 4, None, ["call-2-0", "call-2-1"], [1])
+        2,
+        4,
+        None,
+        ["call-2-0", "call-2-1"],
+        [1],
+    )
     assert [m["content"] for m in messages[-3:-1]] == [INTERRUPTED, INTERRUPTED]
     assert messages[-1]["role"] == "user" and "version 1 (correct, reward" in messages[-1]["content"]
     assert_paired(messages)
@@ -143,11 +171,17 @@ def test_a_turn_cut_off_by_a_kill_is_answered_and_its_committed_version_kept(tmp
     assert versions == [v1]  # nothing re-run: still one version
     records = whole(path)
     assert [(r.step, r.status) for r in of(records, "tool_result")][-3:] == [
-        (2, "interrupted"), (2, "interrupted"), (3, "ok")]
+        (2, "interrupted"),
+        (2, "interrupted"),
+        (3, "ok"),
+    ]
     assert [(e.step, e.commit, e.version) for e in of(records, "evaluation")] == [(2, v1.sha, 1)]
     marker = of(records, "resume")[0]
     assert (marker.previous_stop, marker.interrupted_calls, marker.recovered_versions) == (
-        None, ["call-2-0", "call-2-1"], [1])
+        None,
+        ["call-2-0", "call-2-1"],
+        [1],
+    )
     assert [m.injected for m in of(records, "user_message")] == [False]
 
     # a finished run goes on with more steps; the earlier answers sit right after their turn
@@ -174,20 +208,33 @@ def optimize(*args: str) -> tuple[int, dict | str]:
     r = CliRunner().invoke(app, ["optimize", *args, "--json"])
     out = r.stdout
     # usage errors: the message with rich's line wrapping undone
-    return r.exit_code, json.loads(out[out.index("{"):]) if r.exit_code != 2 else " ".join(r.output.split())
+    return r.exit_code, json.loads(out[out.index("{") :]) if r.exit_code != 2 else " ".join(r.output.split())
 
 
 def test_optimize_resume_continues_a_scripted_run(tmp_path):
     script = write_script(tmp_path, [LIST, LIST, FINISH])
-    code, first = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
-                           "--device", "cpu", "--no-compile-baseline", "--max-steps", "1")
+    code, first = optimize(
+        str(TASK / "model.py"),
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "runs"),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--max-steps",
+        "1",
+    )
     assert code == 3 and first["stop_reason"] == "max_steps" and first["steps"] == 1
     code, second = optimize("--resume", first["run_dir"], "--script", str(script), "--max-steps", "5")
     assert code == 3 and second["stop_reason"] == "finished" and second["steps"] == 3
     assert second["run_dir"] == first["run_dir"]
     records = whole(Path(first["run_dir"]) / TRAJECTORY)
     assert [(r.step, r.tool_calls[0].name) for r in of(records, "model_turn")] == [
-        (1, "list_files"), (2, "list_files"), (3, "finish")]
+        (1, "list_files"),
+        (2, "list_files"),
+        (3, "finish"),
+    ]
     assert [r.type for r in records].count("resume") == 1
 
 
@@ -206,8 +253,21 @@ def test_optimize_resume_usage_errors(tmp_path):
 def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
     script = write_script(tmp_path, [turn(call("shell", command="echo $$ > shell.pid; exec sleep 120")), FINISH])
     out = tmp_path / "runs"
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "optimize", str(TASK / "model.py"), "--script", str(script),
-           "--out", str(out), "--device", "cpu", "--no-compile-baseline", "--allow-shell"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cuda_agent.cli",
+        "optimize",
+        str(TASK / "model.py"),
+        "--script",
+        str(script),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--allow-shell",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     sleeper = None
     try:
@@ -239,8 +299,15 @@ def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
     code, summary = optimize("--resume", str(run_dir), "--script", str(script))
     assert code == 3 and summary["stop_reason"] == "finished" and summary["steps"] == 2
     records = whole(run_dir / TRAJECTORY)
-    assert [r.type for r in records] == ["header", "model_turn", "resume", "tool_result", "model_turn",
-                                         "tool_result", "closing"]
+    assert [r.type for r in records] == [
+        "header",
+        "model_turn",
+        "resume",
+        "tool_result",
+        "model_turn",
+        "tool_result",
+        "closing",
+    ]
     assert (records[2].previous_stop, records[2].interrupted_calls) == (None, ["call-1-0"])
     assert (records[3].status, records[3].observation) == ("interrupted", INTERRUPTED)
     log = subprocess.run(["git", "log", "--format=%s"], cwd=run_dir / "workspace", capture_output=True, text=True)
@@ -248,8 +315,9 @@ def test_a_run_killed_by_sigkill_resumes_and_completes(tmp_path):
 
 
 def _git_log(run_dir: Path) -> str:
-    return subprocess.run(["git", "log", "--format=%H %s"], cwd=run_dir / "workspace", capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", "log", "--format=%H %s"], cwd=run_dir / "workspace", capture_output=True, text=True
+    ).stdout
 
 
 def test_resume_refuses_a_workspace_whose_task_was_swapped(tmp_path):
@@ -270,8 +338,18 @@ def test_a_cpu_run_resumed_without_device_stays_on_the_cpu(tmp_path, monkeypatch
     """No layer names a device on resume: the run keeps the one its header recorded (no no-GPU stop,
     no move to cuda:0)."""
     script = write_script(tmp_path, [LIST, LIST, FINISH])
-    code, first = optimize(str(TASK / "model.py"), "--script", str(script), "--out", str(tmp_path / "runs"),
-                           "--device", "cpu", "--no-compile-baseline", "--max-steps", "1")
+    code, first = optimize(
+        str(TASK / "model.py"),
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "runs"),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--max-steps",
+        "1",
+    )
     assert code == 3
     monkeypatch.delenv("CUDA_AGENT_EVAL__DEVICE", raising=False)
     code, second = optimize("--resume", first["run_dir"], "--script", str(script), "--max-steps", "5")

@@ -17,8 +17,12 @@ def script(tmp_path, **keys):
 def test_a_script_that_needs_a_gpu_names_its_twins_command(tmp_path):
     line = cpu_refusal(script(tmp_path, needs_gpu=True, cpu_variant="demo_cpu.json"), "t/model.py")
     assert line.startswith(f"{tmp_path / 'demo.json'} writes kernels that launch on a GPU")
-    assert line.endswith(f"`cuda-agent optimize t/model.py --script {tmp_path / 'demo_cpu.json'} --device cpu "
-                         "--no-compile-baseline`") and "\n" not in line
+    assert (
+        line.endswith(
+            f"`cuda-agent optimize t/model.py --script {tmp_path / 'demo_cpu.json'} --device cpu --no-compile-baseline`"
+        )
+        and "\n" not in line
+    )
 
 
 @pytest.mark.parametrize("variant, task", [(None, "t.py"), ("", "t.py"), (3, "t.py"), ("demo_cpu.json", None)])

@@ -16,18 +16,27 @@ TOOLS = [{"type": "function", "function": {"name": "compile", "parameters": {"ty
 
 def test_entries_of_each_kind_in_order():
     given = ModelResponse(content="given", usage=Usage(prompt_tokens=5), cost=0.25)
-    model = ScriptedModel([
-        "just text",
-        {"content": "building", "tool_calls": [{"name": "compile", "arguments": {"verbose": True}},
-                                               {"name": "verify", "arguments": '{"sets": 3}', "id": "mine"}],
-         "usage": {"prompt_tokens": 10, "completion_tokens": 4}},
-        given,
-    ])
+    model = ScriptedModel(
+        [
+            "just text",
+            {
+                "content": "building",
+                "tool_calls": [
+                    {"name": "compile", "arguments": {"verbose": True}},
+                    {"name": "verify", "arguments": '{"sets": 3}', "id": "mine"},
+                ],
+                "usage": {"prompt_tokens": 10, "completion_tokens": 4},
+            },
+            given,
+        ]
+    )
     first = model.query(MESSAGES, TOOLS)
     assert (first.content, first.tool_calls, first.cost, first.model) == ("just text", [], 0.0, "scripted")
     second = model.query(MESSAGES, TOOLS)
     assert [(c.id, c.name, json.loads(c.arguments)) for c in second.tool_calls] == [
-        ("call-2-0", "compile", {"verbose": True}), ("mine", "verify", {"sets": 3})]
+        ("call-2-0", "compile", {"verbose": True}),
+        ("mine", "verify", {"sets": 3}),
+    ]
     assert second.usage.completion_tokens == 4
     third = model.query(MESSAGES, TOOLS)
     assert third.raw == {"injected": True}  # marked as written by a script, not a model

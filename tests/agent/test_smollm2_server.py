@@ -52,10 +52,26 @@ def server():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, str(ROOT / "benchmarks" / "llama_server.py"), "--no-extra-bufts",
-                             "--model", str(gguf), "--n_ctx", str(WINDOW), "--host", "127.0.0.1", "--port", str(port),
-                             "--n_threads", "2"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            str(ROOT / "benchmarks" / "llama_server.py"),
+            "--no-extra-bufts",
+            "--model",
+            str(gguf),
+            "--n_ctx",
+            str(WINDOW),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--n_threads",
+            "2",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     base = f"http://127.0.0.1:{port}/v1"
     try:
         for _ in range(120):
@@ -75,13 +91,36 @@ def server():
 
 
 def test_smollm2_at_8k_gets_past_step_0_and_ends_cleanly(server, tmp_path):
-    cmd = [sys.executable, "-m", "cuda_agent.cli", "optimize", str(ROOT / "examples" / "scale_add_small" / "model.py"),
-           "--model", "openai/smollm2", "--api-base", server, "--tools", "text", "--context-tokens", str(WINDOW),
-           "--max-output-tokens", "64", "--temperature", "0", "--max-steps", "4", "--device", "cpu",
-           "--no-compile-baseline", "--out", str(tmp_path / "runs"), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "cuda_agent.cli",
+        "optimize",
+        str(ROOT / "examples" / "scale_add_small" / "model.py"),
+        "--model",
+        "openai/smollm2",
+        "--api-base",
+        server,
+        "--tools",
+        "text",
+        "--context-tokens",
+        str(WINDOW),
+        "--max-output-tokens",
+        "64",
+        "--temperature",
+        "0",
+        "--max-steps",
+        "4",
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--out",
+        str(tmp_path / "runs"),
+        "--json",
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, timeout=1200, cwd=tmp_path)
     assert proc.returncode in (1, 3), proc.stderr  # no model error, no fault: 3 unless it wrote a correct kernel
-    summary = json.loads(proc.stdout[proc.stdout.index("{"):])
+    summary = json.loads(proc.stdout[proc.stdout.index("{") :])
     assert summary["stop_reason"] in ("format_errors", "max_steps", "finished"), summary
     run_dir = Path(summary["run_dir"])
     records = read_trajectory(run_dir / "trajectory.jsonl")  # every record validates
@@ -93,8 +132,12 @@ def test_smollm2_at_8k_gets_past_step_0_and_ends_cleanly(server, tmp_path):
     feedback = [r for r in records if r.type == "format_error" or r.type == "tool_result" and r.format_error]
     assert feedback, "a 135M model's replies were all well-formed actions?"
     out = tmp_path / "sft.jsonl"
-    export = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "export", str(run_dir), "--format", "sft",
-                             "--out", str(out)], capture_output=True, text=True, timeout=300)
+    export = subprocess.run(
+        [sys.executable, "-m", "cuda_agent.cli", "export", str(run_dir), "--format", "sft", "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert export.returncode == 0, export.stderr
     (record,) = [json.loads(line) for line in out.read_text().splitlines()]
     shown = [m["content"] for m in record["messages"]]

@@ -8,16 +8,35 @@ import json
 import pytest
 
 from cuda_agent.agent.errors import FormatError
-from cuda_agent.agent.text_protocol import (FORMAT_HELP, parse_action, render_tool_result, to_text_messages,
-                                            tools_addendum)
+from cuda_agent.agent.text_protocol import (
+    FORMAT_HELP,
+    parse_action,
+    render_tool_result,
+    to_text_messages,
+    tools_addendum,
+)
 
 TOOLS = [
-    {"type": "function", "function": {"name": "compile", "description": "Build the kernels.",
-                                      "parameters": {"type": "object", "properties": {}}}},
-    {"type": "function", "function": {"name": "write_file", "description": "Write a file.",
-                                      "parameters": {"type": "object", "required": ["path", "content"],
-                                                     "properties": {"path": {"type": "string"},
-                                                                    "content": {"type": "string"}}}}},
+    {
+        "type": "function",
+        "function": {
+            "name": "compile",
+            "description": "Build the kernels.",
+            "parameters": {"type": "object", "properties": {}},
+        },
+    },
+    {
+        "type": "function",
+        "function": {
+            "name": "write_file",
+            "description": "Write a file.",
+            "parameters": {
+                "type": "object",
+                "required": ["path", "content"],
+                "properties": {"path": {"type": "string"}, "content": {"type": "string"}},
+            },
+        },
+    },
 ]
 
 
@@ -39,8 +58,11 @@ def test_missing_arguments_default_to_empty():
 
 def test_kernel_source_with_fences_and_raw_newlines_survives():
     src = "// ```cuda inside a comment\n__global__ void k(float* x) { x[0] = 1; }\n"
-    escaped = '```action\n' + json.dumps({"tool": "write_file", "arguments": {"path": "kernels/k.cu",
-                                                                                   "content": src}}) + '\n```'
+    escaped = (
+        "```action\n"
+        + json.dumps({"tool": "write_file", "arguments": {"path": "kernels/k.cu", "content": src}})
+        + "\n```"
+    )
     (call,) = parse_action(escaped)
     assert json.loads(call.arguments)["content"] == src
     # Models often write raw newlines inside JSON strings; accept them rather than bounce the turn.
@@ -48,15 +70,18 @@ def test_kernel_source_with_fences_and_raw_newlines_survives():
     assert json.loads(parse_action(raw)[0].arguments)["content"] == "line1\nline2"
 
 
-@pytest.mark.parametrize("text, says", [
-    ('```action\n{"tool": "compile"}\n```\nand\n```action\n{"tool": "compile"}\n```', "exactly one"),
-    ('```action\n{"tool": "compile", }\n```', "not valid JSON"),
-    ('```action\n{"arguments": {}}\n```', '"tool" field'),
-    ('```action\n["compile"]\n```', '"tool" field'),
-    ('```action\n{"tool": "compile", "arguments": [1]}\n```', "must be a JSON object"),
-    ('```action\n{"tool": "compile", "path": "a.cu"}\n```', "inside \"arguments\""),
-    ('```action\n{"tool": "compile", "arguments": {}}\n', "not closed"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        ('```action\n{"tool": "compile"}\n```\nand\n```action\n{"tool": "compile"}\n```', "exactly one"),
+        ('```action\n{"tool": "compile", }\n```', "not valid JSON"),
+        ('```action\n{"arguments": {}}\n```', '"tool" field'),
+        ('```action\n["compile"]\n```', '"tool" field'),
+        ('```action\n{"tool": "compile", "arguments": [1]}\n```', "must be a JSON object"),
+        ('```action\n{"tool": "compile", "path": "a.cu"}\n```', 'inside "arguments"'),
+        ('```action\n{"tool": "compile", "arguments": {}}\n', "not closed"),
+    ],
+)
 def test_malformed_actions_say_the_format(text, says):
     with pytest.raises(FormatError) as e:
         parse_action(text)
@@ -72,21 +97,35 @@ def test_addendum_lists_every_tool_with_its_arguments():
 
 
 def test_addendum_argument_lines_say_type_default_bounds_and_meaning():
-    tool = {"name": "edit", "description": "Edit.", "parameters": {"type": "object", "required": ["mode"], "properties": {
-        "mode": {"enum": ["replace", "create"], "type": "string"},
-        "line": {"type": "integer", "default": 1, "minimum": 1, "description": "first line"},
-        "text": {"type": "string", "default": ""}}}}
+    tool = {
+        "name": "edit",
+        "description": "Edit.",
+        "parameters": {
+            "type": "object",
+            "required": ["mode"],
+            "properties": {
+                "mode": {"enum": ["replace", "create"], "type": "string"},
+                "line": {"type": "integer", "default": 1, "minimum": 1, "description": "first line"},
+                "text": {"type": "string", "default": ""},
+            },
+        },
+    }
     text = tools_addendum([tool])
-    assert '- mode ("replace" | "create", required)\n- line (integer, default 1, >= 1): first line\n' \
-           '- text (string)\n' in text
+    assert (
+        '- mode ("replace" | "create", required)\n- line (integer, default 1, >= 1): first line\n'
+        "- text (string)\n" in text
+    )
 
 
 def test_native_history_is_rewritten_for_text_models():
     messages = [
         {"role": "system", "content": "You write kernels."},
         {"role": "user", "content": "Task."},
-        {"role": "assistant", "content": '```action\n{"tool": "compile"}\n```',
-         "tool_calls": [{"id": "text-1", "type": "function", "function": {"name": "compile", "arguments": "{}"}}]},
+        {
+            "role": "assistant",
+            "content": '```action\n{"tool": "compile"}\n```',
+            "tool_calls": [{"id": "text-1", "type": "function", "function": {"name": "compile", "arguments": "{}"}}],
+        },
         {"role": "tool", "tool_call_id": "text-1", "content": "built in 1.2 s"},
         {"role": "user", "content": "Note: 10 steps left."},
     ]

@@ -19,20 +19,52 @@ def call(name, **args):
 
 def test_a_task_whose_reference_raises_stops_the_run_as_unscorable(tmp_path):
     task = tmp_path / "task.py"
-    task.write_text((TASK / "model.py").read_text().replace(
-        "        return self.alpha * x + y", "        raise RuntimeError('the reference is broken')"))
+    task.write_text(
+        (TASK / "model.py")
+        .read_text()
+        .replace("        return self.alpha * x + y", "        raise RuntimeError('the reference is broken')")
+    )
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([
-        call("edit_file", mode="create", path="kernels/scale_add.cu",
-             file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text()),
-        call("edit_file", mode="create", path="model_new.py", overwrite=True,
-             file_text=(TASK / "honest" / "model_new.py").read_text()),
-        call("verify"), call("verify"), call("benchmark"), call("finish", summary="never reached"),
-    ]))
-    r = CliRunner().invoke(app, ["optimize", str(task), "--script", str(script), "--out", str(tmp_path / "runs"),
-                                 "--device", "cpu", "--no-compile-baseline", "--json"])
+    script.write_text(
+        json.dumps(
+            [
+                call(
+                    "edit_file",
+                    mode="create",
+                    path="kernels/scale_add.cu",
+                    file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+                ),
+                call(
+                    "edit_file",
+                    mode="create",
+                    path="model_new.py",
+                    overwrite=True,
+                    file_text=(TASK / "honest" / "model_new.py").read_text(),
+                ),
+                call("verify"),
+                call("verify"),
+                call("benchmark"),
+                call("finish", summary="never reached"),
+            ]
+        )
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(task),
+            "--script",
+            str(script),
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--json",
+        ],
+    )
     assert r.exit_code == 5, r.output
-    summary = json.loads(r.stdout[r.stdout.index("{"):])
+    summary = json.loads(r.stdout[r.stdout.index("{") :])
     assert summary["stop_reason"] == "unscorable"
     records = read_trajectory(Path(summary["run_dir"]) / "trajectory.jsonl")
     closing = records[-1]

@@ -16,22 +16,41 @@ SEGFAULT = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n" + TASK_SR
 HANG = "import time\ntime.sleep(3600)\n" + TASK_SRC
 NO_MODEL = "import torch\n\n\nclass Other(torch.nn.Module):\n    pass\n"
 # small timing (tests/results/conftest.py explains the 800 reps); 2 correctness sets
-EVAL_CONFIG = {"n_sets": 2, "timing_sets": 1, "timeout_s": 60,
-               "timing": {"warmup_ms": 5, "min_reps": 800, "max_reps": 800, "budget_ms": 30}}
+EVAL_CONFIG = {
+    "n_sets": 2,
+    "timing_sets": 1,
+    "timeout_s": 60,
+    "timing": {"warmup_ms": 5, "min_reps": 800, "max_reps": 800, "budget_ms": 30},
+}
 
 
 def call(name: str, **args) -> dict:
-    return {"content": f"calling {name}", "cost": 0.01, "usage": {"prompt_tokens": 100, "completion_tokens": 10},
-            "tool_calls": [{"name": name, "arguments": args}]}
+    return {
+        "content": f"calling {name}",
+        "cost": 0.01,
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+        "tool_calls": [{"name": name, "arguments": args}],
+    }
 
 
 def honest_script(benchmarks: int = 1) -> list[dict]:
-    return [call("edit_file", mode="create", path="kernels/scale_add.cu",
-                 file_text=(CPU_TASK / "honest" / "kernels" / "scale_add.cu").read_text()),
-            call("edit_file", mode="create", path="model_new.py", overwrite=True,
-                 file_text=(CPU_TASK / "honest" / "model_new.py").read_text()),
-            *[call("benchmark") for _ in range(benchmarks)],
-            call("finish", summary="host loop")]
+    return [
+        call(
+            "edit_file",
+            mode="create",
+            path="kernels/scale_add.cu",
+            file_text=(CPU_TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+        ),
+        call(
+            "edit_file",
+            mode="create",
+            path="model_new.py",
+            overwrite=True,
+            file_text=(CPU_TASK / "honest" / "model_new.py").read_text(),
+        ),
+        *[call("benchmark") for _ in range(benchmarks)],
+        call("finish", summary="host loop"),
+    ]
 
 
 def make_tasks(root: Path, files: dict[str, str], scripts: dict[str, list] | None = None) -> tuple[Path, Path]:
@@ -59,10 +78,27 @@ def command(*args: str) -> list[str]:
 
 def cli(*args: str, cache: Path, timeout: float = 300) -> subprocess.CompletedProcess:
     """The real command in its own process, as a user runs it."""
-    return subprocess.run(command(*args), capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "CUDA_AGENT_CACHE": str(cache)})
+    return subprocess.run(
+        command(*args),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "CUDA_AGENT_CACHE": str(cache)},
+    )
 
 
 def batch_args(tasks: Path, scripts: Path, out: Path, *extra: str) -> list[str]:
-    return ["batch", str(tasks), "--out", str(out), "--script", str(scripts), "--device", "cpu",
-            "--no-compile-baseline", "--eval-config", str(tasks.parent / "eval.json"), *extra]
+    return [
+        "batch",
+        str(tasks),
+        "--out",
+        str(out),
+        "--script",
+        str(scripts),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--eval-config",
+        str(tasks.parent / "eval.json"),
+        *extra,
+    ]

@@ -30,7 +30,8 @@ def test_off_a_terminal_each_task_started_and_finished_is_a_line_with_the_count_
         "b: started (1 of 3 done, 1 running)",
         "c: started (1 of 3 done, 2 running)",
         "b: done, finished, correct, 1.50x vs eager (2 of 3 done)",
-        "c: crashed, crashed, no correct result (exited without a result) (3 of 3 done)"]
+        "c: crashed, crashed, no correct result (exited without a result) (3 of 3 done)",
+    ]
 
 
 def test_quiet_prints_no_progress():

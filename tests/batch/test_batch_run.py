@@ -4,11 +4,11 @@ segfaults and one that cannot load, in level folders; then a re-run, --eval-only
 import json
 from pathlib import Path
 
+from batch_helpers import CPU_TASK, cache_dir, cli
+
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.summary import Summary, metrics
 from cuda_agent.trajectory import read_trajectory
-
-from batch_helpers import CPU_TASK, cache_dir, cli
 
 
 def test_every_task_gets_a_row_and_failures_do_not_stop_the_batch(level_batch):
@@ -50,8 +50,9 @@ def test_later_tasks_get_a_process_whose_start_up_was_done_ahead(level_batch):
     out = level_batch[3]
     waited = []
     for log in (out / "logs").rglob("*.log"):
-        m = re.search(r"started ([0-9.]+), imports done ([0-9.]+) \(ahead of its job\), job received ([0-9.]+)",
-                      log.read_text())
+        m = re.search(
+            r"started ([0-9.]+), imports done ([0-9.]+) \(ahead of its job\), job received ([0-9.]+)", log.read_text()
+        )
         if m:
             started, ready, received = map(float, m.groups())
             waited.append(received - ready)
@@ -82,8 +83,17 @@ def test_running_again_skips_finished_tasks(level_batch, tmp_path_factory):
     again = cli(*batch_args(tasks, scripts, out), cache=cache_dir(tmp_path_factory))
     assert again.returncode == 0 and "4 done already, 0 to run" in again.stderr
     assert trajectory.read_bytes() == before
-    other = cli("batch", str(CPU_TASK.parent), "--out", str(out), "--script", str(scripts / "level1" / "scale_add.json"),
-                "--device", "cpu", cache=cache_dir(tmp_path_factory))
+    other = cli(
+        "batch",
+        str(CPU_TASK.parent),
+        "--out",
+        str(out),
+        "--script",
+        str(scripts / "level1" / "scale_add.json"),
+        "--device",
+        "cpu",
+        cache=cache_dir(tmp_path_factory),
+    )
     assert other.returncode == 2 and "same task folder" in other.stderr
 
 
@@ -94,11 +104,26 @@ def test_eval_only_scores_candidates_and_compare_puts_two_batches_side_by_side(l
         (cands / task_id / "kernels").mkdir(parents=True)
         (cands / task_id / "model_new.py").write_text((CPU_TASK / "honest" / "model_new.py").read_text())
         (cands / task_id / "kernels" / "scale_add.cu").write_text(
-            (CPU_TASK / which / "kernels" / "scale_add.cu").read_text())
+            (CPU_TASK / which / "kernels" / "scale_add.cu").read_text()
+        )
     ev_out = root / "eval-run"
-    proc = cli("batch", "--eval-only", str(tasks), "--candidates", str(cands), "--out", str(ev_out), "--device", "cpu",
-               "--no-compile-baseline", "--eval-config", str(root / "eval.json"), "--filter", "level1|no_model",
-               cache=cache_dir(tmp_path_factory))
+    proc = cli(
+        "batch",
+        "--eval-only",
+        str(tasks),
+        "--candidates",
+        str(cands),
+        "--out",
+        str(ev_out),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--eval-config",
+        str(root / "eval.json"),
+        "--filter",
+        "level1|no_model",
+        cache=cache_dir(tmp_path_factory),
+    )
     assert proc.returncode == 0, proc.stderr
     rows = read_rows(ev_out)
     assert set(rows) == {"level1/scale_add", "level1/scale_add_2", "level2/no_model"}
@@ -111,7 +136,9 @@ def test_eval_only_scores_candidates_and_compare_puts_two_batches_side_by_side(l
     cmp = cli("compare", str(out), str(ev_out), "--json", cache=cache_dir(tmp_path_factory))
     assert cmp.returncode == 0, cmp.stderr
     data = json.loads(cmp.stdout)
-    assert data["a"]["overall"]["correctness_rate"] == 0.5 and abs(data["b"]["overall"]["correctness_rate"] - 1 / 3) < 1e-9
+    assert (
+        data["a"]["overall"]["correctness_rate"] == 0.5 and abs(data["b"]["overall"]["correctness_rate"] - 1 / 3) < 1e-9
+    )
     h2h = data["head_to_head"]
     assert (h2h["shared"], h2h["both_correct"], h2h["only_a_correct"], h2h["only_b_correct"]) == (3, 1, 1, 0)
     table = cli("compare", str(out), str(ev_out), cache=cache_dir(tmp_path_factory))

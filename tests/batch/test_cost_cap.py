@@ -3,10 +3,10 @@
 starts with $0.01 left as its own limit and stops after one turn, the third does not start; a
 re-run with a higher cap runs only what is left."""
 
+from batch_helpers import TASK_SRC, batch_args, cache_dir, cli, make_tasks
+
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.summary import Summary
-
-from batch_helpers import TASK_SRC, batch_args, cache_dir, cli, make_tasks
 
 
 def test_the_batch_stops_starting_tasks_once_its_cost_cap_is_spent(tmp_path, tmp_path_factory):
@@ -34,6 +34,16 @@ def test_the_batch_stops_starting_tasks_once_its_cost_cap_is_spent(tmp_path, tmp
 
 def test_a_cost_cap_with_eval_only_is_a_usage_error(tmp_path, tmp_path_factory):
     tasks, _ = make_tasks(tmp_path, {"a": TASK_SRC})
-    proc = cli("batch", str(tasks), "--out", str(tmp_path / "run"), "--eval-only", "--candidates", str(tmp_path),
-               "--max-total-cost", "1", cache=cache_dir(tmp_path_factory))
+    proc = cli(
+        "batch",
+        str(tasks),
+        "--out",
+        str(tmp_path / "run"),
+        "--eval-only",
+        "--candidates",
+        str(tmp_path),
+        "--max-total-cost",
+        "1",
+        cache=cache_dir(tmp_path_factory),
+    )
     assert proc.returncode == 2 and "--eval-only runs no model" in proc.stderr

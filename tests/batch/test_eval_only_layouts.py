@@ -8,11 +8,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from batch_helpers import CPU_TASK, EVAL_CONFIG, TASK_SRC, cache_dir, cli
 
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.tasks import TaskDirError, candidate_folder, discover
-
-from batch_helpers import CPU_TASK, EVAL_CONFIG, TASK_SRC, cache_dir, cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
@@ -28,8 +27,9 @@ def test_examples_are_task_folders_and_their_candidates_are_not_tasks():
     assert all(e.path == (EXAMPLES / e.id / "model.py").resolve() and e.level is None for e in entries)
     with_candidates = [e for e in entries if (EXAMPLES / e.id / "candidate").is_dir()]
     assert len(with_candidates) >= 5
-    assert [candidate_folder(EXAMPLES, e) for e in with_candidates] == [EXAMPLES / e.id / "candidate"
-                                                                        for e in with_candidates]
+    assert [candidate_folder(EXAMPLES, e) for e in with_candidates] == [
+        EXAMPLES / e.id / "candidate" for e in with_candidates
+    ]
 
 
 def test_both_layouts_are_found_and_a_task_without_a_candidate_has_none(tmp_path):
@@ -71,8 +71,20 @@ def test_a_task_folder_with_its_candidate_is_scored_and_the_opening_line_counts_
     honest_candidate(tasks / "scale" / "candidate")
     (tmp_path / "eval.json").write_text(json.dumps(EVAL_CONFIG))
     out = tmp_path / "run"
-    args = ["batch", "--eval-only", str(tasks), "--candidates", str(tasks), "--out", str(out), "--device", "cpu",
-            "--no-compile-baseline", "--eval-config", str(tmp_path / "eval.json")]
+    args = [
+        "batch",
+        "--eval-only",
+        str(tasks),
+        "--candidates",
+        str(tasks),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--eval-config",
+        str(tmp_path / "eval.json"),
+    ]
     first = cli(*args, cache=cache_dir(tmp_path_factory))
     assert first.returncode == 0, first.stderr
     assert "2 tasks: 0 done already, 1 without a candidate, 1 to run" in first.stderr
@@ -94,8 +106,18 @@ def test_candidates_for_none_of_the_tasks_is_one_line_and_nothing_written(tmp_pa
     empty = tmp_path / "cands"
     empty.mkdir()
     out = tmp_path / "run"
-    r = cli("batch", "--eval-only", str(EXAMPLES), "--candidates", str(empty), "--out", str(out), "--device", "cpu",
-            cache=cache_dir(tmp_path_factory))
+    r = cli(
+        "batch",
+        "--eval-only",
+        str(EXAMPLES),
+        "--candidates",
+        str(empty),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        cache=cache_dir(tmp_path_factory),
+    )
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and r.stdout == "", r.stderr
     assert f"a candidate for none of the {len(discover(EXAMPLES))} task(s)" in r.stderr
     assert "<task id>/candidate/model_new.py" in r.stderr

@@ -4,13 +4,12 @@ real data set could not be downloaded in this environment)."""
 import json
 
 import pytest
+from batch_helpers import NO_MODEL, TASK_SRC
 from typer.testing import CliRunner
 
 from cuda_agent.batch.importer import import_parquet
 from cuda_agent.batch.tasks import discover
 from cuda_agent.cli import app
-
-from batch_helpers import NO_MODEL, TASK_SRC
 
 pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")

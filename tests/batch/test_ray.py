@@ -16,12 +16,12 @@ import pytest
 
 pytest.importorskip("ray")
 
+from batch_helpers import HANG, SEGFAULT, TASK_SRC, batch_args, cache_dir, cli, make_tasks  # noqa: E402
+
 from cuda_agent.batch.rows import TaskRow, read_rows  # noqa: E402
 from cuda_agent.batch.summary import Summary  # noqa: E402
 from cuda_agent.pool import PoolSpec, make_pool  # noqa: E402
 from cuda_agent.pool.ray_cluster import RayError, capacity  # noqa: E402
-
-from batch_helpers import HANG, SEGFAULT, TASK_SRC, batch_args, cache_dir, cli, make_tasks  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -73,7 +73,9 @@ def test_running_a_ray_batch_again_skips_finished_tasks(ray_batch, tmp_path_fact
 def test_a_hung_task_is_killed_on_its_node_and_recorded(tmp_path, tmp_path_factory):
     tasks, scripts = make_tasks(tmp_path, {"hang": HANG})
     out = tmp_path / "run"
-    proc = cli(*batch_args(tasks, scripts, out, "--ray", "auto", "--task-timeout", "5"), cache=cache_dir(tmp_path_factory))
+    proc = cli(
+        *batch_args(tasks, scripts, out, "--ray", "auto", "--task-timeout", "5"), cache=cache_dir(tmp_path_factory)
+    )
     assert proc.returncode == 0, proc.stderr
     row = read_rows(out)["hang"]
     assert row.outcome == "hung" and "--task-timeout 5" in row.error and 5 <= row.wall_s < 30
@@ -133,9 +135,21 @@ def gpu_cluster(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     ray_cli = [sys.executable, "-c", "from ray.scripts.scripts import main; main()"]
-    started = subprocess.run([*ray_cli, "start", "--head", f"--port={port}", "--num-cpus=4", "--num-gpus=2",
-                              "--disable-usage-stats", "--include-dashboard=false"],
-                             capture_output=True, text=True, timeout=120)
+    started = subprocess.run(
+        [
+            *ray_cli,
+            "start",
+            "--head",
+            f"--port={port}",
+            "--num-cpus=4",
+            "--num-gpus=2",
+            "--disable-usage-stats",
+            "--include-dashboard=false",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert started.returncode == 0, started.stderr[-2000:]
     try:
         yield f"127.0.0.1:{port}", {"RAY_AUTH_MODE": "token"}
@@ -146,11 +160,13 @@ def gpu_cluster(tmp_path):
 def _barrier(folder, task_id: str, n: int) -> str:
     """Task source that marks `task_id` started and waits (60 s at most) until `n` tasks have;
     a load that cannot reach the folder (a jailed worker) goes on at once."""
-    return (f"import pathlib as _p, time as _t\n_d = _p.Path({str(folder)!r})\n"
-            f"try:\n    _d.mkdir(exist_ok=True)\n    (_d / {task_id!r}).touch()\n"
-            f"    _end = _t.monotonic() + 60\n"
-            f"    while len(list(_d.iterdir())) < {n} and _t.monotonic() < _end:\n        _t.sleep(0.05)\n"
-            f"except OSError:\n    pass\n")
+    return (
+        f"import pathlib as _p, time as _t\n_d = _p.Path({str(folder)!r})\n"
+        f"try:\n    _d.mkdir(exist_ok=True)\n    (_d / {task_id!r}).touch()\n"
+        f"    _end = _t.monotonic() + 60\n"
+        f"    while len(list(_d.iterdir())) < {n} and _t.monotonic() < _end:\n        _t.sleep(0.05)\n"
+        f"except OSError:\n    pass\n"
+    )
 
 
 def _placements(out, ids):
@@ -183,8 +199,17 @@ def test_ray_places_tasks_on_declared_gpus_by_their_share(tmp_path, tmp_path_fac
         # each task waits at its first load until `at_once` tasks have started: without a GPU a
         # task lasts about a second, and on a loaded 2-core machine the four did not always overlap
         tasks, scripts = make_tasks(root, {i: _barrier(root / "started", i, at_once) + TASK_SRC for i in ids})
-        args = ["batch", str(tasks), "--script", str(scripts), "--no-compile-baseline", "--eval-config",
-                str(root / "eval.json"), "--ray", address]
+        args = [
+            "batch",
+            str(tasks),
+            "--script",
+            str(scripts),
+            "--no-compile-baseline",
+            "--eval-config",
+            str(root / "eval.json"),
+            "--ray",
+            address,
+        ]
         out = root / "run"
         os.environ.update(env)
         try:

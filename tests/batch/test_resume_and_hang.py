@@ -7,11 +7,11 @@ import signal
 import subprocess
 import time
 
+from batch_helpers import HANG, NO_MODEL, TASK_SRC, batch_args, cache_dir, cli, command, honest_script, make_tasks
+
 from cuda_agent.batch.rows import read_rows
 from cuda_agent.batch.summary import Summary
 from cuda_agent.trajectory import read_trajectory
-
-from batch_helpers import HANG, NO_MODEL, TASK_SRC, batch_args, cache_dir, cli, command, honest_script, make_tasks
 
 
 def _wait_for_evaluation(trajectory, proc, timeout=180):
@@ -30,8 +30,13 @@ def test_ctrl_c_stops_with_everything_written_and_the_same_command_resumes(tmp_p
     # well under a second on the CPU)
     tasks, scripts = make_tasks(tmp_path, {"scale_add": TASK_SRC}, {"scale_add": honest_script(benchmarks=12)})
     out = tmp_path / "run"
-    proc = subprocess.Popen(command(*batch_args(tasks, scripts, out)), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, "CUDA_AGENT_CACHE": str(cache)})
+    proc = subprocess.Popen(
+        command(*batch_args(tasks, scripts, out)),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "CUDA_AGENT_CACHE": str(cache)},
+    )
     trajectory = out / "tasks" / "scale_add" / "trajectory.jsonl"
     _wait_for_evaluation(trajectory, proc)
     proc.send_signal(signal.SIGINT)
@@ -74,8 +79,15 @@ def test_a_hung_task_is_killed_and_recorded_and_the_batch_goes_on(tmp_path, tmp_
 def test_baselines_are_timed_once_then_cached(tmp_path, tmp_path_factory):
     tasks, _ = make_tasks(tmp_path, {"level1/a": TASK_SRC, "level1/b": TASK_SRC.replace("N = 1 << 15", "N = 1 << 14")})
     cache = tmp_path / "cache"  # a cache of its own: nothing timed before
-    args = ["baselines", str(tasks), "--device", "cpu", "--no-compile-baseline", "--eval-config",
-            str(tmp_path / "eval.json")]
+    args = [
+        "baselines",
+        str(tasks),
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--eval-config",
+        str(tmp_path / "eval.json"),
+    ]
     first = cli(*args, cache=cache)
     assert first.returncode == 0, first.stdout + first.stderr
     assert first.stdout.count("(timed)") == 2 and "eager n/a" not in first.stdout

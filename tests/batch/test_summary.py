@@ -9,9 +9,17 @@ from cuda_agent.batch.summary import metrics, summarize
 
 
 def row(task_id, outcome="done", correct=False, se=None, sc=None, reward=None, level=None, **kw):
-    return TaskRow(task_id=task_id, task_path=f"/t/{task_id}.py", outcome=outcome, correct=correct,
-                   speedup_eager=se, speedup_compile=sc, level=level,
-                   reward=reward if reward is not None else (3 if correct else -1), **kw)
+    return TaskRow(
+        task_id=task_id,
+        task_path=f"/t/{task_id}.py",
+        outcome=outcome,
+        correct=correct,
+        speedup_eager=se,
+        speedup_compile=sc,
+        level=level,
+        reward=reward if reward is not None else (3 if correct else -1),
+        **kw,
+    )
 
 
 ROWS = [
@@ -29,7 +37,7 @@ def test_rates_geomeans_and_fast_p_count_failures():
     assert m.faster_than_eager_rate == 0.25 and m.faster_than_compile_rate == 0.25
     # all four tasks, c and d as 1.0: (2 * 0.5 * 1 * 1) ** (1/4) = 1; (1.5 * 0.25) ** (1/4)
     assert m.geomean_speedup_eager == pytest.approx(1.0)
-    assert m.geomean_speedup_compile == pytest.approx(0.375 ** 0.25)  # 0.7825
+    assert m.geomean_speedup_compile == pytest.approx(0.375**0.25)  # 0.7825
     # correct only: sqrt(2 * 0.5) = 1, sqrt(1.5 * 0.25)
     assert m.geomean_speedup_eager_correct == pytest.approx(1.0)
     assert m.geomean_speedup_compile_correct == pytest.approx(math.sqrt(0.375))
@@ -49,10 +57,15 @@ def test_correct_but_untimed_counts_as_one_and_no_compile_baseline_is_not_applic
 
 
 def test_interrupted_tasks_are_pending_not_failures_and_levels_are_split():
-    rows = {r.task_id: r for r in [row("l1/a", correct=True, se=2.0, level="level1"),
-                                   row("l1/b", outcome="load_error", level="level1"),
-                                   row("l2/c", correct=True, se=3.0, level="level2"),
-                                   row("l2/d", outcome="interrupted", level="level2")]}
+    rows = {
+        r.task_id: r
+        for r in [
+            row("l1/a", correct=True, se=2.0, level="level1"),
+            row("l1/b", outcome="load_error", level="level1"),
+            row("l2/c", correct=True, se=3.0, level="level2"),
+            row("l2/d", outcome="interrupted", level="level2"),
+        ]
+    }
     selected = [*rows, "l2/e"]  # e has not run yet
     levels = {t: t.startswith("l1") and "level1" or "level2" for t in selected}
     s = summarize(rows, selected, levels, run_dir="r", mode="agent", model="m", task_dir="t")

@@ -6,14 +6,13 @@ import multiprocessing
 import time
 
 import pytest
+from batch_helpers import NO_MODEL, TASK_SRC
 
 from cuda_agent.batch.plan import Layout, plan
 from cuda_agent.batch.rows import TaskRow, read_rows, write_rows
 from cuda_agent.batch.tasks import TaskDirError, check_loads, discover
 from cuda_agent.pool import PoolSpec, make_pool
 from cuda_agent.pool.slots import hold_slot
-
-from batch_helpers import NO_MODEL, TASK_SRC
 
 
 def touch(path, text="x = 1\n"):
@@ -22,8 +21,16 @@ def touch(path, text="x = 1\n"):
 
 
 def test_discover_a_kernelbench_checkout(tmp_path):
-    for name in ["level1/10_Conv.py", "level1/2_ReLU.py", "level2/1_Fused.py", "level1/2_ReLU.inputs.py",
-                 "level1/__init__.py", "_rejected/bad.py", "level1/__pycache__/x.py", "top.py"]:
+    for name in [
+        "level1/10_Conv.py",
+        "level1/2_ReLU.py",
+        "level2/1_Fused.py",
+        "level1/2_ReLU.inputs.py",
+        "level1/__init__.py",
+        "_rejected/bad.py",
+        "level1/__pycache__/x.py",
+        "top.py",
+    ]:
         touch(tmp_path / name)
     entries = discover(tmp_path)
     # natural order (2 before 10), sidecars, __init__, _private and cache folders skipped
@@ -42,7 +49,9 @@ def test_check_loads_gives_the_reason(tmp_path):
     touch(tmp_path / "ok.py", TASK_SRC)
     touch(tmp_path / "no_model.py", NO_MODEL)
     touch(tmp_path / "syntax.py", "def (:\n")
-    ok, no_model, syntax = (e for e in sorted(discover(tmp_path), key=lambda e: ["ok", "no_model", "syntax"].index(e.id)))
+    ok, no_model, syntax = (
+        e for e in sorted(discover(tmp_path), key=lambda e: ["ok", "no_model", "syntax"].index(e.id))
+    )
     assert check_loads(ok) is None
     assert "no class Model" in check_loads(no_model) and "Other" in check_loads(no_model)
     assert "SyntaxError" in check_loads(syntax)
@@ -57,8 +66,11 @@ def test_plan_skips_finished_adopts_unrecorded_resumes_started_and_restarts_the_
         touch(tmp_path / "tasks" / f"{name}.py")
     entries = discover(tmp_path / "tasks")
     layout = Layout(tmp_path / "run")
-    rows = {"done": _row("done", "done", correct=True), "crashed": _row("crashed", "crashed"),
-            "started": _row("started", "interrupted")}
+    rows = {
+        "done": _row("done", "done", correct=True),
+        "crashed": _row("crashed", "crashed"),
+        "started": _row("started", "interrupted"),
+    }
     layout.out.mkdir()
     write_rows(layout.out, rows)
     assert read_rows(layout.out) == rows
@@ -67,8 +79,14 @@ def test_plan_skips_finished_adopts_unrecorded_resumes_started_and_restarts_the_
     touch(layout.run_dir("started") / "trajectory.jsonl", json.dumps({"type": "header"}) + "\n")
     touch(layout.run_dir("empty") / "trajectory.jsonl", "")  # killed before its first record
     actions = {p.entry.id: p.action for p in plan(entries, rows, layout)}
-    assert actions == {"done": "skip", "crashed": "skip", "adopt": "adopt", "started": "resume", "empty": "new",
-                       "fresh": "new"}
+    assert actions == {
+        "done": "skip",
+        "crashed": "skip",
+        "adopt": "adopt",
+        "started": "resume",
+        "empty": "new",
+        "fresh": "new",
+    }
     assert not layout.run_dir("empty").exists()  # nothing to continue from: removed, started anew
     retry = {p.entry.id: p.action for p in plan(entries, rows, layout, retry_failed=True)}
     assert retry["crashed"] == "new" and retry["done"] == "skip"

@@ -43,8 +43,12 @@ def reply(mode: str, conn: socket.socket, forged: bytes, record: str | None, nam
     elif mode == "huge":
         conn.sendall(b'{"proof": "' + b"a" * (8 << 20) + b'"}\n')
     elif mode == "malformed":
-        conn.sendall(json.dumps({"verdict": {"status": "perfect", "reward": "lots"}, "task": [], "name": 3,
-                                 "server": None}).encode() + b"\n")
+        conn.sendall(
+            json.dumps(
+                {"verdict": {"status": "perfect", "reward": "lots"}, "task": [], "name": 3, "server": None}
+            ).encode()
+            + b"\n"
+        )
     elif mode == "silent":
         time.sleep(3600)
     elif mode == "hangup":

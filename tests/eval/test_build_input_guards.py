@@ -36,10 +36,10 @@ WRONG = "static inline float combine(float a, float x, float y) { return a * x -
 # what static_cu.py rejects in a .cu: an environment read (forbidden_call) and a stream of its own
 # (side_stream, as in tests/adversarial/side_stream_cu)
 HIDDEN = {
-    "forbidden_call": 'static inline float combine(float a, float x, float y) {\n'
-                      '  return getenv("FAST") ? x : a * x + y;\n}\n',
-    "side_stream": 'static inline float combine(float a, float x, float y) {\n'
-                   '  static cudaStream_t s; if (!s) cudaStreamCreate(&s);\n  return a * x + y;\n}\n',
+    "forbidden_call": "static inline float combine(float a, float x, float y) {\n"
+    '  return getenv("FAST") ? x : a * x + y;\n}\n',
+    "side_stream": "static inline float combine(float a, float x, float y) {\n"
+    "  static cudaStream_t s; if (!s) cudaStreamCreate(&s);\n  return a * x + y;\n}\n",
 }
 
 
@@ -121,16 +121,19 @@ def test_a_file_changed_after_the_build_read_it_is_a_finding(cache, tmp_path):
 def test_a_constant_declared_in_a_macro_included_file_is_not_state(cache, tmp_path):
     """The native audit tells a `__constant__` shadow from state by reading the declarations: in
     every file the compile read, not only the ones a literal #include names."""
-    table = '__constant__ float coeffs[2] = {2.0f, 1.0f};\n' + HONEST
+    table = "__constant__ float coeffs[2] = {2.0f, 1.0f};\n" + HONEST
     cand = candidate(tmp_path, "table.inc", table)
-    (cand / "kernels" / "scale_add.cu").write_text((cand / "kernels" / "scale_add.cu").read_text() + (
-        "__global__ void scale_add_kernel(float* y) { y[threadIdx.x] *= coeffs[0]; }\n"))
+    (cand / "kernels" / "scale_add.cu").write_text(
+        (cand / "kernels" / "scale_add.cu").read_text()
+        + ("__global__ void scale_add_kernel(float* y) { y[threadIdx.x] *= coeffs[0]; }\n")
+    )
     built = build_kernels(cand / "kernels", cache)
     assert built.ok, built.errors
     assert audit_library(built) == []
 
 
 # -- the verdict ---------------------------------------------------------------------------------
+
 
 @pytest.fixture(scope="module")
 def evaluate(tmp_path_factory):
@@ -140,8 +143,7 @@ def evaluate(tmp_path_factory):
     from cuda_agent.eval.settings import EvalConfig
     from cuda_agent.task import load_task
 
-    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60,
-                     cache_dir=tmp_path_factory.mktemp("cache"))
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path_factory.mktemp("cache"))
     with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
         yield ev.evaluate
 

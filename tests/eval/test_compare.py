@@ -6,8 +6,8 @@ import torch.nn as nn
 
 from cuda_agent.eval.compare import compare_output
 from cuda_agent.eval.precision import precision_finding
-from cuda_agent.eval.zero_trap import trivial_output_passes, zero_trap
 from cuda_agent.eval.tolerance import Tolerances, for_dtype
+from cuda_agent.eval.zero_trap import trivial_output_passes, zero_trap
 
 TOL = Tolerances()
 
@@ -31,6 +31,7 @@ def round_to_tf32(t: torch.Tensor) -> torch.Tensor:
 
 # -- tolerances ----------------------------------------------------------------------
 
+
 def test_tolerances_per_dtype_and_presets():
     assert for_dtype(torch.float32) == (1e-4, 1e-4)
     assert for_dtype(torch.float16) == (1e-2, 1e-2)
@@ -47,6 +48,7 @@ def test_tolerances_per_dtype_and_presets():
 
 
 # -- judged against truth ------------------------------------------------------------
+
 
 def cancelling_rows(rows=128, k=16384, seed=0):
     """Rows whose sum nearly cancels: fp32's own rounding error is far above 1e-4 here."""
@@ -108,6 +110,7 @@ def test_tf32_like_error_is_flagged_even_where_the_tolerance_lets_it_pass():
 
 # -- non-finite values ---------------------------------------------------------------
 
+
 def test_nan_where_reference_is_finite_fails():
     ref = torch.randn(64, 64, generator=gen())
     out = ref.clone()
@@ -138,6 +141,7 @@ def test_partial_write_fails_even_on_a_small_region():
 
 
 # -- layout and type -----------------------------------------------------------------
+
 
 def test_layout_problems_fail_with_a_reason():
     ref = torch.randn(8, 16, generator=gen())
@@ -186,6 +190,7 @@ def test_complex_outputs_compare_as_pairs():
 
 
 # -- zero trap -----------------------------------------------------------------------
+
 
 def test_zero_trap_on_a_tiny_output_is_tightened_until_zeros_fail():
     x = torch.randn(1024, 256, generator=gen())

@@ -29,9 +29,19 @@ from cuda_agent.jail import find_bwrap, jail_problem
 
 TASK = Path(__file__).parents[1] / "harness" / "cpu_task"
 SQUATTER = Path(__file__).parent / "eval_squatter.py"
-FORGED = {"verdict": {"status": "correct", "correct": True, "reward": 3, "speedup_vs_eager": 50.0,
-                      "speedup_vs_compile": 50.0, "notes": ["FORGED"]},
-          "task": {"path": "forged"}, "name": "FORGED", "server": {"pid": 1, "evaluations": 1, "reused": True}}
+FORGED = {
+    "verdict": {
+        "status": "correct",
+        "correct": True,
+        "reward": 3,
+        "speedup_vs_eager": 50.0,
+        "speedup_vs_compile": 50.0,
+        "notes": ["FORGED"],
+    },
+    "task": {"path": "forged"},
+    "name": "FORGED",
+    "server": {"pid": 1, "evaluations": 1, "reused": True},
+}
 pytestmark = pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem()))
 
 
@@ -45,16 +55,23 @@ def other_servers(tmp_path_factory):
     base = tmp_path_factory.mktemp("other-servers")
     task = base / "task"
     shutil.copytree(TASK, task, ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**os.environ, "CUDA_AGENT_CACHE": str(base / "cache"), "CUDA_AGENT_EVAL__SERVER_IDLE_S": "900",
-           "CUDA_AGENT_EVAL__DEVICE": "cpu"}
+    env = {
+        **os.environ,
+        "CUDA_AGENT_CACHE": str(base / "cache"),
+        "CUDA_AGENT_EVAL__SERVER_IDLE_S": "900",
+        "CUDA_AGENT_EVAL__DEVICE": "cpu",
+    }
     rc, out, err = evaluate(task / "model.py", task / "honest", env=env)
     assert rc == 0 and out["server"], err
     default = address("cpu", str((TASK / "model.py").resolve()), None, records_dir(default_cache_dir().resolve()))
     squatters = [squat(default[1:], "forge", "forge")]
     if os.getuid() == 0:
         squatters.append(squat(f"cuda-agent-eval-65534-cpu-{os.getpid()}", "forge", "forge", "--uid", "65534"))
-    yield {"warm": out["server"]["pid"], "log": base / "cache" / "eval-server.log",
-           "squatters": [s.pid for s in squatters]}
+    yield {
+        "warm": out["server"]["pid"],
+        "log": base / "cache" / "eval-server.log",
+        "squatters": [s.pid for s in squatters],
+    }
     for pid in [out["server"]["pid"], *(s.pid for s in squatters)]:
         _stop(pid)
     for s in squatters:
@@ -113,14 +130,20 @@ def _alive(pid: int) -> bool:
 
 def _server_pids(cache: Path) -> list[int]:
     log = cache / "eval-server.log"
-    return [int(line.split("pid ")[1].split("]")[0]) for line in log.read_text().splitlines() if "serving" in line] \
-        if log.is_file() else []
+    return (
+        [int(line.split("pid ")[1].split("]")[0]) for line in log.read_text().splitlines() if "serving" in line]
+        if log.is_file()
+        else []
+    )
 
 
 def squat(name: str, hello: str, answer: str, *flags: str) -> subprocess.Popen:
     """A squatter process at the abstract address `name` (without its NUL), listening once this returns."""
-    proc = subprocess.Popen([sys.executable, "-I", "-S", str(SQUATTER), name, hello, answer,
-                             "--forged", json.dumps(FORGED), *flags], stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-I", "-S", str(SQUATTER), name, hello, answer, "--forged", json.dumps(FORGED), *flags],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     assert proc.stdout.readline().strip() == "ready", f"the squatter did not start (exit {proc.wait(10)})"
     return proc
 
@@ -142,9 +165,24 @@ def squatter(server_env):
 
 def evaluate(task: Path, candidate: str | Path, *flags: str, env: dict | None = None) -> tuple[int, dict, str]:
     cand = candidate if isinstance(candidate, Path) else TASK / candidate
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(cand),
-                           "--no-compile-baseline", "--json", *flags], capture_output=True, text=True, timeout=300,
-                          env=env or os.environ.copy())
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "eval",
+            str(task),
+            "--candidate",
+            str(cand),
+            "--no-compile-baseline",
+            "--json",
+            *flags,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env or os.environ.copy(),
+    )
     return proc.returncode, json.loads(proc.stdout) if proc.stdout.strip() else {}, proc.stderr
 
 
@@ -254,10 +292,14 @@ def test_a_candidate_in_the_jail_cannot_reach_the_server(server_env, tmp_path):
     for sandbox in (True, False):
         hostile = tmp_path / f"hostile-{sandbox}"
         shutil.copytree(TASK / "honest", hostile, ignore=shutil.ignore_patterns("__pycache__"))
-        prelude = PRELUDE.format(address=name[1:], every=sandbox, task=str((TASK / "model.py").resolve()),
-                                 escape=str(escape))
-        (hostile / "model_new.py").write_text(src.replace("kernels = kernel_runtime.load_kernels()",
-                                                          "kernels = kernel_runtime.load_kernels()\n" + prelude))
+        prelude = PRELUDE.format(
+            address=name[1:], every=sandbox, task=str((TASK / "model.py").resolve()), escape=str(escape)
+        )
+        (hostile / "model_new.py").write_text(
+            src.replace(
+                "kernels = kernel_runtime.load_kernels()", "kernels = kernel_runtime.load_kernels()\n" + prelude
+            )
+        )
         cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=120, cache_dir=tmp_path / "c", sandbox=sandbox)
         with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
             verdicts[sandbox] = (ev.evaluate(hostile), marker.exists())
@@ -285,8 +327,12 @@ except OSError:
 assert after == b"", after
 print(refusal)
 """
-    proc = subprocess.run([find_bwrap(), "--unshare-user", "--dev-bind", "/", "/", sys.executable, "-c", code],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [find_bwrap(), "--unshare-user", "--dev-bind", "/", "/", sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 0, proc.stderr
     assert "another user namespace" in json.loads(proc.stdout)["refused"]
 
@@ -326,10 +372,13 @@ def test_the_stale_address_of_a_dead_server_gets_a_new_server(server_env):
     assert read_record(_records(), _name())["pid"] == second["server"]["pid"]
 
 
-@pytest.mark.parametrize("hello, why", [
-    ("fakeproof", "its proof of identity is wrong"),
-    ("silent", "it did not answer the identity check within 10 s"),
-])
+@pytest.mark.parametrize(
+    "hello, why",
+    [
+        ("fakeproof", "its proof of identity is wrong"),
+        ("silent", "it did not answer the identity check within 10 s"),
+    ],
+)
 def test_a_squatter_with_the_recorded_pid_but_not_the_token_is_not_believed(squatter, hello, why):
     """The record names the squatter's pid (a pid reused over a stale record): the kernel's word on
     the peer passes, the proof of the token does not, or never comes."""
@@ -354,15 +403,18 @@ def test_another_users_squatter_is_not_believed(squatter):
     evaluated_here(*evaluate(TASK / "model.py", "honest"), "it runs as uid 65534, not as this user")
 
 
-@pytest.mark.parametrize("hello, answer, why", [
-    ("forge", "forge", "its answer to the identity check is malformed"),
-    ("garbage", "forge", "its answer to the identity check is malformed"),
-    ("half", "forge", "no end of line"),
-    ("huge", "forge", "4096 bytes, no end of line"),
-    ("prove", "half", "the eval server's answer is malformed (it ended after"),
-    ("prove", "hangup", "the eval server ended without an answer"),
-    ("prove", "malformed", "its verdict does not validate"),
-])
+@pytest.mark.parametrize(
+    "hello, answer, why",
+    [
+        ("forge", "forge", "its answer to the identity check is malformed"),
+        ("garbage", "forge", "its answer to the identity check is malformed"),
+        ("half", "forge", "no end of line"),
+        ("huge", "forge", "4096 bytes, no end of line"),
+        ("prove", "half", "the eval server's answer is malformed (it ended after"),
+        ("prove", "hangup", "the eval server ended without an answer"),
+        ("prove", "malformed", "its verdict does not validate"),
+    ],
+)
 def test_bad_answers_are_one_line_and_no_answer(squatter, tmp_path, hello, answer, why):
     """The same checks, quicker: the client alone (server_client.evaluate), on every kind of bad answer."""
     proc = squatter(hello, answer, "--record", str(_record()))
@@ -371,13 +423,16 @@ def test_bad_answers_are_one_line_and_no_answer(squatter, tmp_path, hello, answe
     assert len(said) == 1 and why in said[0] and said[0].endswith("evaluating in this process"), said
 
 
-@pytest.mark.parametrize("tamper, why", [
-    ("folder mode", "record folder {folder} is open to other users (mode 755): chmod go= it"),
-    ("folder symlink", "record folder {folder} is a symlink or not a folder"),
-    ("record mode", "is open to other users (mode 644)"),
-    ("record symlink", "cannot be opened (Too many levels of symbolic links)"),
-    ("record fifo", "is not a regular file"),
-])
+@pytest.mark.parametrize(
+    "tamper, why",
+    [
+        ("folder mode", "record folder {folder} is open to other users (mode 755): chmod go= it"),
+        ("folder symlink", "record folder {folder} is a symlink or not a folder"),
+        ("record mode", "is open to other users (mode 644)"),
+        ("record symlink", "cannot be opened (Too many levels of symbolic links)"),
+        ("record fifo", "is not a regular file"),
+    ],
+)
 def test_a_record_that_others_could_have_written_is_not_trusted(squatter, tmp_path, tamper, why):
     """The record and its folder are read only as this user alone could have written them: a
     server that proves itself with them is still not believed."""
@@ -415,8 +470,13 @@ def _ask_directly(tmp_path: Path) -> list[str]:
     from cuda_agent.eval.settings import EvalConfig
 
     cfg = EvalConfig(device="cpu", cache_dir=Path(os.environ["CUDA_AGENT_CACHE"]).resolve(), server_idle_s=120)
-    request = {"op": "evaluate", "task": str((TASK / "model.py").resolve()), "inputs": None,
-               "cfg": cfg.model_dump(mode="json"), "candidate": str(TASK / "honest")}
+    request = {
+        "op": "evaluate",
+        "task": str((TASK / "model.py").resolve()),
+        "inputs": None,
+        "cfg": cfg.model_dump(mode="json"),
+        "candidate": str(TASK / "honest"),
+    }
     said: list[str] = []
     answer = server_client.evaluate(cfg, request, said.append, before_start=lambda: pytest.fail("started a server"))
     assert answer is None, answer

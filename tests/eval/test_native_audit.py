@@ -18,10 +18,10 @@ import pytest
 from elftools.elf.elffile import ELFFile
 
 from cuda_agent.eval.guards.native import audit_library
+from cuda_agent.eval.guards.native_config import config_statics
 from cuda_agent.eval.guards.native_elf import Elf
 from cuda_agent.eval.guards.native_names import names_variable, pretty, unexplained_gap
 from cuda_agent.eval.guards.native_rules import import_problem, linked_libs
-from cuda_agent.eval.guards.native_config import config_statics
 from cuda_agent.eval.guards.static import check_candidate_static
 from cuda_agent.eval.guards.static_cu import _parser, check_cuda_source
 from cuda_agent.kernels.build import BuildResult, build_kernels
@@ -42,8 +42,11 @@ GUARDS = {"native_symbol", "load_time_code", "static_state"}
 
 # Stand-ins for the vendor headers and libraries where the toolkit has none (adversarial_native/README.md)
 VENDOR_STUB = NATIVE / "vendor_stub"
-VENDOR_HEADERS = {"cublas_v2.h": ("cublas", "STUB_CUBLAS"), "cublasLt.h": ("cublasLt", "STUB_CUBLASLT"),
-                  "cudnn.h": ("cudnn", "STUB_CUDNN")}
+VENDOR_HEADERS = {
+    "cublas_v2.h": ("cublas", "STUB_CUBLAS"),
+    "cublasLt.h": ("cublasLt", "STUB_CUBLASLT"),
+    "cudnn.h": ("cudnn", "STUB_CUDNN"),
+}
 
 
 def _nvcc() -> Path:
@@ -72,8 +75,20 @@ def vendor_flags(tmp_path_factory) -> list[str]:
     for header in missing:
         shutil.copy(VENDOR_STUB / "include" / header, stub / "include" / header)
         lib, macro = VENDOR_HEADERS[header]
-        subprocess.run([str(nvcc), "-shared", "-Xcompiler", "-fPIC", f"-D{macro}", "-o", str(stub / f"lib{lib}.so"),
-                        str(VENDOR_STUB / "stub.cu")], check=True, capture_output=True)
+        subprocess.run(
+            [
+                str(nvcc),
+                "-shared",
+                "-Xcompiler",
+                "-fPIC",
+                f"-D{macro}",
+                "-o",
+                str(stub / f"lib{lib}.so"),
+                str(VENDOR_STUB / "stub.cu"),
+            ],
+            check=True,
+            capture_output=True,
+        )
     return [f"-I{stub / 'include'}", f"-L{stub}"]
 
 
@@ -84,8 +99,9 @@ def built(native_cache, vendor_flags, tmp_path_factory) -> dict[Path, BuildResul
     build_kernels(CPU_HONEST / "kernels", native_cache)  # the support object, once, before the crowd
 
     def one(d: Path) -> tuple[Path, BuildResult]:
-        return d, build_kernels(d / "kernels", native_cache, extra_flags=vendor_flags,
-                                out_dir=tmp_path_factory.mktemp("lib"))
+        return d, build_kernels(
+            d / "kernels", native_cache, extra_flags=vendor_flags, out_dir=tmp_path_factory.mktemp("lib")
+        )
 
     with ThreadPoolExecutor(max_workers=4) as pool:
         results = dict(pool.map(one, dirs))
@@ -108,6 +124,7 @@ def check_well_formed(findings):
 
 # -- hostile: each caught with its guard id, naming the symbol --------------------------------
 
+
 def test_catalog_is_well_formed():
     assert len(HOSTILE) >= 15
     for d in HOSTILE:
@@ -129,8 +146,11 @@ def test_hostile_library_is_caught_and_the_symbol_named(entry, built):
     assert all(f.where in ("kernels/x.cu", result.lib_path.name) for f in findings)
 
 
-@pytest.mark.parametrize("entry", [d for d in HOSTILE if expect(d)["source_guard"]],
-                         ids=ids([d for d in HOSTILE if expect(d)["source_guard"]]))
+@pytest.mark.parametrize(
+    "entry",
+    [d for d in HOSTILE if expect(d)["source_guard"]],
+    ids=ids([d for d in HOSTILE if expect(d)["source_guard"]]),
+)
 def test_source_guard_is_the_first_layer(entry):
     src = entry / "kernels" / "x.cu"
     findings = check_cuda_source(src.read_bytes(), "kernels/x.cu", task_fp32=True)
@@ -156,8 +176,10 @@ def test_extra_symbols_extend_the_allowlist(built):
 
 # -- honest: no finding ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("entry", [*EXAMPLES, *BENCH, CPU_HONEST, *HONEST],
-                         ids=ids([*EXAMPLES, *BENCH, CPU_HONEST, *HONEST]))
+
+@pytest.mark.parametrize(
+    "entry", [*EXAMPLES, *BENCH, CPU_HONEST, *HONEST], ids=ids([*EXAMPLES, *BENCH, CPU_HONEST, *HONEST])
+)
 def test_honest_library_passes(entry, built):
     result = built[entry]
     assert result.ok, result.errors
@@ -165,8 +187,9 @@ def test_honest_library_passes(entry, built):
 
 
 def _has_header(nvcc: Path, header: str) -> bool:
-    probe = subprocess.run([str(nvcc), "-E", "-x", "cu", "-"], input=f"#include <{header}>\n",
-                           capture_output=True, text=True)
+    probe = subprocess.run(
+        [str(nvcc), "-E", "-x", "cu", "-"], input=f"#include <{header}>\n", capture_output=True, text=True
+    )
     return probe.returncode == 0
 
 
@@ -177,8 +200,12 @@ def test_honest_candidate_passes_every_static_guard(entry):
     assert check_candidate_static(entry, task_fp32=True) == []
     launchers = {f.name: f for f in parse_sources(sorted((entry / "kernels").glob("*.cu")), entry).launchers}
     for node in ast.walk(ast.parse((entry / "model_new.py").read_text())):
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and isinstance(node.func.value, ast.Name) and node.func.value.id == "kernels":
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and isinstance(node.func.value, ast.Name)
+            and node.func.value.id == "kernels"
+        ):
             assert len(node.args) == len([p for p in launchers[node.func.attr].params if p.kind != "stream"])
 
 
@@ -191,10 +218,13 @@ def test_a_static_beside_the_cublas_handle_is_still_state(native_cache, vendor_f
     kernels = tmp_path / "cand" / "kernels"
     kernels.mkdir(parents=True)
     src = (NATIVE / "honest" / "cublas_gemm" / "kernels" / "linear.cu").read_text()
-    kernels.joinpath("linear.cu").write_text(src.replace(
-        "  static cublasHandle_t handle = nullptr;\n",
-        "  static cublasHandle_t handle = nullptr;\n  static const float* last_x = nullptr;\n"
-        "  if (x == last_x) return 0;\n  last_x = x;\n"))
+    kernels.joinpath("linear.cu").write_text(
+        src.replace(
+            "  static cublasHandle_t handle = nullptr;\n",
+            "  static cublasHandle_t handle = nullptr;\n  static const float* last_x = nullptr;\n"
+            "  if (x == last_x) return 0;\n  last_x = x;\n",
+        )
+    )
     result = build_kernels(kernels, native_cache, extra_flags=vendor_flags, out_dir=tmp_path / "out")
     assert result.ok, result.errors
     assert [f.guard for f in audit_library(result)] == ["static_state"]
@@ -207,9 +237,12 @@ def test_a_handle_static_used_as_a_pointer_cache_is_state(native_cache, vendor_f
     kernels = tmp_path / "cand" / "kernels"
     kernels.mkdir(parents=True)
     src = (NATIVE / "honest" / "cublas_gemm" / "kernels" / "linear.cu").read_text()
-    kernels.joinpath("linear.cu").write_text(src.replace(
-        "  cublasSetStream(handle, stream);\n",
-        "  cublasSetStream(handle, stream);\n  if ((const float*)handle == x) return 0;\n"))
+    kernels.joinpath("linear.cu").write_text(
+        src.replace(
+            "  cublasSetStream(handle, stream);\n",
+            "  cublasSetStream(handle, stream);\n  if ((const float*)handle == x) return 0;\n",
+        )
+    )
     result = build_kernels(kernels, native_cache, extra_flags=vendor_flags, out_dir=tmp_path / "out")
     assert result.ok, result.errors
     findings = audit_library(result)
@@ -226,6 +259,7 @@ def test_cub_device_reduce_passes(native_cache, tmp_path):
 
 
 # -- speed, robustness -------------------------------------------------------------------------
+
 
 def test_audit_is_fast(built):
     for entry in [*EXAMPLES, NATIVE / "weak_pyrun"]:
@@ -271,44 +305,48 @@ def test_reader_agrees_with_pyelftools(built):
 
 # -- the allowlist and name helpers ------------------------------------------------------------
 
-@pytest.mark.parametrize("name, libs, allowed", [
-    ("cudaMemcpyAsync", set(), True),
-    ("cudaLaunchKernelExC", set(), True),
-    ("cudaStreamCreateWithFlags", set(), False),
-    ("cudaLaunchHostFunc", set(), False),
-    ("cudaIpcOpenMemHandle", set(), False),
-    ("cudaLibraryLoadData", set(), False),
-    ("cudaGraphLaunch", set(), False),
-    ("cudaGetDriverEntryPoint", set(), False),
-    ("cudaMemcpyFromSymbol", set(), False),
-    ("cublasSgemm_v2", set(), False),
-    ("cublasSgemm_v2", {"cublas"}, True),
-    ("cublasLtMatmul", {"cublas"}, False),
-    ("cublasLtMatmul", {"cublasLt"}, True),
-    ("cublasXtSgemm", {"cublas"}, False),
-    ("cudnnConvolutionForward", {"cudnn"}, True),
-    ("cuModuleLoadData", {"cuda"}, False),
-    ("cuMemAlloc_v2", set(), False),
-    ("nvrtcCompileProgram", set(), False),
-    ("expf", set(), True),
-    ("__expf_finite", set(), True),
-    ("memcpy", set(), True),
-    ("fprintf", set(), True),
-    ("exit", set(), True),  # the host body nvcc gives a __device__ function; a crash verdict at run time
-    ("_ZSt20__throw_length_errorPKc", set(), True),
-    ("_ZNSt13runtime_errorC1EPKc", set(), True),
-    ("pthread_create", set(), False),
-    ("pthread_once", set(), True),  # std::call_once: the callable runs on this thread
-    ("_ZNKSt8__detail20_Prime_rehash_policy14_M_need_rehashEmmm", set(), True),
-    ("_ZSt29_Rb_tree_insert_and_rebalancebPSt18_Rb_tree_node_baseS0_RS_", set(), True),
-    ("pthread_key_create", set(), False),
-    ("dlopen", set(), False),
-    ("getenv", set(), False),
-    ("mprotect", set(), False),
-    ("syscall", set(), False),
-    ("PyRun_SimpleString", set(), False),
-    ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", set(), False),
-])
+
+@pytest.mark.parametrize(
+    "name, libs, allowed",
+    [
+        ("cudaMemcpyAsync", set(), True),
+        ("cudaLaunchKernelExC", set(), True),
+        ("cudaStreamCreateWithFlags", set(), False),
+        ("cudaLaunchHostFunc", set(), False),
+        ("cudaIpcOpenMemHandle", set(), False),
+        ("cudaLibraryLoadData", set(), False),
+        ("cudaGraphLaunch", set(), False),
+        ("cudaGetDriverEntryPoint", set(), False),
+        ("cudaMemcpyFromSymbol", set(), False),
+        ("cublasSgemm_v2", set(), False),
+        ("cublasSgemm_v2", {"cublas"}, True),
+        ("cublasLtMatmul", {"cublas"}, False),
+        ("cublasLtMatmul", {"cublasLt"}, True),
+        ("cublasXtSgemm", {"cublas"}, False),
+        ("cudnnConvolutionForward", {"cudnn"}, True),
+        ("cuModuleLoadData", {"cuda"}, False),
+        ("cuMemAlloc_v2", set(), False),
+        ("nvrtcCompileProgram", set(), False),
+        ("expf", set(), True),
+        ("__expf_finite", set(), True),
+        ("memcpy", set(), True),
+        ("fprintf", set(), True),
+        ("exit", set(), True),  # the host body nvcc gives a __device__ function; a crash verdict at run time
+        ("_ZSt20__throw_length_errorPKc", set(), True),
+        ("_ZNSt13runtime_errorC1EPKc", set(), True),
+        ("pthread_create", set(), False),
+        ("pthread_once", set(), True),  # std::call_once: the callable runs on this thread
+        ("_ZNKSt8__detail20_Prime_rehash_policy14_M_need_rehashEmmm", set(), True),
+        ("_ZSt29_Rb_tree_insert_and_rebalancebPSt18_Rb_tree_node_baseS0_RS_", set(), True),
+        ("pthread_key_create", set(), False),
+        ("dlopen", set(), False),
+        ("getenv", set(), False),
+        ("mprotect", set(), False),
+        ("syscall", set(), False),
+        ("PyRun_SimpleString", set(), False),
+        ("_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_deleteIS1_EEPFvvE", set(), False),
+    ],
+)
 def test_import_rules(name, libs, allowed):
     assert (import_problem(name, libs) is None) == allowed
 
@@ -317,14 +355,17 @@ def test_linked_libs():
     assert linked_libs(["-lcublas", "-lcublasLt", "-lcudnn_ops", "-L/x", "-lm"]) == {"cublas", "cublasLt", "cudnn"}
 
 
-@pytest.mark.parametrize("symbol, shown", [
-    ("_ZZ6launchE8last_ptr", "launch::last_ptr"),
-    ("_ZGVZ3fooiE1h", "guard of foo::h"),
-    ("_ZL4flag", "flag"),
-    ("_ZN2nsL4flagE", "ns::flag"),
-    ("_Z11first_touchv", "first_touch"),
-    ("plain_global", "plain_global"),
-])
+@pytest.mark.parametrize(
+    "symbol, shown",
+    [
+        ("_ZZ6launchE8last_ptr", "launch::last_ptr"),
+        ("_ZGVZ3fooiE1h", "guard of foo::h"),
+        ("_ZL4flag", "flag"),
+        ("_ZN2nsL4flagE", "ns::flag"),
+        ("_Z11first_touchv", "first_touch"),
+        ("plain_global", "plain_global"),
+    ],
+)
 def test_pretty_names(symbol, shown):
     assert pretty(symbol) == shown
 
@@ -339,77 +380,89 @@ def test_variable_names_and_gaps():
 
 # -- the source layer ----------------------------------------------------------------------------
 
+
 def cu(src: str):
     return {f.guard for f in check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True) if f.severity == "fail"}
 
 
-@pytest.mark.parametrize("src, guard", [
-    ('extern "C" int run(const char*) __asm__("PyRun_SimpleString");', "native_symbol"),
-    ('int counter asm("hidden_counter") = 0;', "native_symbol"),
-    ('extern "C" __attribute__((weak)) int f(void);', "native_symbol"),
-    ('void g() __attribute__((weakref("dlsym")));', "native_symbol"),
-    ('void h() __attribute__((alias("launch")));', "native_symbol"),
-    ('__attribute__((visibility("default"))) void v() {}', "native_symbol"),
-    ("extern \"C\" void* dlsym(void*, const char*);\n#pragma weak dlsym", "native_symbol"),
-    ("#pragma redefine_extname my_run PyRun_SimpleString\nvoid f() {}", "native_symbol"),
-    ('_Pragma("weak clock_gettime") void f() {}', "native_symbol"),
-    ("#pragma GCC visibility push(default)\nvoid f() {}", "native_symbol"),
-    ("void __device_stub__Zfoo() { static void* __handle; }", "native_symbol"),
-    ('extern "C" void _ZL24__sti____cudaRegisterAllv() {}', "native_symbol"),
-    ("namespace cub { static int cache; }", "native_symbol"),
-    ("namespace cuda::std { int x; }", "native_symbol"),
-    ("int cub::detail::x = 0;", "native_symbol"),
-    ("CUB_NAMESPACE_BEGIN\nint x;\nCUB_NAMESPACE_END", "native_symbol"),
-    ("__attribute__((constructor)) static void at_load() {}", "load_time_code"),
-    ("[[gnu::constructor]] static void at_load() {}", "load_time_code"),
-    ("static void __attribute__((constructor(101))) early() {}", "load_time_code"),
-    ("__attribute__((destructor)) static void bye() {}", "load_time_code"),
-    ("struct P { P(); };\nP p __attribute__((init_priority(101)));", "load_time_code"),
-    ('__attribute__((section(".init_array"), used)) static void (*e)(void) = 0;', "load_time_code"),
-    ('void impl(); void (*resolve())() { return impl; }\nvoid f() __attribute__((ifunc("resolve")));',
-     "load_time_code"),
-    ('#define CTOR __attribute__((constructor))\nCTOR static void at_load() {}', "load_time_code"),
-    ('asm(".section .init_array\\n.quad hook\\n.previous");', "load_time_code"),
-    ('asm(".globl evil");', "forbidden_call"),
-    ('extern "C" void launch(cudaStream_t s) { asm volatile("syscall"); }', "forbidden_call"),
-    ('__host__ __device__ void f() {\n#ifdef __CUDA_ARCH__\n#else\nasm("rdtsc");\n#endif\n}', "forbidden_call"),
-    ('#define HOOK asm(".pushsection .init_array\\n.quad hook\\n.popsection")\n__global__ void k() {}',
-     "load_time_code"),
-    # a compiler barrier is an empty template with no operands, and nothing else
-    ('void f() { asm volatile(" " ::: "memory"); }', "forbidden_call"),
-    ('void f() { asm volatile("\\n" ::: "memory"); }', "forbidden_call"),
-    ('void f() { asm volatile("" "syscall" ::: "memory"); }', "forbidden_call"),
-    ('#define CODE "rdtsc"\nvoid f() { asm volatile(CODE ::: "memory"); }', "forbidden_call"),
-    ('void f(long x) { asm volatile("" : "+r"(x) :: "memory"); }', "forbidden_call"),
-    ('void f(long x) { asm volatile("" :: "r"(x)); }', "forbidden_call"),
-    ('void f() { asm volatile("" ::: "memory", "rax"); }', "forbidden_call"),
-    ('void f() { asm goto("" :::: out); out:; }', "forbidden_call"),
-])
+@pytest.mark.parametrize(
+    "src, guard",
+    [
+        ('extern "C" int run(const char*) __asm__("PyRun_SimpleString");', "native_symbol"),
+        ('int counter asm("hidden_counter") = 0;', "native_symbol"),
+        ('extern "C" __attribute__((weak)) int f(void);', "native_symbol"),
+        ('void g() __attribute__((weakref("dlsym")));', "native_symbol"),
+        ('void h() __attribute__((alias("launch")));', "native_symbol"),
+        ('__attribute__((visibility("default"))) void v() {}', "native_symbol"),
+        ('extern "C" void* dlsym(void*, const char*);\n#pragma weak dlsym', "native_symbol"),
+        ("#pragma redefine_extname my_run PyRun_SimpleString\nvoid f() {}", "native_symbol"),
+        ('_Pragma("weak clock_gettime") void f() {}', "native_symbol"),
+        ("#pragma GCC visibility push(default)\nvoid f() {}", "native_symbol"),
+        ("void __device_stub__Zfoo() { static void* __handle; }", "native_symbol"),
+        ('extern "C" void _ZL24__sti____cudaRegisterAllv() {}', "native_symbol"),
+        ("namespace cub { static int cache; }", "native_symbol"),
+        ("namespace cuda::std { int x; }", "native_symbol"),
+        ("int cub::detail::x = 0;", "native_symbol"),
+        ("CUB_NAMESPACE_BEGIN\nint x;\nCUB_NAMESPACE_END", "native_symbol"),
+        ("__attribute__((constructor)) static void at_load() {}", "load_time_code"),
+        ("[[gnu::constructor]] static void at_load() {}", "load_time_code"),
+        ("static void __attribute__((constructor(101))) early() {}", "load_time_code"),
+        ("__attribute__((destructor)) static void bye() {}", "load_time_code"),
+        ("struct P { P(); };\nP p __attribute__((init_priority(101)));", "load_time_code"),
+        ('__attribute__((section(".init_array"), used)) static void (*e)(void) = 0;', "load_time_code"),
+        (
+            'void impl(); void (*resolve())() { return impl; }\nvoid f() __attribute__((ifunc("resolve")));',
+            "load_time_code",
+        ),
+        ("#define CTOR __attribute__((constructor))\nCTOR static void at_load() {}", "load_time_code"),
+        ('asm(".section .init_array\\n.quad hook\\n.previous");', "load_time_code"),
+        ('asm(".globl evil");', "forbidden_call"),
+        ('extern "C" void launch(cudaStream_t s) { asm volatile("syscall"); }', "forbidden_call"),
+        ('__host__ __device__ void f() {\n#ifdef __CUDA_ARCH__\n#else\nasm("rdtsc");\n#endif\n}', "forbidden_call"),
+        (
+            '#define HOOK asm(".pushsection .init_array\\n.quad hook\\n.popsection")\n__global__ void k() {}',
+            "load_time_code",
+        ),
+        # a compiler barrier is an empty template with no operands, and nothing else
+        ('void f() { asm volatile(" " ::: "memory"); }', "forbidden_call"),
+        ('void f() { asm volatile("\\n" ::: "memory"); }', "forbidden_call"),
+        ('void f() { asm volatile("" "syscall" ::: "memory"); }', "forbidden_call"),
+        ('#define CODE "rdtsc"\nvoid f() { asm volatile(CODE ::: "memory"); }', "forbidden_call"),
+        ('void f(long x) { asm volatile("" : "+r"(x) :: "memory"); }', "forbidden_call"),
+        ('void f(long x) { asm volatile("" :: "r"(x)); }', "forbidden_call"),
+        ('void f() { asm volatile("" ::: "memory", "rax"); }', "forbidden_call"),
+        ('void f() { asm goto("" :::: out); out:; }', "forbidden_call"),
+    ],
+)
 def test_source_rule(src, guard):
     assert guard in cu(src), check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
 
 
-@pytest.mark.parametrize("src", [
-    "__attribute__((aligned(16))) static const float table[4] = {1, 2, 3, 4};",
-    "[[nodiscard]] static int f() { return 1; }\n[[maybe_unused]] static int g() { return 2; }",
-    "__global__ void __launch_bounds__(256) k(float* x) { __attribute__((unused)) int a = 0; }",
-    '__global__ void k(float* d) { asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(d[0]) : "l"(d)); }',
-    '__device__ float f(float x) { float y; asm("mov.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }',
-    '__host__ __device__ float f(float x) {\n#ifdef __CUDA_ARCH__\n  asm("mov.f32 %0, %0;" : "+f"(x));\n#endif\n'
-    "  return x;\n}",
-    "#include <cub/cub.cuh>\nusing Reduce = cub::BlockReduce<float, 128>;\n"
-    "void f(float* x, float* o, int n) { size_t b = 0; cub::DeviceReduce::Sum(nullptr, b, x, o, n); }",
-    "namespace mine { int helper(int x) { return x; } }\nint mine_total = mine::helper(1);",
-    "// __attribute__((constructor)) and #pragma weak in a comment\nvoid f() {}",
-    'void f() { const char* s = "__attribute__((weak)) asm(\\".section\\")"; }',
-    "template <typename T> struct cuda_like { T v; };\nstatic int nv_like = 0;",
-    "std::vector<int> make(int n) { return std::vector<int>(n); }",
-    'void f(float* t) { for (int i = 0; i < 4; ++i) { t[i] = 0.f; asm volatile("" ::: "memory"); } }',
-    'void f() { __asm__ __volatile__("":::"memory"); asm(""); __asm__ volatile("" : : : "memory"); }',
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "__attribute__((aligned(16))) static const float table[4] = {1, 2, 3, 4};",
+        "[[nodiscard]] static int f() { return 1; }\n[[maybe_unused]] static int g() { return 2; }",
+        "__global__ void __launch_bounds__(256) k(float* x) { __attribute__((unused)) int a = 0; }",
+        '__global__ void k(float* d) { asm volatile("ld.global.nc.f32 %0, [%1];" : "=f"(d[0]) : "l"(d)); }',
+        '__device__ float f(float x) { float y; asm("mov.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }',
+        '__host__ __device__ float f(float x) {\n#ifdef __CUDA_ARCH__\n  asm("mov.f32 %0, %0;" : "+f"(x));\n#endif\n'
+        "  return x;\n}",
+        "#include <cub/cub.cuh>\nusing Reduce = cub::BlockReduce<float, 128>;\n"
+        "void f(float* x, float* o, int n) { size_t b = 0; cub::DeviceReduce::Sum(nullptr, b, x, o, n); }",
+        "namespace mine { int helper(int x) { return x; } }\nint mine_total = mine::helper(1);",
+        "// __attribute__((constructor)) and #pragma weak in a comment\nvoid f() {}",
+        'void f() { const char* s = "__attribute__((weak)) asm(\\".section\\")"; }',
+        "template <typename T> struct cuda_like { T v; };\nstatic int nv_like = 0;",
+        "std::vector<int> make(int n) { return std::vector<int>(n); }",
+        'void f(float* t) { for (int i = 0; i < 4; ++i) { t[i] = 0.f; asm volatile("" ::: "memory"); } }',
+        'void f() { __asm__ __volatile__("":::"memory"); asm(""); __asm__ volatile("" : : : "memory"); }',
+    ],
+)
 def test_source_look_alikes_do_not_fire(src):
-    assert not cu(src) & {"native_symbol", "load_time_code", "forbidden_call"}, \
-        check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
+    assert not cu(src) & {"native_symbol", "load_time_code", "forbidden_call"}, check_cuda_source(
+        src.encode(), "kernels/k.cu", task_fp32=True
+    )
 
 
 # -- vendor configuration in a static (native_config.py) -------------------------------------------
@@ -427,82 +480,131 @@ def judged(src: str) -> dict[str, str | None]:
     return {s.name: why for s, why in config_statics([tree], DEFINED_ELSEWHERE)}
 
 
-@pytest.mark.parametrize("src, why", [
-    ("int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); return (const float*)h == x; }",
-     "casts it"),
-    ("void f(const float* x) { static cublasHandle_t h = (cublasHandle_t)x; }", "initialised with"),
-    ("void f(float* x) { static cublasHandle_t h; h = reinterpret_cast<cublasHandle_t>(x); }", "vendor did not make"),
-    ("void f(const float* x) { static cublasHandle_t h; memcpy(&h, &x, 8); }", "address goes to memcpy"),
-    ("void f(const float* x) { static cublasHandle_t h; auto& r = h; r = (cublasHandle_t)x; }", "binds a reference"),
-    ("void stash(cublasHandle_t& r, const float* x) { r = (cublasHandle_t)x; }\n"
-     "void f(const float* x) { static cublasHandle_t h; stash(h, x); }", "non-const reference"),
-    ("cublasHandle_t& get() { static cublasHandle_t h; return h; }", "returned by reference"),
-    ("void f() { static cublasHandle_t h; auto p = &h; }", "address is taken"),
-    ("static cublasHandle_t h;\nvoid set(cublasHandle_t v) { h = v; }", "vendor did not make"),
-    ("void f(const float* x) { cublasHandle_t t = (cublasHandle_t)x; static cublasHandle_t h; h = t; }",
-     "vendor did not make"),
-    ("static void* g;\nstatic cublasHandle_t make() { return (cublasHandle_t)g; }\n"
-     "void f() { static cublasHandle_t h = make(); }", "initialised with"),
-    ("#define CUBLAS_EVIL ((cublasHandle_t)ptr)\nvoid f() { static cublasHandle_t h; h = CUBLAS_EVIL; }",
-     "vendor did not make"),
-    ('extern "C" int cublasStashCreate(cublasHandle_t*, const void*);\n'
-     "void f(const float* x) { static cublasHandle_t h; cublasStashCreate(&h, x); }", "address goes to"),
-    ("int cublasMineCreate(cublasHandle_t*, const void*);\n"
-     "void f(const float* x) { static cublasHandle_t h; cublasMineCreate(&h, x); }", "address goes to"),
-    ("int cublasHereCreate(cublasHandle_t* h, const void* x) { memcpy(h, &x, 8); return 0; }\n"
-     "void f(const float* x) { static cublasHandle_t h; cublasHereCreate(&h, x); }", "in cublasHereCreate"),
-    ("#define cublasFakeCreate(h, x) memcpy(h, &x, 8)\n"
-     "void f(const float* x) { static cublasHandle_t h; cublasFakeCreate(&h, x); }", "address goes to"),
-    ("void f(const float* d) { static cublasHandle_t h; cublasGetVector(1, 8, d, 1, &h, 1); }", "does not create"),
-    ("int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); cudaStream_t s; "
-     "cublasGetStream(h, &s); return s == (cudaStream_t)x; }", "reads a setting back"),
-    ("void f(cublasHandle_t v) { static cublasHandle_t h; std::swap(h, v); }", "not declared in kernels"),
-    ("void f(const float* x) { static cublasLtMatmulAlgo_t a; a.data[0] = (uint64_t)x; }", "vendor did not make"),
-    ("void f() { static cublasLtMatmulAlgo_t a; a.data[0]++; }", "not a use a handle has"),
-    ("static void fill(cublasLtMatmulAlgo_t* out, const float* x) { memcpy(out, &x, 8); }\n"
-     "void f(const float* x) { static cublasLtMatmulAlgo_t a; fill(&a, x); }", "in fill"),
-    (f"void f(const float* x, long n) {{ {ALGO_MAP} cublasLtMatmulAlgo_t a; memcpy(&a, &x, 8); m.emplace(n, a); }}",
-     "stores something"),
-    (f"void f(const float* x, long n) {{ {ALGO_MAP} m[n].data[0] = (uint64_t)x; }}", "vendor did not make"),
-    (f"void f(const float* x, long n) {{ {ALGO_MAP} auto it = m.find(n); it->second.data[0] = (uint64_t)x; }}",
-     "vendor did not make"),
-    (f"void f(long n) {{ {ALGO_MAP} auto& a = m[n]; a.data[0] = 1; }}", "binds a reference"),
-    (f"void f() {{ {ALGO_MAP} for (auto& kv : m) kv.second.data[0] = 1; }}", "find, emplace"),
-    ("void f(const float* x) { static std::once_flag o; memcpy(&o, &x, 4); }", "outside std::call_once"),
-])
+@pytest.mark.parametrize(
+    "src, why",
+    [
+        (
+            "int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); return (const float*)h == x; }",
+            "casts it",
+        ),
+        ("void f(const float* x) { static cublasHandle_t h = (cublasHandle_t)x; }", "initialised with"),
+        (
+            "void f(float* x) { static cublasHandle_t h; h = reinterpret_cast<cublasHandle_t>(x); }",
+            "vendor did not make",
+        ),
+        ("void f(const float* x) { static cublasHandle_t h; memcpy(&h, &x, 8); }", "address goes to memcpy"),
+        (
+            "void f(const float* x) { static cublasHandle_t h; auto& r = h; r = (cublasHandle_t)x; }",
+            "binds a reference",
+        ),
+        (
+            "void stash(cublasHandle_t& r, const float* x) { r = (cublasHandle_t)x; }\n"
+            "void f(const float* x) { static cublasHandle_t h; stash(h, x); }",
+            "non-const reference",
+        ),
+        ("cublasHandle_t& get() { static cublasHandle_t h; return h; }", "returned by reference"),
+        ("void f() { static cublasHandle_t h; auto p = &h; }", "address is taken"),
+        ("static cublasHandle_t h;\nvoid set(cublasHandle_t v) { h = v; }", "vendor did not make"),
+        (
+            "void f(const float* x) { cublasHandle_t t = (cublasHandle_t)x; static cublasHandle_t h; h = t; }",
+            "vendor did not make",
+        ),
+        (
+            "static void* g;\nstatic cublasHandle_t make() { return (cublasHandle_t)g; }\n"
+            "void f() { static cublasHandle_t h = make(); }",
+            "initialised with",
+        ),
+        (
+            "#define CUBLAS_EVIL ((cublasHandle_t)ptr)\nvoid f() { static cublasHandle_t h; h = CUBLAS_EVIL; }",
+            "vendor did not make",
+        ),
+        (
+            'extern "C" int cublasStashCreate(cublasHandle_t*, const void*);\n'
+            "void f(const float* x) { static cublasHandle_t h; cublasStashCreate(&h, x); }",
+            "address goes to",
+        ),
+        (
+            "int cublasMineCreate(cublasHandle_t*, const void*);\n"
+            "void f(const float* x) { static cublasHandle_t h; cublasMineCreate(&h, x); }",
+            "address goes to",
+        ),
+        (
+            "int cublasHereCreate(cublasHandle_t* h, const void* x) { memcpy(h, &x, 8); return 0; }\n"
+            "void f(const float* x) { static cublasHandle_t h; cublasHereCreate(&h, x); }",
+            "in cublasHereCreate",
+        ),
+        (
+            "#define cublasFakeCreate(h, x) memcpy(h, &x, 8)\n"
+            "void f(const float* x) { static cublasHandle_t h; cublasFakeCreate(&h, x); }",
+            "address goes to",
+        ),
+        ("void f(const float* d) { static cublasHandle_t h; cublasGetVector(1, 8, d, 1, &h, 1); }", "does not create"),
+        (
+            "int f(const float* x) { static cublasHandle_t h; if (!h) cublasCreate(&h); cudaStream_t s; "
+            "cublasGetStream(h, &s); return s == (cudaStream_t)x; }",
+            "reads a setting back",
+        ),
+        ("void f(cublasHandle_t v) { static cublasHandle_t h; std::swap(h, v); }", "not declared in kernels"),
+        ("void f(const float* x) { static cublasLtMatmulAlgo_t a; a.data[0] = (uint64_t)x; }", "vendor did not make"),
+        ("void f() { static cublasLtMatmulAlgo_t a; a.data[0]++; }", "not a use a handle has"),
+        (
+            "static void fill(cublasLtMatmulAlgo_t* out, const float* x) { memcpy(out, &x, 8); }\n"
+            "void f(const float* x) { static cublasLtMatmulAlgo_t a; fill(&a, x); }",
+            "in fill",
+        ),
+        (
+            f"void f(const float* x, long n) {{ {ALGO_MAP} cublasLtMatmulAlgo_t a; memcpy(&a, &x, 8); m.emplace(n, a); }}",
+            "stores something",
+        ),
+        (f"void f(const float* x, long n) {{ {ALGO_MAP} m[n].data[0] = (uint64_t)x; }}", "vendor did not make"),
+        (
+            f"void f(const float* x, long n) {{ {ALGO_MAP} auto it = m.find(n); it->second.data[0] = (uint64_t)x; }}",
+            "vendor did not make",
+        ),
+        (f"void f(long n) {{ {ALGO_MAP} auto& a = m[n]; a.data[0] = 1; }}", "binds a reference"),
+        (f"void f() {{ {ALGO_MAP} for (auto& kv : m) kv.second.data[0] = 1; }}", "find, emplace"),
+        ("void f(const float* x) { static std::once_flag o; memcpy(&o, &x, 4); }", "outside std::call_once"),
+    ],
+)
 def test_configuration_static_written_by_the_candidate_is_state(src, why):
     verdicts = judged("#include <mutex>\n" + src)
     assert verdicts and all(w is not None for w in verdicts.values()), verdicts
     assert any(why in w for w in verdicts.values()), verdicts
 
 
-@pytest.mark.parametrize("src", [
-    "static std::unordered_map<const float*, cublasLtMatmulAlgo_t> by_pointer;",
-    "static std::unordered_map<long, float*> results;",
-    "static cublasHandle_t handles[4];",
-    "thread_local cublasHandle_t h;",
-    "cublasHandle_t exported = nullptr;",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "static std::unordered_map<const float*, cublasLtMatmulAlgo_t> by_pointer;",
+        "static std::unordered_map<long, float*> results;",
+        "static cublasHandle_t handles[4];",
+        "thread_local cublasHandle_t h;",
+        "cublasHandle_t exported = nullptr;",
+    ],
+)
 def test_only_configuration_types_and_shape_keys_count(src):
     assert judged(src) == {}  # an ordinary static: reported as state like any other
 
 
-@pytest.mark.parametrize("src", [
-    "cublasHandle_t get() { static cublasHandle_t h; if (h == NULL) cublasCreate(&h); return h; }",
-    # a vendor header's own declarations and aliases, as the build reads them where it is not the toolkit's
-    "cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);\n#define cublasCreate cublasCreate_v2\n"
-    "cublasHandle_t get() { static cublasHandle_t h; if (!h) cublasCreate(&h); return h; }",
-    "cublasHandle_t get() { static cublasHandle_t h = nullptr; if (h) return h; cublasCreate(&h); return h; }",
-    "void run(const cublasHandle_t& h);\nvoid f() { static cublasHandle_t h; if (!h) cublasCreate(&h); run(h); }",
-    "static cublasHandle_t make() { cublasHandle_t x; cublasCreate(&x); return x; }\n"
-    "cublasHandle_t get() { static cublasHandle_t h; if (!h) h = make(); return h; }",
-    "cublasHandle_t get() { static cublasHandle_t h = [] { cublasHandle_t x = nullptr; "
-    "return cublasCreate(&x) == CUBLAS_STATUS_SUCCESS ? x : nullptr; }(); return h; }",
-    "using Cache = std::unordered_map<int64_t, cublasLtMatmulHeuristicResult_t>;\n"
-    "cublasLtMatmulHeuristicResult_t pick(cublasLtHandle_t lt, int64_t n) { static Cache c; "
-    "auto it = c.find(n); if (it != c.end()) return it->second; cublasLtMatmulHeuristicResult_t r[2]; int k = 0; "
-    "cublasLtMatmulAlgoGetHeuristic(lt, 0, 0, 0, 0, 0, 0, 2, r, &k); c[n] = r[0]; return r[0]; }",
-])
+@pytest.mark.parametrize(
+    "src",
+    [
+        "cublasHandle_t get() { static cublasHandle_t h; if (h == NULL) cublasCreate(&h); return h; }",
+        # a vendor header's own declarations and aliases, as the build reads them where it is not the toolkit's
+        "cublasStatus_t cublasCreate_v2(cublasHandle_t* handle);\n#define cublasCreate cublasCreate_v2\n"
+        "cublasHandle_t get() { static cublasHandle_t h; if (!h) cublasCreate(&h); return h; }",
+        "cublasHandle_t get() { static cublasHandle_t h = nullptr; if (h) return h; cublasCreate(&h); return h; }",
+        "void run(const cublasHandle_t& h);\nvoid f() { static cublasHandle_t h; if (!h) cublasCreate(&h); run(h); }",
+        "static cublasHandle_t make() { cublasHandle_t x; cublasCreate(&x); return x; }\n"
+        "cublasHandle_t get() { static cublasHandle_t h; if (!h) h = make(); return h; }",
+        "cublasHandle_t get() { static cublasHandle_t h = [] { cublasHandle_t x = nullptr; "
+        "return cublasCreate(&x) == CUBLAS_STATUS_SUCCESS ? x : nullptr; }(); return h; }",
+        "using Cache = std::unordered_map<int64_t, cublasLtMatmulHeuristicResult_t>;\n"
+        "cublasLtMatmulHeuristicResult_t pick(cublasLtHandle_t lt, int64_t n) { static Cache c; "
+        "auto it = c.find(n); if (it != c.end()) return it->second; cublasLtMatmulHeuristicResult_t r[2]; int k = 0; "
+        "cublasLtMatmulAlgoGetHeuristic(lt, 0, 0, 0, 0, 0, 0, 2, r, &k); c[n] = r[0]; return r[0]; }",
+    ],
+)
 def test_configuration_static_used_as_configuration_is_allowed(src):
     verdicts = judged(src)
     assert verdicts and all(w is None for w in verdicts.values()), verdicts

@@ -31,7 +31,7 @@ def sequential(a, b):
     """One fp32 FMA per term, in K order: what a one-thread-per-output kernel does."""
     acc = torch.zeros(a.shape[0], b.shape[1])
     for k in range(a.shape[1]):
-        acc = torch.addcmul(acc, a[:, k:k + 1], b[k:k + 1, :])
+        acc = torch.addcmul(acc, a[:, k : k + 1], b[k : k + 1, :])
     return acc
 
 
@@ -56,7 +56,7 @@ def test_honest_fp32_gemm_in_any_order_has_no_finding(dist, k):
     q = k // 4
     honest = {
         "reference": ref32,
-        "split-K": sum(a[:, i:i + q] @ b[i:i + q] for i in range(0, k, q)),
+        "split-K": sum(a[:, i : i + q] @ b[i : i + q] for i in range(0, k, q)),
         "transposed": (b.t().contiguous() @ a.t().contiguous()).t(),
         "more exact": ref64.float(),
         "column by column": torch.stack([a @ b[:, j] for j in range(b.shape[1])], 1),
@@ -93,8 +93,12 @@ def test_on_positive_data_the_normwise_budget_alone_lets_tf32_through():
     assert check.ok and precision_finding(check, TOL, task_fp32=True) is None
     f = precision_finding(check, TOL, task_fp32=True, signature=downgrade_signature(tf32, ref64, probe))
     assert f is not None and "share 1.00" in f.message and "CUBLAS_COMPUTE_32F" in f.message
-    assert precision_finding(check, TOL, task_fp32=True, allow_precision=True,
-                             signature=downgrade_signature(tf32, ref64, probe)).severity == "warn"
+    assert (
+        precision_finding(
+            check, TOL, task_fp32=True, allow_precision=True, signature=downgrade_signature(tf32, ref64, probe)
+        ).severity
+        == "warn"
+    )
     assert precision_finding(check, TOL, task_fp32=False, signature=downgrade_signature(tf32, ref64, probe)) is None
 
 
@@ -136,10 +140,10 @@ def test_honest_reductions_and_softmax_after_a_gemm_pass():
 
 
 def test_round_mantissa_keeps_non_finite_values_and_ties_away():
-    t = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0 + 2 ** -11, -(1.0 + 2 ** -11), 0.0])
+    t = torch.tensor([float("nan"), float("inf"), -float("inf"), 1.0 + 2**-11, -(1.0 + 2**-11), 0.0])
     r = round_mantissa(t)
     assert torch.isnan(r[0]) and r[1] == float("inf") and r[2] == -float("inf")
-    assert r[3] == 1.0 + 2 ** -10 and r[4] == -(1.0 + 2 ** -10) and r[5] == 0.0
+    assert r[3] == 1.0 + 2**-10 and r[4] == -(1.0 + 2**-10) and r[5] == 0.0
     assert torch.equal(round_mantissa(t.double())[3:], r[3:].double())
 
 
@@ -150,7 +154,7 @@ def test_signature_needs_evidence_a_single_element_proves_nothing():
     assert downgrade_signature(torch.ones(4), torch.ones(4, dtype=torch.float64), torch.zeros(4)) is None
 
 
-LINEAR_BN = '''
+LINEAR_BN = """
 import torch
 import torch.nn as nn
 
@@ -168,7 +172,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 ELEMENTWISE = LINEAR_BN.replace("return self.bn(self.fc(x))", "return torch.relu(x) * 2")
 

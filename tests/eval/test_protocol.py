@@ -15,8 +15,19 @@ import torch
 from cuda_agent.eval import checks
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.draft import Draft
-from cuda_agent.eval.protocol import (MAX_TEXT, JudgeRequest, OutputMeta, ProtocolError, Reply, Run, RunResult,
-                                      Timed, TimeLoop, parse_reply, parse_request)
+from cuda_agent.eval.protocol import (
+    MAX_TEXT,
+    JudgeRequest,
+    OutputMeta,
+    ProtocolError,
+    Reply,
+    Run,
+    RunResult,
+    Timed,
+    TimeLoop,
+    parse_reply,
+    parse_request,
+)
 from cuda_agent.eval.timing_phase import _claimed_timing
 from cuda_agent.eval.tolerance import Tolerances
 from cuda_agent.eval.verdict import Finding, SetResult
@@ -24,13 +35,16 @@ from cuda_agent.jail import Jail, jail_problem
 
 
 # -- replies: what the parent reads ---------------------------------------------------------
-@pytest.mark.parametrize("line, why", [
-    (b"not json", "not JSON"),
-    (b"[1, 2]", "not a JSON object"),
-    (b'{"timing": {}}', "ok"),  # no ok at all
-    (b'{"ok": "yes please", "timing": {}}', "ok"),
-    (b'{"ok": true, "timing": "fast"}', "timing"),
-])
+@pytest.mark.parametrize(
+    "line, why",
+    [
+        (b"not json", "not JSON"),
+        (b"[1, 2]", "not a JSON object"),
+        (b'{"timing": {}}', "ok"),  # no ok at all
+        (b'{"ok": "yes please", "timing": {}}', "ok"),
+        (b'{"ok": true, "timing": "fast"}', "timing"),
+    ],
+)
 def test_a_reply_that_is_not_its_requests_type_is_refused(line, why):
     with pytest.raises(ProtocolError) as e:
         parse_reply(line, Timed)
@@ -51,8 +65,9 @@ def test_outputs_claimed_but_not_described_do_not_pass():
     forged = RunResult(ok=True, n_outputs=1, outputs=[])
     result, found = checks.check_set(1, forged, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
     assert not result.ok and "output" in result.error
-    honest = RunResult(ok=True, n_outputs=1, outputs=[OutputMeta(plain=True, type="Tensor", shape=[8], stride=[1],
-                                                                 dtype="float32")])
+    honest = RunResult(
+        ok=True, n_outputs=1, outputs=[OutputMeta(plain=True, type="Tensor", shape=[8], stride=[1], dtype="float32")]
+    )
     result, found = checks.check_set(1, honest, [ref.clone()], [ref], [ref.double()], {}, Tolerances(), True, False)
     assert result.ok and not found
 
@@ -63,15 +78,19 @@ def test_a_timing_without_its_figures_is_the_candidates_failure(timing):
     assert _claimed_timing(Timed(ok=True, timing=timing), draft) is None
     assert draft.status == "runtime_error"
     v = draft.score({})
-    assert v.reward == -1 and v.error.startswith("the judge's timing does not follow the protocol") and "\n" not in v.error
+    assert (
+        v.reward == -1 and v.error.startswith("the judge's timing does not follow the protocol") and "\n" not in v.error
+    )
 
 
 # -- requests: what the child reads ---------------------------------------------------------
 def test_the_child_reads_only_the_requests_it_serves():
     assert isinstance(parse_request(Run(plan={}, seed=3, files=[]).model_dump_json().encode(), JudgeRequest), Run)
-    for line in (b'{"op": "record", "inputs": []}',  # the recorder's, not the judge's
-                 b'{"op": "run", "plan": {}, "seed": 3, "files": [], "shell": "rm -rf /"}',  # a field it has not
-                 b'{"op": "run"}'):
+    for line in (
+        b'{"op": "record", "inputs": []}',  # the recorder's, not the judge's
+        b'{"op": "run", "plan": {}, "seed": 3, "files": [], "shell": "rm -rf /"}',  # a field it has not
+        b'{"op": "run"}',
+    ):
         with pytest.raises(ProtocolError):
             parse_request(line, JudgeRequest)
 

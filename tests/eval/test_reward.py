@@ -5,23 +5,26 @@ import pytest
 from cuda_agent.eval.reward import milestone_reward, speedup
 
 
-@pytest.mark.parametrize("correct, guard, t, eager, compile_, expected", [
-    (False, False, 1.0, 10.0, 10.0, -1),  # wrong output: fast doesn't matter
-    (True, True, 1.0, 10.0, 10.0, -1),  # a guard fired
-    (True, False, 90.0, 100.0, 100.0, 3),  # 10% faster than both
-    (True, False, 90.0, 100.0, 80.0, 2),  # beats eager only
-    (True, False, 90.0, 80.0, 100.0, 1),  # beats compile only: no milestone in the paper
-    (True, False, 100.0, 100.0, 100.0, 1),  # correct, as fast
-    (True, False, 200.0, 100.0, 100.0, 1),  # correct, slower
-    (True, False, 95.0, 100.0, 100.0, 1),  # exactly 5% faster: not "more than 5%"
-    (True, False, 94.0, 100.0, 100.0, 3),  # 6%
-    (True, False, 95.0, 100.0, 94.0, 1),  # 5% vs eager exactly, slower than compile
-    (True, False, 94.0, 100.0, 98.0, 2),  # 6% vs eager, 4.08% vs compile
-    (True, False, 1.0, 100.0, None, 2),  # no compile baseline: eager milestone still counts
-    (True, False, 1.0, None, 100.0, 1),  # no eager baseline: 1 (documented)
-    (True, False, None, 100.0, 100.0, 1),  # correct but untimed
-    (True, False, 0.0, 100.0, 100.0, 1),  # a zero time is a measurement bug, not a speedup
-])
+@pytest.mark.parametrize(
+    "correct, guard, t, eager, compile_, expected",
+    [
+        (False, False, 1.0, 10.0, 10.0, -1),  # wrong output: fast doesn't matter
+        (True, True, 1.0, 10.0, 10.0, -1),  # a guard fired
+        (True, False, 90.0, 100.0, 100.0, 3),  # 10% faster than both
+        (True, False, 90.0, 100.0, 80.0, 2),  # beats eager only
+        (True, False, 90.0, 80.0, 100.0, 1),  # beats compile only: no milestone in the paper
+        (True, False, 100.0, 100.0, 100.0, 1),  # correct, as fast
+        (True, False, 200.0, 100.0, 100.0, 1),  # correct, slower
+        (True, False, 95.0, 100.0, 100.0, 1),  # exactly 5% faster: not "more than 5%"
+        (True, False, 94.0, 100.0, 100.0, 3),  # 6%
+        (True, False, 95.0, 100.0, 94.0, 1),  # 5% vs eager exactly, slower than compile
+        (True, False, 94.0, 100.0, 98.0, 2),  # 6% vs eager, 4.08% vs compile
+        (True, False, 1.0, 100.0, None, 2),  # no compile baseline: eager milestone still counts
+        (True, False, 1.0, None, 100.0, 1),  # no eager baseline: 1 (documented)
+        (True, False, None, 100.0, 100.0, 1),  # correct but untimed
+        (True, False, 0.0, 100.0, 100.0, 1),  # a zero time is a measurement bug, not a speedup
+    ],
+)
 def test_milestone_reward(correct, guard, t, eager, compile_, expected):
     assert milestone_reward(correct, guard, t, eager, compile_) == expected
 

@@ -40,9 +40,11 @@ def findings(src: str):
 def forward(body: str, extra: str = "") -> str:
     """A ModelNew whose forward runs `body` (indented lines), with `extra` at module level."""
     lines = "".join(f"        {line}\n" for line in body.splitlines())
-    return (f"{HEAD}kernels = kernel_runtime.load_kernels()\n{extra}\n"
-            "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
-            f"    def forward(self, x):\n{lines}        return x\n")
+    return (
+        f"{HEAD}kernels = kernel_runtime.load_kernels()\n{extra}\n"
+        "class ModelNew(nn.Module):\n    def __init__(self):\n        super().__init__()\n\n"
+        f"    def forward(self, x):\n{lines}        return x\n"
+    )
 
 
 # -- modules reached through attributes ----------------------------------------------------
@@ -196,7 +198,8 @@ def test_tensors_from_python_data_are_caught_in_helpers_forward_calls():
     helper = "def host(v):\n    return torch.tensor(v)\n"
     assert "tensor_crossing" in fails(forward("y = host([1.0])", extra=helper))
     method = forward("y = self.host(x)").replace(
-        "    def forward", "    def host(self, v):\n        return torch.as_tensor(v)\n\n    def forward")
+        "    def forward", "    def host(self, v):\n        return torch.as_tensor(v)\n\n    def forward"
+    )
     assert "tensor_crossing" in fails(method), findings(method)
     lam = "host = lambda v: torch.tensor(v)\n"
     assert "tensor_crossing" in fails(forward("y = host([1.0])", extra=lam))
@@ -226,7 +229,8 @@ HONEST = [
     "    def forward(self, x):\n        return F.relu(x) if self.training else x\n",
     HEAD + "import math\nfrom typing import Optional\nEPS = math.sqrt(2.0)\n"
     "if __name__ == '__main__':\n    print(__doc__, __file__)\n",
-    HEAD + "class ModelNew(nn.Module):\n    __slots__ = ()\n    def __repr__(self):\n        return type(self).__name__\n",
+    HEAD
+    + "class ModelNew(nn.Module):\n    __slots__ = ()\n    def __repr__(self):\n        return type(self).__name__\n",
     HEAD + "from kernel_runtime import load_kernels\nkernels = load_kernels()\n",
     HEAD + "# torch.os.kill(0, 9); x.numpy(); g.gi_frame.f_back; kernel_runtime.ctypes\n"
     "msg = 'torch.sys.modules __globals__ numpy() tb_frame getattr(torch, name)'\n",
@@ -240,8 +244,11 @@ def test_honest_look_alikes_do_not_fire(src):
 
 
 def test_honest_candidates_and_templates_pass():
-    dirs = [*sorted((ROOT / "examples").glob("*/candidate")), *sorted((ROOT / "tests/adversarial/honest").iterdir()),
-            ROOT / "tests/harness/cpu_task/honest"]
+    dirs = [
+        *sorted((ROOT / "examples").glob("*/candidate")),
+        *sorted((ROOT / "tests/adversarial/honest").iterdir()),
+        ROOT / "tests/harness/cpu_task/honest",
+    ]
     for d in dirs:
         assert not [f for f in check_candidate_static(d, task_fp32=True) if f.severity == "fail"], d
     template = (ROOT / "cuda_agent" / "workspace_template" / "model_new.py").read_text()
@@ -264,8 +271,11 @@ def _module_attributes():
         if any(p.startswith("_") for p in name.split(".")):
             continue  # private modules: the path itself fires
         for attr, value in sorted(vars(module).items()):
-            if isinstance(value, types.ModuleType) and value.__name__.split(".")[0] != "torch" \
-                    and not attr.startswith("__"):
+            if (
+                isinstance(value, types.ModuleType)
+                and value.__name__.split(".")[0] != "torch"
+                and not attr.startswith("__")
+            ):
                 out.append((name, attr))
     return out
 
@@ -288,10 +298,34 @@ def test_guarded_names_are_never_honest_attributes():
     import torch
     import torch.nn as nn
 
-    objects = [torch.zeros(2, 2), torch.Tensor, nn.Module(), nn.Linear(2, 2), nn.Conv2d(1, 1, 1), nn.LayerNorm(2),
-               nn.Embedding(2, 2), nn.BatchNorm2d(2), nn.MSELoss(), nn.Parameter(torch.zeros(1)),
-               torch.Size([1]), torch.float32, torch.device("cpu"), [], {}, (), set(), "", 1, 1.0, b"", range(1),
-               torch.nn.functional, torch, nn, torch.cuda]
+    objects = [
+        torch.zeros(2, 2),
+        torch.Tensor,
+        nn.Module(),
+        nn.Linear(2, 2),
+        nn.Conv2d(1, 1, 1),
+        nn.LayerNorm(2),
+        nn.Embedding(2, 2),
+        nn.BatchNorm2d(2),
+        nn.MSELoss(),
+        nn.Parameter(torch.zeros(1)),
+        torch.Size([1]),
+        torch.float32,
+        torch.device("cpu"),
+        [],
+        {},
+        (),
+        set(),
+        "",
+        1,
+        1.0,
+        b"",
+        range(1),
+        torch.nn.functional,
+        torch,
+        nn,
+        torch.cuda,
+    ]
     honest = set()
     for obj in objects:
         for attr in dir(obj):

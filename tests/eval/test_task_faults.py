@@ -35,19 +35,54 @@ def line_of(path: Path, text: str) -> int:
 
 
 def eval_json(task: Path, *extra: str, timeout: float = 120) -> tuple[subprocess.CompletedProcess, dict]:
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task), "--candidate", str(TASK / "honest"),
-                           "--device", "cpu", "--no-compile-baseline", "--sets", "2", "--json", *extra],
-                          capture_output=True, text=True, timeout=timeout)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "eval",
+            str(task),
+            "--candidate",
+            str(TASK / "honest"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--sets",
+            "2",
+            "--json",
+            *extra,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
     return proc, json.loads(proc.stdout)
 
 
-@pytest.mark.parametrize("old, new, call, marker", [
-    (GET_INPUTS, "    raise ValueError('no inputs today')", "get_inputs() raised ValueError: no inputs today", "raise ValueError"),
-    (INIT, "        raise RuntimeError('bad alpha')", "Model(...) (its __init__) raised RuntimeError: bad alpha", "bad alpha"),
-    (FORWARD, "        return x.view(3, -1)", "forward raised RuntimeError", "x.view(3, -1)"),
-    ("def get_init_inputs():\n    return [2.0]", "def get_init_inputs():\n    return [1 / 0]",
-     "get_init_inputs() raised ZeroDivisionError", "1 / 0"),
-])
+@pytest.mark.parametrize(
+    "old, new, call, marker",
+    [
+        (
+            GET_INPUTS,
+            "    raise ValueError('no inputs today')",
+            "get_inputs() raised ValueError: no inputs today",
+            "raise ValueError",
+        ),
+        (
+            INIT,
+            "        raise RuntimeError('bad alpha')",
+            "Model(...) (its __init__) raised RuntimeError: bad alpha",
+            "bad alpha",
+        ),
+        (FORWARD, "        return x.view(3, -1)", "forward raised RuntimeError", "x.view(3, -1)"),
+        (
+            "def get_init_inputs():\n    return [2.0]",
+            "def get_init_inputs():\n    return [1 / 0]",
+            "get_init_inputs() raised ZeroDivisionError",
+            "1 / 0",
+        ),
+    ],
+)
 def test_task_code_that_raises_is_an_unscorable_verdict_naming_the_call_and_line(tmp_path, old, new, call, marker):
     task = variant(tmp_path, old, new)
     proc, out = eval_json(task)
@@ -57,10 +92,13 @@ def test_task_code_that_raises_is_an_unscorable_verdict_naming_the_call_and_line
     assert "Traceback" not in proc.stderr and out["task"]["hash"]
 
 
-@pytest.mark.parametrize("old, new, call", [
-    (GET_INPUTS, "    import time\n    time.sleep(3600)", "get_inputs()"),
-    (FORWARD, "        import time\n        time.sleep(3600)", "forward"),
-])
+@pytest.mark.parametrize(
+    "old, new, call",
+    [
+        (GET_INPUTS, "    import time\n    time.sleep(3600)", "get_inputs()"),
+        (FORWARD, "        import time\n        time.sleep(3600)", "forward"),
+    ],
+)
 def test_task_code_that_never_returns_is_stopped_at_the_time_limit(tmp_path, old, new, call):
     t0 = time.monotonic()
     proc, out = eval_json(variant(tmp_path, old, new), "--timeout", "3")
@@ -70,8 +108,12 @@ def test_task_code_that_never_returns_is_stopped_at_the_time_limit(tmp_path, old
 
 
 def test_a_task_that_swallows_exceptions_cannot_swallow_the_time_limit(tmp_path):
-    task = variant(tmp_path, GET_INPUTS, "    import time\n    while True:\n        try:\n            time.sleep(3600)\n"
-                                         "        except Exception:\n            pass")
+    task = variant(
+        tmp_path,
+        GET_INPUTS,
+        "    import time\n    while True:\n        try:\n            time.sleep(3600)\n"
+        "        except Exception:\n            pass",
+    )
     proc, out = eval_json(task, "--timeout", "3")
     assert proc.returncode == 5 and "did not return within 3 s" in out["verdict"]["error"]
 
@@ -79,8 +121,12 @@ def test_a_task_that_swallows_exceptions_cannot_swallow_the_time_limit(tmp_path)
 def test_a_reference_that_fails_on_a_later_input_set_stops_every_evaluation(tmp_path):
     """The reference passes the evaluator's start (init, a sample, the determinism check) and
     raises on the correctness phase's sets: that verdict and every later one are unscorable."""
-    task = variant(tmp_path, FORWARD, "        if float(x.abs().max()) > 0 and _calls.append(1) is None and len(_calls) > 3:\n"
-                                      "            raise RuntimeError('reference broke')\n        return self.alpha * x + y")
+    task = variant(
+        tmp_path,
+        FORWARD,
+        "        if float(x.abs().max()) > 0 and _calls.append(1) is None and len(_calls) > 3:\n"
+        "            raise RuntimeError('reference broke')\n        return self.alpha * x + y",
+    )
     task.write_text(task.read_text().replace("N = 1 << 15", "N = 1 << 15\n_calls = []"))
     cfg = EvalConfig(device="cpu", n_sets=2, baselines=[], spares=0)
     with Evaluator(load_task(str(task)), cfg, ahead="none") as ev:
@@ -121,10 +167,28 @@ def test_a_judge_that_dies_says_how_and_what_it_printed_last(tmp_path):
         'extern "C" void scale_add(const float* x, const float* y, float* out, float alpha, int64_t n,\n'
         "                          cudaStream_t stream) {\n"
         '    printf("about to write through a null pointer\\n");\n    fflush(stdout);\n'
-        "    *(volatile float*)(out - out) = alpha;\n}\n")
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(TASK / "model.py"), "--candidate", str(cand),
-                           "--device", "cpu", "--no-compile-baseline", "--sets", "2", "--json"],
-                          capture_output=True, text=True, timeout=300)
+        "    *(volatile float*)(out - out) = alpha;\n}\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "eval",
+            str(TASK / "model.py"),
+            "--candidate",
+            str(cand),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--sets",
+            "2",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     v = json.loads(proc.stdout)["verdict"]
     assert proc.returncode == 4 and v["status"] == "runtime_error", proc.stderr[-2000:]
     assert "the judge died while running an input set (killed by SIGSEGV" in v["error"]

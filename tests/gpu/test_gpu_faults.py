@@ -19,8 +19,12 @@ HONEST = ROOT / "tests" / "adversarial" / "honest" / "reordered"
 
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory):
-    cfg = EvalConfig(cache_dir=tmp_path_factory.mktemp("faults"), baselines=[], timeout_s=20,
-                     timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100))
+    cfg = EvalConfig(
+        cache_dir=tmp_path_factory.mktemp("faults"),
+        baselines=[],
+        timeout_s=20,
+        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100),
+    )
     with Evaluator(load_task(str(ROOT / "tests" / "adversarial" / "task.py")), cfg) as ev:
         yield ev
 

@@ -29,8 +29,12 @@ CUBLAS = Path(__file__).resolve().parent / "cublas_candidate"
 
 @pytest.fixture(scope="module")
 def ev(tmp_path_factory):
-    cfg = EvalConfig(cache_dir=tmp_path_factory.mktemp("patch"), baselines=["eager"], timeout_s=60,
-                     timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300))
+    cfg = EvalConfig(
+        cache_dir=tmp_path_factory.mktemp("patch"),
+        baselines=["eager"],
+        timeout_s=60,
+        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300),
+    )
     with Evaluator(load_task(str(ADV / "task.py")), cfg) as e:
         yield e
 
@@ -63,8 +67,12 @@ def test_kill_from_the_candidate_reaches_no_process_of_ours(ev, tmp_path, no_sta
 
 @pytest.fixture(scope="module")
 def gemm_ev(tmp_path_factory):
-    cfg = EvalConfig(cache_dir=tmp_path_factory.mktemp("gemm"), baselines=["eager"], timeout_s=120,
-                     timing=TimingConfig(warmup_ms=20, min_reps=20, max_reps=50, budget_ms=300))
+    cfg = EvalConfig(
+        cache_dir=tmp_path_factory.mktemp("gemm"),
+        baselines=["eager"],
+        timeout_s=120,
+        timing=TimingConfig(warmup_ms=20, min_reps=20, max_reps=50, budget_ms=300),
+    )
     with Evaluator(load_task(str(GEMM / "model.py")), cfg) as e:
         yield e
 
@@ -93,10 +101,15 @@ def test_a_native_thread_is_counted_from_outside(ev, tmp_path, no_static_guard, 
     monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
     cand = hostile_copy(HONEST, tmp_path / "c", "")
     cu = cand / "kernels" / "relu_affine.cu"
-    src = cu.read_text().replace("#include <cstdint>", "#include <cstdint>\n#include <pthread.h>\n#include <unistd.h>\n"
-                                 "static void* idle(void*) { sleep(60); return 0; }")
-    src = src.replace("    if (n <= 0) return;", "    pthread_t t;\n    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);\n"
-                      "    if (n <= 0) return;")
+    src = cu.read_text().replace(
+        "#include <cstdint>",
+        "#include <cstdint>\n#include <pthread.h>\n#include <unistd.h>\n"
+        "static void* idle(void*) { sleep(60); return 0; }",
+    )
+    src = src.replace(
+        "    if (n <= 0) return;",
+        "    pthread_t t;\n    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);\n    if (n <= 0) return;",
+    )
     cu.write_text(src)
     v = ev.evaluate(cand)
     assert v.status == "guard_violation", (v.status, v.error, v.findings)
@@ -109,7 +122,8 @@ def test_the_agent_killed_with_9_mid_evaluation_leaves_nothing_on_the_gpu(tmp_pa
     from procs import kill_agent_mid_evaluation
 
     config = f"baselines=[], n_sets=20, timeout_s=120, cache_dir=Path({str(tmp_path / 'cache')!r})"
-    alive, shm_left = kill_agent_mid_evaluation(GEMM / "model.py", GEMM / "candidate", config,
-                                                tmp_path / "started", into_s=4.0)
+    alive, shm_left = kill_agent_mid_evaluation(
+        GEMM / "model.py", GEMM / "candidate", config, tmp_path / "started", into_s=4.0
+    )
     assert not alive, f"left behind after kill -9 of the agent: {alive}"
     assert not shm_left, shm_left

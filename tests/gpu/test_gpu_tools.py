@@ -27,8 +27,12 @@ HONEST = ROOT / "tests" / "adversarial" / "honest" / "reordered"
 def demo_files():
     """The two kernel versions and model_new.py the scripted demo writes (v1 scalar, v2 float4)."""
     doc = json.loads((EXAMPLE / "demo_session.json").read_text())
-    return [(c["arguments"]["path"], c["arguments"]["file_text"]) for r in doc["responses"]
-            for c in r["tool_calls"] if c["name"] == "edit_file"]
+    return [
+        (c["arguments"]["path"], c["arguments"]["file_text"])
+        for r in doc["responses"]
+        for c in r["tool_calls"]
+        if c["name"] == "edit_file"
+    ]
 
 
 def create(path, text):
@@ -50,11 +54,21 @@ def config(tmp_path, **kw):
 
 def test_scripted_tool_sequence_gives_real_verdicts_and_a_real_profile(tmp_path):
     (k1_path, k1), (mn_path, model_new), (k2_path, k2) = demo_files()
-    steps = [create(k1_path, k1), create(mn_path, model_new), ("compile", {}), ("verify", {}),
-             ("benchmark", {}), ("profile", {}), create(k2_path, k2), ("compile", {}), ("verify", {}),
-             ("benchmark", {})]
-    with Environment.create(load_task(str(EXAMPLE / "model.py")), runs_dir=tmp_path / "runs",
-                            eval_config=config(tmp_path)) as env:
+    steps = [
+        create(k1_path, k1),
+        create(mn_path, model_new),
+        ("compile", {}),
+        ("verify", {}),
+        ("benchmark", {}),
+        ("profile", {}),
+        create(k2_path, k2),
+        ("compile", {}),
+        ("verify", {}),
+        ("benchmark", {}),
+    ]
+    with Environment.create(
+        load_task(str(EXAMPLE / "model.py")), runs_dir=tmp_path / "runs", eval_config=config(tmp_path)
+    ) as env:
         results = [(name, env.step(name, args)) for name, args in steps]
         versions = env.workspace.versions()
     log("tool-sequence.txt", results)
@@ -76,17 +90,29 @@ def test_scripted_tool_sequence_gives_real_verdicts_and_a_real_profile(tmp_path)
 
 def test_hang_and_illegal_address_are_observations_and_the_next_call_works(tmp_path):
     relu = "kernels/relu_affine.cu"
-    steps = [create(relu, (FAULTS / "hang" / relu).read_text()),
-             create("model_new.py", (FAULTS / "hang" / "model_new.py").read_text()),
-             ("compile", {}), ("verify", {}),
-             create(relu, (FAULTS / "illegal_address" / relu).read_text()),
-             ("compile", {}), ("verify", {}),
-             ("list_files", {}),
-             ("edit_file", {"mode": "create", "path": "kernels/affine_then_clamp.cu", "overwrite": True,
-                            "file_text": (HONEST / "kernels" / "affine_then_clamp.cu").read_text()}),
-             create("model_new.py", (HONEST / "model_new.py").read_text())]
-    cfg = config(tmp_path, baselines=[], timeout_s=20,
-                 timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100))
+    steps = [
+        create(relu, (FAULTS / "hang" / relu).read_text()),
+        create("model_new.py", (FAULTS / "hang" / "model_new.py").read_text()),
+        ("compile", {}),
+        ("verify", {}),
+        create(relu, (FAULTS / "illegal_address" / relu).read_text()),
+        ("compile", {}),
+        ("verify", {}),
+        ("list_files", {}),
+        (
+            "edit_file",
+            {
+                "mode": "create",
+                "path": "kernels/affine_then_clamp.cu",
+                "overwrite": True,
+                "file_text": (HONEST / "kernels" / "affine_then_clamp.cu").read_text(),
+            },
+        ),
+        create("model_new.py", (HONEST / "model_new.py").read_text()),
+    ]
+    cfg = config(
+        tmp_path, baselines=[], timeout_s=20, timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100)
+    )
     with Environment.create(load_task(str(FAULT_TASK)), runs_dir=tmp_path / "runs", eval_config=cfg) as env:
         results = [(name, env.step(name, args)) for name, args in steps]
         # relu_affine.cu (the faulting one) still builds but the honest model_new never calls it

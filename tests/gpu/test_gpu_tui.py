@@ -18,11 +18,11 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable  # noqa: E402
 
 from cuda_agent.control import read_state  # noqa: E402
-from cuda_agent.trajectory import read_trajectory  # noqa: E402
-from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.run import RunRequest, RunSpec  # noqa: E402
 from cuda_agent.settings import Settings  # noqa: E402
+from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tui.agent_process import start_agent  # noqa: E402
+from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -34,8 +34,10 @@ def demo_with_profile(tmp_path) -> Path:
     doc = json.loads((EXAMPLE / "demo_session.json").read_text())
     names = [r["tool_calls"][0]["name"] for r in doc["responses"]]
     first_benchmark = names.index("benchmark")
-    doc["responses"].insert(first_benchmark + 1, {"content": "Where does the time go?",
-                                                  "tool_calls": [{"name": "profile", "arguments": {}}]})
+    doc["responses"].insert(
+        first_benchmark + 1,
+        {"content": "Where does the time go?", "tool_calls": [{"name": "profile", "arguments": {}}]},
+    )
     path = tmp_path / "demo_with_profile.json"
     path.write_text(json.dumps(doc))
     return path
@@ -77,8 +79,12 @@ def test_a_real_session_driven_through_the_app(tmp_path):
         app = RunApp(run_dir, agent=agent, poll_s=0.2, gpu=True)
         async with app.run_test(size=(120, 40)) as pilot:
             while not closed():
-                await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) or closed(),
-                            "the next approval or the run's end", timeout=600)
+                await until(
+                    pilot,
+                    lambda: isinstance(app.screen, ApprovalScreen) or closed(),
+                    "the next approval or the run's end",
+                    timeout=600,
+                )
                 if not isinstance(app.screen, ApprovalScreen):
                     break
                 name = app.screen.call.name
@@ -100,8 +106,12 @@ def test_a_real_session_driven_through_the_app(tmp_path):
                 approved.append(name)
                 call_id = app.screen.call.id
                 await pilot.click("#approve")
-                await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen)
-                            or app.screen.call.id != call_id or closed(), f"{name} approved", 60)
+                await until(
+                    pilot,
+                    lambda: not isinstance(app.screen, ApprovalScreen) or app.screen.call.id != call_id or closed(),
+                    f"{name} approved",
+                    60,
+                )
             await until(pilot, lambda: not agent.running(), "the agent's exit", timeout=300)
             await until(pilot, lambda: app.query_one("#table", DataTable).row_count >= 2, "two versions", 30)
             # the best row, its kernel and the profile the model saw before it
@@ -120,7 +130,8 @@ def test_a_real_session_driven_through_the_app(tmp_path):
                 Path(results, "tui-session.txt").write_text(
                     f"approved: {approved}\nstatus: {status}\nbest: v{best.version} {best.time_ms} ms "
                     f"{best.speedup_eager}x eager {best.speedup_compile}x compile reward {best.reward}\n\n"
-                    f"{profile}\n")
+                    f"{profile}\n"
+                )
             await pilot.press("q")
         return kernel, profile, status
 
@@ -132,8 +143,19 @@ def test_a_real_session_driven_through_the_app(tmp_path):
     records = list(read_trajectory(run_dir / "trajectory.jsonl"))
     closing = [r for r in records if r.type == "closing"]
     assert closing and closing[-1].stop_reason == "finished", (tmp_path / "agent.log").read_text()[-3000:]
-    assert approved == ["view_file", "edit_file", "edit_file", "compile", "verify", "benchmark", "profile",
-                        "edit_file", "compile", "benchmark", "finish"]
+    assert approved == [
+        "view_file",
+        "edit_file",
+        "edit_file",
+        "compile",
+        "verify",
+        "benchmark",
+        "profile",
+        "edit_file",
+        "compile",
+        "benchmark",
+        "finish",
+    ]
     assert [m.content for m in records if m.type == "user_message" and m.injected] == ["profile before finishing"]
     assert "scale_add" in kernel
     assert "scale_add_kernel" in profile  # the real ncu summary of the first version

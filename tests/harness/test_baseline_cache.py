@@ -22,8 +22,17 @@ OTHER = BaselineCache.key("0123456789abcdef", "NVIDIA A100", "2.13.0", ["float32
 
 
 def entry(ms: float = 1.25) -> dict:
-    t = {"median_ms": ms, "mean_ms": ms, "min_ms": ms, "max_ms": ms, "p20_ms": ms, "p80_ms": ms,
-         "reps": 100, "warmup": 3, "input_sets": 2}
+    t = {
+        "median_ms": ms,
+        "mean_ms": ms,
+        "min_ms": ms,
+        "max_ms": ms,
+        "p20_ms": ms,
+        "p80_ms": ms,
+        "reps": 100,
+        "warmup": 3,
+        "input_sets": 2,
+    }
     return {"timing": t, "measured_at": "2026-01-01T00:00:00"}
 
 
@@ -72,9 +81,17 @@ def test_an_added_field_is_rejected(cache):
     assert rejected(cache)
 
 
-@pytest.mark.parametrize("field, value", [("task_hash", "fedcba9876543210"), ("device_name", "NVIDIA A100"),
-                                          ("torch_version", "2.0.0"), ("dtypes", "float16"),
-                                          ("mode", "compile:default"), ("timing", "flush_l2=False")])
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("task_hash", "fedcba9876543210"),
+        ("device_name", "NVIDIA A100"),
+        ("torch_version", "2.0.0"),
+        ("dtypes", "float16"),
+        ("mode", "compile:default"),
+        ("timing", "flush_l2=False"),
+    ],
+)
 def test_tampered_key_fields_are_rejected(cache, field, value):
     edit(cache, lambda d: d[KEY]["fields"].update({field: value}))
     assert rejected(cache)
@@ -89,8 +106,16 @@ def test_an_entry_moved_to_another_key_is_rejected(cache):
     assert not rejected(cache, KEY)
 
 
-@pytest.mark.parametrize("damage", [lambda r: r.pop("tag"), lambda r: r.update(tag=""), lambda r: r.update(tag=None),
-                                    lambda r: r.update(tag="0" * 64), lambda r: r.pop("fields")])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda r: r.pop("tag"),
+        lambda r: r.update(tag=""),
+        lambda r: r.update(tag=None),
+        lambda r: r.update(tag="0" * 64),
+        lambda r: r.pop("fields"),
+    ],
+)
 def test_missing_or_empty_tag_is_rejected(cache, damage):
     edit(cache, lambda d: damage(d[KEY]))
     assert rejected(cache)
@@ -188,8 +213,7 @@ def test_concurrent_writers_keep_every_entry(tmp_path):
     assert len(data) == procs * n
     for w in range(procs):
         for i in range(n):
-            k = BaselineCache.key(f"task{w:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager",
-                                  TimingConfig())
+            k = BaselineCache.key(f"task{w:02d}{i:03d}", "NVIDIA H200", "2.13.0", ["float32"], "eager", TimingConfig())
             assert cache.get(k) == {"timing": {"median_ms": w + i / 1000}, "measured_at": str(i)}
     assert cache.rejected == []
     assert [p.name for p in (path.parent / ".keys").iterdir()] == ["baselines.key"]
@@ -206,9 +230,15 @@ def _evaluator(tmp_path, **timing):
     from cuda_agent.eval.timing import TimingConfig
     from cuda_agent.task import load_task
 
-    cfg = EvalConfig(device="cpu", timing_sets=1, baselines=["eager"], timeout_s=60, baseline_timeout_s=120,
-                     timing=TimingConfig(**{"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30, **timing}),
-                     cache_dir=tmp_path / "cache")
+    cfg = EvalConfig(
+        device="cpu",
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        baseline_timeout_s=120,
+        timing=TimingConfig(**{"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30, **timing}),
+        cache_dir=tmp_path / "cache",
+    )
     return Evaluator(load_task(str(TASK)), cfg, ahead="none")
 
 

@@ -23,9 +23,16 @@ STALE_MS = 1000.0  # a cached eager figure no CPU run of this task comes near
 
 def config(tmp_path) -> EvalConfig:
     # 800 reps: the parent's wall-clock bound stays quiet on a loaded 2-core machine (tests/results/conftest.py)
-    return EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                      baseline_timeout_s=120, cache_dir=tmp_path / "cache",
-                      timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30))
+    return EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        baseline_timeout_s=120,
+        cache_dir=tmp_path / "cache",
+        timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30),
+    )
 
 
 def stale_cache(ev: Evaluator) -> str:
@@ -52,8 +59,10 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
         assert during_run.status == "correct", (during_run.error, during_run.findings)
         assert during_run.baselines == "cached" and during_run.eager.median_ms == STALE_MS  # the cached figure
         text = verdict_text(during_run)
-        assert "(cached: timed once for this task and GPU and reused by every benchmark until the final " \
-               "re-verification" in text
+        assert (
+            "(cached: timed once for this task and GPU and reused by every benchmark until the final "
+            "re-verification" in text
+        )
 
         ev.cfg = ev.cfg.model_copy(update={"baseline_rounds": 3})
         monkeypatch.setattr(JailedChild, "request", spy)
@@ -85,8 +94,9 @@ def test_without_room_for_both_judges_the_baselines_are_timed_after_but_not_from
 
 def test_each_figure_is_its_median_round():
     def t(ms: float) -> Timing:
-        return Timing(median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, reps=1, warmup=0,
-                      input_sets=1)
+        return Timing(
+            median_ms=ms, mean_ms=ms, min_ms=ms, max_ms=ms, p20_ms=ms, p80_ms=ms, reps=1, warmup=0, input_sets=1
+        )
 
     assert _middle([t(3.0), t(1.0), t(2.0)]).median_ms == 2.0
     assert _middle([t(4.0), t(1.0), t(3.0), t(2.0)]).median_ms == 2.0  # an even count: the lower middle
@@ -123,11 +133,14 @@ def test_both_renderings_say_where_the_baselines_come_from():
     from cuda_agent.eval.render import render_verdict
     from cuda_agent.eval.verdict import Verdict
 
-    t = Timing(median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, p20_ms=1.0, p80_ms=1.0, reps=1, warmup=0,
-               input_sets=1)
-    for source, says in (("cached", "cached (timed once per task, GPU and torch version)"),
-                         ("interleaved", "timed again beside the candidate, interleaved rounds"),
-                         ("fresh", "timed again after the candidate")):
+    t = Timing(
+        median_ms=1.0, mean_ms=1.0, min_ms=1.0, max_ms=1.0, p20_ms=1.0, p80_ms=1.0, reps=1, warmup=0, input_sets=1
+    )
+    for source, says in (
+        ("cached", "cached (timed once per task, GPU and torch version)"),
+        ("interleaved", "timed again beside the candidate, interleaved rounds"),
+        ("fresh", "timed again after the candidate"),
+    ):
         v = Verdict(status="correct", timing=t, eager=t, baselines=source)
         console = Console(record=True, width=200)
         render_verdict(v, console)

@@ -1,6 +1,6 @@
 """Judging what the worker recorded during forward: ATen ops, kernel names, side work."""
 
-from cuda_agent.eval.dynamic_guards import aten_findings, kernel_findings, side_work_findings, kernel_base
+from cuda_agent.eval.dynamic_guards import aten_findings, kernel_base, kernel_findings, side_work_findings
 
 
 def test_allocation_and_views_pass_compute_fails():
@@ -18,8 +18,12 @@ def test_kernel_base_names():
 def test_only_own_kernels_may_run():
     own = ["relu_kernel"]
     assert kernel_findings(["void relu_kernel(float*, int)"], own, set(), allowed_torch=False) == []
-    (f,) = kernel_findings(["void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"],
-                         own, set(), allowed_torch=True)
+    (f,) = kernel_findings(
+        ["void at::native::vectorized_elementwise_kernel<4, at::native::AddFunctor<float>>()"],
+        own,
+        set(),
+        allowed_torch=True,
+    )
     assert f.guard == "foreign_kernel" and "AddFunctor" in f.message
     fill = "void at::native::vectorized_elementwise_kernel<4, at::native::FillFunctor<float>>()"
     assert kernel_findings([fill], own, set(), allowed_torch=True) == []
@@ -40,8 +44,17 @@ def test_side_work_gap_and_threads():
 def _timing(mean_ms: float, reps: int = 300, warmup: int = 100):
     from cuda_agent.eval.verdict import Timing
 
-    return Timing(median_ms=mean_ms, mean_ms=mean_ms, min_ms=mean_ms, max_ms=mean_ms, p20_ms=mean_ms,
-                  p80_ms=mean_ms, reps=reps, warmup=warmup, input_sets=2)
+    return Timing(
+        median_ms=mean_ms,
+        mean_ms=mean_ms,
+        min_ms=mean_ms,
+        max_ms=mean_ms,
+        p20_ms=mean_ms,
+        p80_ms=mean_ms,
+        reps=reps,
+        warmup=warmup,
+        input_sets=2,
+    )
 
 
 def test_wall_clock_bound_catches_gross_under_reporting_only():

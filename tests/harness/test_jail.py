@@ -15,9 +15,9 @@ import time
 from pathlib import Path
 
 import pytest
+from jails import KINDS, make_jail
 
 from cuda_agent.jail import Jail, jail_problem, minimal_env, thread_count
-from jails import KINDS, make_jail
 
 pytestmark = pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem()))
 
@@ -35,8 +35,8 @@ def test_writes_only_to_its_scratch_folder(kind, tmp_path):
     outside.mkdir()
     code = f"""
 import os
-open({str(scratch / 'ok')!r}, 'w').write('fine')
-for target in [{str(outside / 'x')!r}, {str(Path.home() / '.cuda-agent-jail-probe')!r}, '/usr/x', '/etc/x']:
+open({str(scratch / "ok")!r}, 'w').write('fine')
+for target in [{str(outside / "x")!r}, {str(Path.home() / ".cuda-agent-jail-probe")!r}, '/usr/x', '/etc/x']:
     try:
         open(target, 'w').write('escaped')
         print('WROTE', target)
@@ -62,7 +62,7 @@ def test_the_folder_we_were_started_from_is_not_bound(kind, tmp_path, monkeypatc
     Path(f"/tmp/{marker}").write_text("host")
     code = f"""
 import os
-for p in [{str(tmp_path / 'secret.txt')!r}, '/tmp/{marker}']:
+for p in [{str(tmp_path / "secret.txt")!r}, '/tmp/{marker}']:
     try:
         print('READ', p, open(p).read())
     except OSError:
@@ -212,7 +212,7 @@ import os, time
 if os.fork() == 0:
     os.setsid()
     os.execvp('sleep', ['sleep', '300'])
-open({str(scratch / 'started')!r}, 'w').write('x')
+open({str(scratch / "started")!r}, 'w').write('x')
 time.sleep(300)
 """
     proc = make_jail(kind, scratch).popen([sys.executable, "-c", code])
@@ -232,14 +232,20 @@ time.sleep(300)
 def test_agent_killed_with_9_takes_its_jails_with_it(kind, tmp_path):
     """The agent (here a stand-in process that started a jail) dies by SIGKILL: nothing it jailed lives on."""
     pid_file = tmp_path / "jail.pid"
-    agent = subprocess.Popen([sys.executable, "-c", f"""
+    agent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"""
 import sys, time
 sys.path.insert(0, {str(Path(__file__).parents[1] / "helpers")!r})
 from jails import make_jail
 p = make_jail({kind!r}, {str(_folder(tmp_path))!r}).popen([sys.executable, '-c', 'import time; time.sleep(300)'])
 open({str(pid_file)!r}, 'w').write(str(p.pid))
 time.sleep(300)
-"""])
+""",
+        ]
+    )
     deadline = time.time() + 30
     while not pid_file.exists() and time.time() < deadline:
         time.sleep(0.1)
@@ -259,8 +265,22 @@ time.sleep(300)
 
 GPU_KINDS = [pytest.param("judge", marks=pytest.mark.gpu), pytest.param("shell", marks=pytest.mark.gpu)]
 # what bwrap's own /dev holds; in a GPU jail the NVIDIA nodes come on top, and nothing else
-_STANDARD_DEV = {"core", "fd", "full", "null", "ptmx", "pts", "random", "shm", "stderr", "stdin", "stdout", "tty",
-                 "urandom", "zero"}
+_STANDARD_DEV = {
+    "core",
+    "fd",
+    "full",
+    "null",
+    "ptmx",
+    "pts",
+    "random",
+    "shm",
+    "stderr",
+    "stdin",
+    "stdout",
+    "tty",
+    "urandom",
+    "zero",
+}
 
 
 @pytest.mark.parametrize("kind", GPU_KINDS)
@@ -349,8 +369,25 @@ def test_a_checkout_run_in_place_gives_its_jailed_workers_its_own_package(tmp_pa
     shutil.copytree(root / "cuda_agent", checkout / "cuda_agent", ignore=shutil.ignore_patterns("__pycache__"))
     task = root / "tests" / "harness" / "cpu_task"
     env = {**os.environ, "CUDA_AGENT_EVAL__SERVER_IDLE_S": "0", "CUDA_AGENT_CACHE": str(tmp_path / "cache")}
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.cli", "eval", str(task / "model.py"), "--candidate",
-                           str(task / "honest"), "--device", "cpu", "--no-compile-baseline", "--json"],
-                          cwd=checkout, env=env, capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.cli",
+            "eval",
+            str(task / "model.py"),
+            "--candidate",
+            str(task / "honest"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--json",
+        ],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     verdict = json.loads(proc.stdout)["verdict"]
     assert verdict["status"] == "correct", verdict["error"]

@@ -16,14 +16,14 @@ import time
 from pathlib import Path
 
 import pytest
+from attack_requests import Bomb, FillScratch, FillTmp
+from jails import KINDS, make_jail
 
 from cuda_agent import jail_limits
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.scratch import remove_tree
 from cuda_agent.jail import Jail, JailUnavailable, jail_problem, thread_count
-from attack_requests import Bomb, FillScratch, FillTmp
 from cuda_agent.tools.shell import run_command
-from jails import KINDS, make_jail
 
 pytestmark = [pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem())), pytest.mark.timeout(120)]
 
@@ -70,8 +70,9 @@ def host_processes() -> int:
     return sum(name.isdigit() for name in os.listdir("/proc"))
 
 
-def run_jailed(jail: Jail, code: str, timeout: float = 60,
-               sample: bool = True) -> tuple[subprocess.CompletedProcess, list[str], int]:
+def run_jailed(
+    jail: Jail, code: str, timeout: float = 60, sample: bool = True
+) -> tuple[subprocess.CompletedProcess, list[str], int]:
     """Run python `code` in `jail`: (its result, the limits it hit, the most tasks seen in its tree;
     not counted unless `sample`: the count holds the GIL, which the watch's thread needs too)."""
     proc = jail.popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -171,15 +172,30 @@ def test_bombs_are_held_by_rlimit_nproc_as_an_ordinary_user(bomb, tmp_path):
         pytest.skip("runs the harness as user 65534, which only root can start")
     python = shutil.which("python3", path="/usr/bin:/bin")
     package = Path(__file__).resolve().parents[2]
-    probe = subprocess.run([python or "python3", "-c", "import cuda_agent.jail"], user=65534, group=65534,
-                           extra_groups=[], env={"PYTHONPATH": str(package), "HOME": str(tmp_path)},
-                           capture_output=True, text=True, cwd="/")
+    probe = subprocess.run(
+        [python or "python3", "-c", "import cuda_agent.jail"],
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        env={"PYTHONPATH": str(package), "HOME": str(tmp_path)},
+        capture_output=True,
+        text=True,
+        cwd="/",
+    )
     if python is None or probe.returncode != 0:
         pytest.skip(f"user 65534 cannot import the package with a system python3: {probe.stderr.strip()[-200:]}")
     tmp_path.chmod(0o777)
-    r = subprocess.run([python, "-c", NON_ROOT, bomb], user=65534, group=65534, extra_groups=[], cwd=tmp_path,
-                       env={"PYTHONPATH": str(package), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
-                       capture_output=True, text=True, timeout=90)
+    r = subprocess.run(
+        [python, "-c", NON_ROOT, bomb],
+        user=65534,
+        group=65534,
+        extra_groups=[],
+        cwd=tmp_path,
+        env={"PYTHONPATH": str(package), "HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        timeout=90,
+    )
     assert r.returncode == 0, r.stderr
     result = json.loads(r.stdout.strip().splitlines()[-1])
     if "skip" in result:
@@ -190,8 +206,11 @@ def test_bombs_are_held_by_rlimit_nproc_as_an_ordinary_user(bomb, tmp_path):
 
 def test_a_bad_limit_setting_is_one_line_saying_what_to_do(monkeypatch):
     monkeypatch.setenv("CUDA_AGENT_JAIL_PIDS", "lots")
-    with pytest.raises(JailUnavailable, match=r"^CUDA_AGENT_JAIL_PIDS='lots' is not a whole number of processes "
-                                              r"and threads above 0: unset it \(default 1024\) or give one$"):
+    with pytest.raises(
+        JailUnavailable,
+        match=r"^CUDA_AGENT_JAIL_PIDS='lots' is not a whole number of processes "
+        r"and threads above 0: unset it \(default 1024\) or give one$",
+    ):
         Jail()
     monkeypatch.setenv("CUDA_AGENT_JAIL_PIDS", "")
     monkeypatch.setenv("CUDA_AGENT_JAIL_TMP_MIB", "0")
@@ -273,8 +292,10 @@ def test_tmp_fill_is_noted_without_size_support_and_the_jail_stopped(folder, mon
     """A bubblewrap without --size: the watch measures the tmpfs and stops the jail past its limit."""
     monkeypatch.setattr("cuda_agent.jail._sizes_tmpfs", lambda bwrap: False)
     # 512 MiB at most (the tmpfs is half the memory now), then a wait the watch must cut short
-    code = "import time\nwith open('/tmp/big', 'wb') as f:\n    for _ in range(512): f.write(b'x' * (1 << 20))\n" \
-           "time.sleep(20)\nprint('NOT STOPPED')"
+    code = (
+        "import time\nwith open('/tmp/big', 'wb') as f:\n    for _ in range(512): f.write(b'x' * (1 << 20))\n"
+        "time.sleep(20)\nprint('NOT STOPPED')"
+    )
     r, hits, _ = run_jailed(make_jail("plain", folder, tmp_bytes=64 * MiB), code)
     assert r.returncode != 0 and "NOT STOPPED" not in r.stdout
     assert hits == ["filled its /tmp (limit 64 MiB) and was stopped: write less there"]
@@ -314,22 +335,30 @@ def test_filling_the_scratch_folder_is_stopped(kind, how, folder):
         assert used <= limit + MiB
     else:
         assert r.returncode != 0 and "NOT STOPPED" not in r.stdout, "nothing stopped it"
-        assert hits == ["filled its scratch folder (limit 32 MiB) and was stopped: write less there, or raise "
-                        "eval.scratch_gib if the task's outputs need more"]
+        assert hits == [
+            "filled its scratch folder (limit 32 MiB) and was stopped: write less there, or raise "
+            "eval.scratch_gib if the task's outputs need more"
+        ]
         assert used < limit + 512 * MiB  # a quarter second's writing past it at most, on any disk
 
 
 def test_many_files_or_folders_in_the_scratch_folder_are_stopped(folder, monkeypatch):
     monkeypatch.setattr(jail_limits, "SCRATCH_ENTRIES", 300)
     wait = "\nimport time\ntime.sleep(20)\nprint('NOT STOPPED')"  # 5000 entries at most, then a wait cut short
-    for code in ("import os\nfor i in range(5000): open(f'f{i}', 'w').close()",
-                 "import os\nfor i in range(5000): os.mkdir(f'd{i}')",
-                 "import os\nfor i in range(5000): os.mkdir('d'); os.chdir('d')"):
+    for code in (
+        "import os\nfor i in range(5000): open(f'f{i}', 'w').close()",
+        "import os\nfor i in range(5000): os.mkdir(f'd{i}')",
+        "import os\nfor i in range(5000): os.mkdir('d'); os.chdir('d')",
+    ):
         r, hits, _ = run_jailed(Jail(writable=[folder], cwd=folder, quota={folder: 1 << 30}), code + wait)
         assert r.returncode != 0 and "NOT STOPPED" not in r.stdout, "nothing stopped it"
-        assert hits in (["made over 300 files in its scratch folder and was stopped: write fewer"],
-                        ["was stopped: a folder in its scratch folder cannot be listed (nested deeper than a path "
-                         "can name), so its size is unknown: leave its folders readable and shallow"]), hits
+        assert hits in (
+            ["made over 300 files in its scratch folder and was stopped: write fewer"],
+            [
+                "was stopped: a folder in its scratch folder cannot be listed (nested deeper than a path "
+                "can name), so its size is unknown: leave its folders readable and shallow"
+            ],
+        ), hits
         remove_tree(folder)  # thousands of folders deep: what the evaluator's kill() does with it
         assert not folder.exists()
         folder.mkdir()
@@ -389,9 +418,11 @@ def test_the_verdict_says_which_limit_the_candidate_reached(kind, tmp_path):
         assert resp.error.startswith("the candidate filled its /tmp (limit 64 MiB): write less there; OSError")
         if os.getuid() == 0 and jail_limits.pids_base() is not None:
             resp = child.request(Bomb(), 60)
-            assert resp.error.startswith("the candidate filled its /tmp (limit 64 MiB): write less there; hit "
-                                            "its limit of 64 processes and threads (fork or thread creation failed): "
-                                            "start fewer; RuntimeError: forked as far as it could"), resp
+            assert resp.error.startswith(
+                "the candidate filled its /tmp (limit 64 MiB): write less there; hit "
+                "its limit of 64 processes and threads (fork or thread creation failed): "
+                "start fewer; RuntimeError: forked as far as it could"
+            ), resp
         with pytest.raises(ChildError) as e:
             child.request(FillScratch(), 60)
         assert e.value.kind == "crash"

@@ -30,9 +30,15 @@ def no_static_guard(monkeypatch):
 
 
 def _config(tmp_path: Path) -> EvalConfig:
-    return EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                      timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
-                      cache_dir=tmp_path / "cache")
+    return EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        cache_dir=tmp_path / "cache",
+    )
 
 
 def _candidate(tmp_path: Path, forward: str | None, prelude: str) -> Path:
@@ -96,8 +102,7 @@ def test_the_agent_killed_with_9_leaves_no_evaluation_process_behind(tmp_path):
     from procs import kill_agent_mid_evaluation
 
     config = f"device='cpu', n_sets=50, baselines=[], timeout_s=60, cache_dir=Path({str(tmp_path / 'cache')!r})"
-    alive, shm_left = kill_agent_mid_evaluation(HERE / "model.py", slow_honest(tmp_path), config,
-                                                tmp_path / "started")
+    alive, shm_left = kill_agent_mid_evaluation(HERE / "model.py", slow_honest(tmp_path), config, tmp_path / "started")
     assert not alive, f"left behind after kill -9 of the agent: {alive}"
     assert not shm_left, shm_left
 
@@ -169,9 +174,11 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
         return request(self, req, timeout)
 
     monkeypatch.setattr(JailedChild, "request", spy)
-    counter = ("        if next(_calls) >= 2:\n            return ()\n"
-               "        out = torch.empty_like(x)\n        kernels.scale_add(x, y, out, self.alpha, x.numel())\n"
-               "        return out")
+    counter = (
+        "        if next(_calls) >= 2:\n            return ()\n"
+        "        out = torch.empty_like(x)\n        kernels.scale_add(x, y, out, self.alpha, x.numel())\n"
+        "        return out"
+    )
     cand = _candidate(tmp_path, counter, "_calls = iter(range(1 << 30))\n")
     cfg = _config(tmp_path)
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:

@@ -21,7 +21,11 @@ HERE = Path(__file__).parent / "cpu_task"
 @pytest.fixture(scope="module")
 def evaluator(tmp_path_factory):
     cfg = EvalConfig(
-        device="cpu", n_sets=3, timing_sets=2, baselines=["eager"], timeout_s=60,
+        device="cpu",
+        n_sets=3,
+        timing_sets=2,
+        baselines=["eager"],
+        timeout_s=60,
         timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=30, budget_ms=50),
         cache_dir=tmp_path_factory.mktemp("cache"),
     )
@@ -148,8 +152,9 @@ def _with_prelude(tmp_path: Path, prelude: str) -> Path:
     cand = tmp_path / "cand"
     shutil.copytree(HERE / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
     src = (cand / "model_new.py").read_text()
-    (cand / "model_new.py").write_text(src.replace("kernels = kernel_runtime.load_kernels()",
-                                                   "kernels = kernel_runtime.load_kernels()\n" + prelude))
+    (cand / "model_new.py").write_text(
+        src.replace("kernels = kernel_runtime.load_kernels()", "kernels = kernel_runtime.load_kernels()\n" + prelude)
+    )
     return cand
 
 
@@ -187,8 +192,11 @@ def test_compile_error_is_trimmed_and_located(evaluator, tmp_path):
 
 def test_worker_environment_has_no_credentials(monkeypatch, tmp_path):
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test-not-for-candidates")
-    cand = _with_prelude(tmp_path, "import os\nif any('KEY' in k for k in os.environ) or '/root' in os.environ.get('HOME', ''):\n"
-                                   "    raise RuntimeError('leaked: ' + ','.join(os.environ))\n")
+    cand = _with_prelude(
+        tmp_path,
+        "import os\nif any('KEY' in k for k in os.environ) or '/root' in os.environ.get('HOME', ''):\n"
+        "    raise RuntimeError('leaked: ' + ','.join(os.environ))\n",
+    )
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
     with Evaluator(load_task(str(HERE / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(cand)  # raises in its import if any *KEY* variable is visible
@@ -207,8 +215,11 @@ def test_candidate_cannot_reach_the_network(tmp_path):
     server.bind(("127.0.0.1", 0))
     server.listen(1)
     port = server.getsockname()[1]
-    cand = _with_prelude(tmp_path, f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
-                                   "    raise RuntimeError('reached the network')\nexcept OSError:\n    pass\n")
+    cand = _with_prelude(
+        tmp_path,
+        f"import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=2)\n"
+        "    raise RuntimeError('reached the network')\nexcept OSError:\n    pass\n",
+    )
     cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache")
     with Evaluator(load_task(str(HERE / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(cand)  # raises in its import if it can connect to the server

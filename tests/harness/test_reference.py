@@ -5,7 +5,7 @@ import torch
 from cuda_agent.eval.reference import Reference, snapshot_task
 from cuda_agent.task import load_task
 
-DROPOUT = '''
+DROPOUT = """
 import torch
 import torch.nn as nn
 
@@ -22,7 +22,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 def test_snapshot_is_independent_of_later_edits(tmp_path):
@@ -86,12 +86,23 @@ def test_single_run_builds_and_runs_one_forward(tmp_path):
     here = Path(__file__).parent / "cpu_task"
     env = {**os.environ, "CUDA_AGENT_CACHE": str(tmp_path)}
     env.pop("CUDA_AGENT_KERNELS", None)
-    proc = subprocess.run([sys.executable, "-m", "cuda_agent.eval.single_run", str(here / "model.py"),
-                           str(here / "honest"), "--device", "cpu"], capture_output=True, text=True, env=env,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "cuda_agent.eval.single_run",
+            str(here / "model.py"),
+            str(here / "honest"),
+            "--device",
+            "cpu",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "output shapes [(32768,)]" in proc.stdout
-
 
 
 def test_the_reference_gives_its_tensors_up_before_it_releases_the_allocators_cache(tmp_path, monkeypatch):
@@ -103,8 +114,11 @@ def test_the_reference_gives_its_tensors_up_before_it_releases_the_allocators_ca
 
     n = 4099
     p = tmp_path / "model.py"
-    p.write_text(DROPOUT.replace("nn.Dropout(0.5)", "nn.Identity()").replace("self.drop(x)", "self.drop(x) * 2")
-                 .replace("torch.randn(256)", f"torch.randn({n})"))
+    p.write_text(
+        DROPOUT.replace("nn.Dropout(0.5)", "nn.Identity()")
+        .replace("self.drop(x)", "self.drop(x) * 2")
+        .replace("torch.randn(256)", f"torch.randn({n})")
+    )
     ref = Reference(load_task(str(p)), "cpu")
     alive: list[dict] = []
 

@@ -16,7 +16,7 @@ import pytest
 from cuda_agent.eval.reference import snapshot_task, verify_snapshot
 from cuda_agent.task import TaskError, load_task
 
-TASK = '''
+TASK = """
 import torch
 import torch.nn as nn
 
@@ -29,8 +29,8 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
-INPUTS = '''
+"""
+INPUTS = """
 import torch
 
 def get_inputs():
@@ -38,7 +38,7 @@ def get_inputs():
 
 def get_init_inputs():
     return []
-'''
+"""
 
 
 @pytest.fixture
@@ -176,15 +176,26 @@ def test_the_environment_checks_the_first_commit_before_running_it(tmp_path):
 
     p = tmp_path / "model.py"
     p.write_text(TASK)
-    with Environment.create(load_task(str(p)), runs_dir=tmp_path / "runs",
-                            eval_config=EvalConfig(device="cpu", cache_dir=tmp_path / "cache")) as env:
+    with Environment.create(
+        load_task(str(p)),
+        runs_dir=tmp_path / "runs",
+        eval_config=EvalConfig(device="cpu", cache_dir=tmp_path / "cache"),
+    ) as env:
         assert env.ctx.task_copy.hash == env.workspace.record.task.source_hash
         root = env.workspace.root
         marker = tmp_path / "ran"
         forged = root / "forged.py"
         forged.write_text(f"open({str(marker)!r}, 'w').close()\n" + TASK)
-        git = lambda *a: subprocess.run(["git", *a], cwd=root, check=True, capture_output=True,  # noqa: E731
-                                        text=True).stdout.strip()
+
+        def git(*a):
+            return subprocess.run(
+                ["git", *a],
+                cwd=root,
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout.strip()
+
         first = git("rev-list", "--max-parents=0", "HEAD")
         blob = git("rev-parse", f"{first}:model.py")
         # the loose object rewritten in place: `git show` reads it back without checking its name

@@ -15,7 +15,10 @@ def slow_honest(root: Path) -> Path:
     if not cand.exists():
         shutil.copytree(TASK / "honest", cand, ignore=shutil.ignore_patterns("__pycache__"))
         cu = cand / "kernels" / "scale_add.cu"
-        cu.write_text(cu.read_text().replace(
-            "for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
-            "for (volatile int r = 0; r < 50; ++r)\n        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];"))
+        cu.write_text(
+            cu.read_text().replace(
+                "for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
+                "for (volatile int r = 0; r < 50; ++r)\n        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
+            )
+        )
     return cand

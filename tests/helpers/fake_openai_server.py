@@ -53,42 +53,76 @@ class FakeOpenAIServer:
 
     # -- scripting ------------------------------------------------------------------------------
 
-    def reply(self, content: str | None = None, tool_calls: list[dict] | None = None,
-              prompt_tokens: int = 11, completion_tokens: int = 7, finish_reason: str | None = None,
-              delay_s: float = 0.0) -> None:
+    def reply(
+        self,
+        content: str | None = None,
+        tool_calls: list[dict] | None = None,
+        prompt_tokens: int = 11,
+        completion_tokens: int = 7,
+        finish_reason: str | None = None,
+        delay_s: float = 0.0,
+    ) -> None:
         """tool_calls: [{"name", "arguments" (dict or raw str), "id"?}]."""
-        calls = [{"id": c.get("id", f"call_{len(self.script)}_{i}"), "type": "function",
-                  "function": {"name": c["name"], "arguments": c["arguments"] if isinstance(c["arguments"], str)
-                               else json.dumps(c["arguments"])}}
-                 for i, c in enumerate(tool_calls or [])]
+        calls = [
+            {
+                "id": c.get("id", f"call_{len(self.script)}_{i}"),
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"]),
+                },
+            }
+            for i, c in enumerate(tool_calls or [])
+        ]
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls
         body = {
-            "id": f"chatcmpl-{len(self.script)}", "object": "chat.completion", "created": int(time.time()),
+            "id": f"chatcmpl-{len(self.script)}",
+            "object": "chat.completion",
+            "created": int(time.time()),
             "model": self.model,
-            "choices": [{"index": 0, "message": message,
-                         "finish_reason": finish_reason or ("tool_calls" if calls else "stop")}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens},
+            "choices": [
+                {"index": 0, "message": message, "finish_reason": finish_reason or ("tool_calls" if calls else "stop")}
+            ],
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion_tokens,
+                "total_tokens": prompt_tokens + completion_tokens,
+            },
         }
         self.script.append({"status": 200, "body": body, "delay_s": delay_s})
 
-    def fail(self, status: int, message: str = "scripted failure", times: int = 1, code: str | None = None,
-             echo_auth: bool = False) -> None:
+    def fail(
+        self,
+        status: int,
+        message: str = "scripted failure",
+        times: int = 1,
+        code: str | None = None,
+        echo_auth: bool = False,
+    ) -> None:
         """An OpenAI-style error body. echo_auth puts the request's Authorization header in the
         message, as careless providers do, to prove the client never repeats it."""
         for _ in range(times):
-            self.script.append({"status": status, "delay_s": 0.0, "echo_auth": echo_auth,
-                                "body": {"error": {"message": message, "type": "error", "code": code}}})
+            self.script.append(
+                {
+                    "status": status,
+                    "delay_s": 0.0,
+                    "echo_auth": echo_auth,
+                    "body": {"error": {"message": message, "type": "error", "code": code}},
+                }
+            )
 
     def _next(self, path: str, headers: dict, body: Any) -> dict:
         with self._lock:
             self.requests.append({"path": path, "headers": headers, "body": body})
             if self.script:
                 return self.script.popleft()
-        return {"status": 400, "delay_s": 0.0,
-                "body": {"error": {"message": "fake server: no scripted response left", "type": "error"}}}
+        return {
+            "status": 400,
+            "delay_s": 0.0,
+            "body": {"error": {"message": "fake server: no scripted response left", "type": "error"}},
+        }
 
 
 def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
@@ -106,8 +140,13 @@ def _handler_for(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
 
         def do_GET(self) -> None:
             if self.path.rstrip("/").endswith("/models"):
-                self._send(200, {"object": "list", "data": [{"id": server.model, "object": "model", "owned_by": "fake",
-                                                             **server.model_info}]})
+                self._send(
+                    200,
+                    {
+                        "object": "list",
+                        "data": [{"id": server.model, "object": "model", "owned_by": "fake", **server.model_info}],
+                    },
+                )
             elif self.path.rstrip("/") == "/props" and server.props is not None:
                 self._send(200, server.props)
             else:

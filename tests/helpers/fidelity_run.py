@@ -43,14 +43,19 @@ def turn(*calls: dict, content: str = "") -> dict:
 
 def native_script() -> list[dict]:
     """Write a file, a turn with no call (format error), six views of the file (old ones trimmed), finish."""
-    return ([turn(call("edit_file", mode="create", path="notes.txt", file_text=BIG), content="notes first"),
-             turn(content="I think I am done?")]  # no tool call: the loop answers with feedback
-            + [turn(call("view_file", path="notes.txt"), content=f"look {i}") for i in range(6)]
-            + [turn(call("finish", summary="viewed"), content="done")])
+    return (
+        [
+            turn(call("edit_file", mode="create", path="notes.txt", file_text=BIG), content="notes first"),
+            turn(content="I think I am done?"),
+        ]  # no tool call: the loop answers with feedback
+        + [turn(call("view_file", path="notes.txt"), content=f"look {i}") for i in range(6)]
+        + [turn(call("finish", summary="viewed"), content="done")]
+    )
 
 
-def make_run(root: Path, script: list, *, native_tools: bool = True, inbox: list[str] | None = None,
-             trim: bool = True, **limits) -> tuple[OwnTurnsModel, Path]:
+def make_run(
+    root: Path, script: list, *, native_tools: bool = True, inbox: list[str] | None = None, trim: bool = True, **limits
+) -> tuple[OwnTurnsModel, Path]:
     """Run `script` on the CPU task; the run folder (trajectory.jsonl + workspace/) and the model."""
     model = OwnTurnsModel(script, native_tools=native_tools, context_tokens=8000 if trim else None)
     # 1000 tokens per long tool output, nothing else: budget 4800, a pass goes down to 3840
@@ -60,8 +65,13 @@ def make_run(root: Path, script: list, *, native_tools: bool = True, inbox: list
     with Environment.create(load_task(str(TASK / "model.py")), runs_dir=root / "runs", eval_config=cfg) as env:
         run_dir = env.workspace.root.parent
         with TrajectoryWriter(run_dir / "trajectory.jsonl") as writer:
-            run_agent(model, env, AgentConfig(**limits), writer,
-                      inbox=lambda: [messages.pop(0)] if messages and len(model.calls) == 3 else [])
+            run_agent(
+                model,
+                env,
+                AgentConfig(**limits),
+                writer,
+                inbox=lambda: [messages.pop(0)] if messages and len(model.calls) == 3 else [],
+            )
     return model, run_dir
 
 

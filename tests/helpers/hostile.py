@@ -22,8 +22,10 @@ _t.time = lambda: 0.0
 torch.cuda.synchronize = lambda *a, **k: None
 """
 # `torch.os.kill(torch.os.getppid(), 9)` at import killed the agent before; and every pid it can name
-KILLS = ("_os = torch.os\nfor _pid in {_os.getppid(), 1, -1}:\n    try:\n        _os.kill(_pid, 9)\n"
-         "    except OSError:\n        pass\n")
+KILLS = (
+    "_os = torch.os\nfor _pid in {_os.getppid(), 1, -1}:\n    try:\n        _os.kill(_pid, 9)\n"
+    "    except OSError:\n        pass\n"
+)
 
 
 def hostile_copy(honest: Path, dest: Path, prelude: str, forward_body: str | None = None) -> Path:
@@ -34,7 +36,7 @@ def hostile_copy(honest: Path, dest: Path, prelude: str, forward_body: str | Non
     src = src.replace("kernels = kernel_runtime.load_kernels()", "kernels = kernel_runtime.load_kernels()\n" + prelude)
     if forward_body is not None:
         head, _, _ = src.partition("    def forward(")
-        sig = src[len(head):].split("\n", 1)[0]
+        sig = src[len(head) :].split("\n", 1)[0]
         src = head + sig + "\n" + forward_body + "\n"
     (dest / "model_new.py").write_text(src)
     return dest

@@ -42,6 +42,5 @@ class ScriptedPolicy:
         self.calls.append(len(rows))
         width = max(map(len, rows))
         pad = self.tok.pad_token_id
-        new = torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=input_ids.dtype,
-                           device=input_ids.device)
+        new = torch.tensor([r + [pad] * (width - len(r)) for r in rows], dtype=input_ids.dtype, device=input_ids.device)
         return torch.cat([input_ids, new], dim=1)

@@ -85,9 +85,17 @@ def test_the_same_source_in_another_folder_is_checked_against_its_own_headers(ca
 @pytest.mark.parametrize("name", ["impl", "detail/deeper/impl.txt", "my impl $1 #2.h"])
 def test_headers_of_any_name_and_folder_are_covered(candidate, build, name):
     """No suffix, a subfolder (named through stringising macros), blanks and make's special characters."""
-    candidate.write("a.cu", MACRO_SOURCE.replace('#define IMPL "impl.h"', (
-        f"#define STR(x) #x\n#define XSTR(x) STR(x)\n#define IMPL XSTR({name})" if "/" in name
-        else f'#define IMPL "{name}"')))
+    candidate.write(
+        "a.cu",
+        MACRO_SOURCE.replace(
+            '#define IMPL "impl.h"',
+            (
+                f"#define STR(x) #x\n#define XSTR(x) STR(x)\n#define IMPL XSTR({name})"
+                if "/" in name
+                else f'#define IMPL "{name}"'
+            ),
+        ),
+    )
     candidate.write(name, impl("tag-one"))
     first = build()
     assert first.ok, first.errors
@@ -112,8 +120,9 @@ def test_a_header_of_an_include_folder_is_covered(candidate, build, tmp_path):
 
 
 def test_inputs_hold_the_candidates_files_not_the_toolkits(candidate, build):
-    candidate.write("a.cu", MACRO_SOURCE.replace("#include <cuda_runtime.h>",
-                                                 "#include <cuda_runtime.h>\n#include <vector>"))
+    candidate.write(
+        "a.cu", MACRO_SOURCE.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <vector>")
+    )
     candidate.write("impl.h", impl("tag-one"))
     result = build()
     assert result.ok, result.errors
@@ -148,14 +157,17 @@ def test_a_dependency_that_is_no_plain_file_fails_the_build_in_one_line(candidat
     assert "/dev/null" in result.errors and "include only files of kernels/" in result.errors
 
 
-@pytest.mark.parametrize(("text", "names"), [
-    ("dep: a.cu \\\n  b.h\n", ["a.cu", "b.h"]),
-    ("dep : a.cu my\\ impl.h\n", ["a.cu", "my impl.h"]),
-    # 2N+1 backslashes before a blank: N and the blank; 2N: N, then a break
-    ("dep: a\\\\\\ b.h c\\\\ d.h\n", ["a\\ b.h", "c\\", "d.h"]),
-    ("dep : x#1.h $HOME.h a$$b.h\r\n", ["x#1.h", "$HOME.h", "a$$b.h"]),  # nvcc writes '$' and '#' as they are
-    ("dep: dir\\sub.h\n", ["dir\\sub.h"]),
-])
+@pytest.mark.parametrize(
+    ("text", "names"),
+    [
+        ("dep: a.cu \\\n  b.h\n", ["a.cu", "b.h"]),
+        ("dep : a.cu my\\ impl.h\n", ["a.cu", "my impl.h"]),
+        # 2N+1 backslashes before a blank: N and the blank; 2N: N, then a break
+        ("dep: a\\\\\\ b.h c\\\\ d.h\n", ["a\\ b.h", "c\\", "d.h"]),
+        ("dep : x#1.h $HOME.h a$$b.h\r\n", ["x#1.h", "$HOME.h", "a$$b.h"]),  # nvcc writes '$' and '#' as they are
+        ("dep: dir\\sub.h\n", ["dir\\sub.h"]),
+    ],
+)
 def test_parse_depfile(text, names):
     assert parse_depfile(text) == names
 

@@ -130,8 +130,7 @@ def test_gcc_host_and_assembler_diagnostics(tmp_path):
     src = tmp_path / "kernels" / "host.cu"
     src.parent.mkdir()
     src.write_text(
-        'extern "C" int f(int a) { asm("bogusinsn %0" : "+r"(a)); return a; }\n'
-        "static void unused_helper() {}\n"
+        'extern "C" int f(int a) { asm("bogusinsn %0" : "+r"(a)); return a; }\nstatic void unused_helper() {}\n'
     )
     proc = subprocess.run(
         [str(find_nvcc()), "-Xcompiler", "-Wall", "-c", "host.cu", "-o", str(tmp_path / "host.o")],

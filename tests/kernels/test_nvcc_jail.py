@@ -23,8 +23,13 @@ LAUNCHER = 'extern "C" void run(cudaStream_t stream) {}\n'
 def leaks(candidate, cache_dir, source: str) -> tuple[str, str]:
     """(plain nvcc's output, the build's errors) for kernels/a.cu = `source`."""
     path = candidate.write("a.cu", source + LAUNCHER)
-    plain = subprocess.run([str(find_nvcc()), "-c", path.name, "-o", os.devnull], cwd=path.parent,
-                           capture_output=True, text=True, timeout=300)
+    plain = subprocess.run(
+        [str(find_nvcc()), "-c", path.name, "-o", os.devnull],
+        cwd=path.parent,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     built = build_kernels(candidate.kernels, cache_dir)
     return plain.stdout + plain.stderr, built.errors
 

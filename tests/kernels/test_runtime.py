@@ -111,8 +111,10 @@ def test_host_only_a_kernel_launch_raises_saying_why_and_a_host_loop_beside_it_r
     kernels = kernel_runtime.load_kernels(prebuilt("launching.cu", LAUNCHING).out_dir)
     x, y = torch.ones(8), torch.zeros(8)
     kernels.host_saxpy(x, y, 2.0, 8)
-    expected = (r"^launch_saxpy launched a CUDA kernel: it needs a GPU \(host-only mode, no GPU or --device cpu, "
-                r"runs launchers on the host, where no kernel runs\); launchers must loop on the host here$")
+    expected = (
+        r"^launch_saxpy launched a CUDA kernel: it needs a GPU \(host-only mode, no GPU or --device cpu, "
+        r"runs launchers on the host, where no kernel runs\); launchers must loop on the host here$"
+    )
     for a in (2.0, np.float32(2.0)):  # the fast path, and the checked one
         with pytest.raises(RuntimeError, match=expected):
             kernels.launch_saxpy(x, y, a, 8)

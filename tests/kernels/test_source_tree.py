@@ -55,11 +55,13 @@ def _plant(kernels: Path, what: str, name: str) -> None:
         path.symlink_to("/etc/passwd")
 
 
-EXPECT = {"fifo": "is not a regular file (a FIFO): not read; nvcc would wait on it: delete it with delete_file",
-          "socket": "is not a regular file (a socket): not read; nvcc would wait on it: delete it with delete_file",
-          "folder": "is not a regular file (a folder): not read",
-          "huge": "MiB, over the 8.0 MiB cap",
-          "symlink": "is a symlink: kernels/ must hold the sources themselves"}
+EXPECT = {
+    "fifo": "is not a regular file (a FIFO): not read; nvcc would wait on it: delete it with delete_file",
+    "socket": "is not a regular file (a socket): not read; nvcc would wait on it: delete it with delete_file",
+    "folder": "is not a regular file (a folder): not read",
+    "huge": "MiB, over the 8.0 MiB cap",
+    "symlink": "is a symlink: kernels/ must hold the sources themselves",
+}
 
 
 @pytest.mark.parametrize("what", ["fifo", "socket", "folder", "huge", "symlink"])

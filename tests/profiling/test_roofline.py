@@ -4,8 +4,15 @@ import textwrap
 
 import pytest
 
-from cuda_agent.profiling.roofline import (Peaks, TaskCost, count_task, gpu_peaks, roofline, roofline_text,
-                                           task_flops_bytes)
+from cuda_agent.profiling.roofline import (
+    Peaks,
+    TaskCost,
+    count_task,
+    gpu_peaks,
+    roofline,
+    roofline_text,
+    task_flops_bytes,
+)
 from cuda_agent.task import load_task
 
 M, K, N = 64, 96, 48
@@ -89,8 +96,9 @@ H200 = Peaks("H200 SXM", 67.0, 990.0, 4.8, "datasheet")
 
 
 def test_floors_and_the_measured_fraction():
-    gemm = TaskCost(flops=2 * 4096 * 2048 * 2048, bytes=4 * (4096 * 2048 * 2 + 2048 * 2048 + 2048), dtype="float32",
-                    device="meta")
+    gemm = TaskCost(
+        flops=2 * 4096 * 2048 * 2048, bytes=4 * (4096 * 2048 * 2 + 2048 * 2048 + 2048), dtype="float32", device="meta"
+    )
     r = roofline(gemm, H200, measured_us=1205.6)
     assert r.bound == "compute-bound" and r.ridge == pytest.approx(67 / 4.8)
     assert r.compute_floor_us == pytest.approx(gemm.flops / 67e12 * 1e6) and r.floor_us == r.compute_floor_us

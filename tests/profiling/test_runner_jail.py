@@ -24,7 +24,7 @@ def test_wrapped_command_is_jailed(tmp_path, monkeypatch):
     code = f"""
 import os, socket
 print('ENV', 'sk-test-for-the-runner' in repr(dict(os.environ)))
-print('CAND', open({str(cand / 'model_new.py')!r}).read().strip())
+print('CAND', open({str(cand / "model_new.py")!r}).read().strip())
 for target in [{str(secret)!r}]:
     try:
         open(target, 'a').write('x')
@@ -57,11 +57,11 @@ def test_a_wrapper_tool_sees_its_install_folder(tmp_path, monkeypatch):
 
     install = tmp_path / "opt" / "nsight-compute" / "2099.1"
     install.mkdir(parents=True)
-    (install / "ncu").write_text("#!/bin/sh\necho real ncu ran\ntouch \"$(dirname \"$0\")/wrote\" 2>/dev/null || true\n")
+    (install / "ncu").write_text('#!/bin/sh\necho real ncu ran\ntouch "$(dirname "$0")/wrote" 2>/dev/null || true\n')
     (install / "ncu").chmod(0o755)
     wrapper = tmp_path / "cuda" / "bin" / "ncu"
     wrapper.parent.mkdir(parents=True)
-    wrapper.write_text(f"#!/bin/sh\nexec {install / 'ncu'} \"$@\"\n")
+    wrapper.write_text(f'#!/bin/sh\nexec {install / "ncu"} "$@"\n')
     wrapper.chmod(0o755)
     monkeypatch.setitem(runner.EXTRA_PLACES, "ncu", [str(tmp_path / "opt" / "nsight-compute" / "*" / "ncu")])
     cand = tmp_path / "cand"

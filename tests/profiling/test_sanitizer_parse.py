@@ -3,7 +3,6 @@ the report shapes other compute-sanitizer versions print."""
 
 from pathlib import Path
 
-
 from cuda_agent.profiling.sanitizer import parse_sanitizer
 from cuda_agent.profiling.sanitizer_parse import MAX_FINDINGS
 
@@ -16,6 +15,7 @@ def capture(tool, candidate):
 
 
 # -- the captures: what each fault candidate's code fixes
+
 
 def test_memcheck_finds_the_off_by_one_write():
     r = capture("memcheck", "oob_write")
@@ -54,9 +54,15 @@ def test_the_h200_captures_parse_to_these_numbers():
     wild = capture("memcheck", "illegal_address")
     assert (wild.errors, wild.not_printed, wild.findings[0].count, wild.app_failed) == (180898, 180878, 20, True)
     oob = capture("memcheck", "oob_write")
-    assert oob.errors == 3 and oob.app_failed and [f.kind for f in oob.findings[1:]] == [
-        "CUDA API error cudaErrorLaunchFailure (unspecified launch failure) on cudaDeviceSynchronize",
-        "CUDA API error cudaErrorLaunchFailure (unspecified launch failure) on cudaGetLastError"]
+    assert (
+        oob.errors == 3
+        and oob.app_failed
+        and [f.kind for f in oob.findings[1:]]
+        == [
+            "CUDA API error cudaErrorLaunchFailure (unspecified launch failure) on cudaDeviceSynchronize",
+            "CUDA API error cudaErrorLaunchFailure (unspecified launch failure) on cudaGetLastError",
+        ]
+    )
     race = capture("racecheck", "shared_race")
     assert (race.hazards, race.errors, race.warnings) == (2, 1, 1)
     assert [f.hazards for f in race.findings] == [10_000_000]  # the tool's cap, said in a note
@@ -67,20 +73,24 @@ def test_the_h200_captures_parse_to_these_numbers():
 
 # -- other shapes of the same reports
 
+
 def test_older_and_unindented_report_lines():
-    text = "\n".join([
-        f"{P} CUDA-MEMCHECK",
-        f"{P} Invalid __global__ write of size 4",  # old: no "bytes"; "Address ... is out of bounds"
-        f"{P}     at 0x00000148 in kernel(int*, int)",
-        f"{P}     by thread (256,0,0) in block (10,0,0)",
-        f"{P}     Address 0x7f1234567890 is out of bounds",
-        P,
-        f"{P} Invalid __global__ write of size 4 bytes",  # docs: indentation lost
-        f"{P} at 0x30 in /home/u/memcheck_demo.cu:6:unaligned_kernel(void)",
-        f"{P} by thread (0,0,0) in block (0,0,0)",
-        f"{P} Address 0x15551a800001 is misaligned",
-        P,
-        f"{P} ERROR SUMMARY: 2 errors"])
+    text = "\n".join(
+        [
+            f"{P} CUDA-MEMCHECK",
+            f"{P} Invalid __global__ write of size 4",  # old: no "bytes"; "Address ... is out of bounds"
+            f"{P}     at 0x00000148 in kernel(int*, int)",
+            f"{P}     by thread (256,0,0) in block (10,0,0)",
+            f"{P}     Address 0x7f1234567890 is out of bounds",
+            P,
+            f"{P} Invalid __global__ write of size 4 bytes",  # docs: indentation lost
+            f"{P} at 0x30 in /home/u/memcheck_demo.cu:6:unaligned_kernel(void)",
+            f"{P} by thread (0,0,0) in block (0,0,0)",
+            f"{P} Address 0x15551a800001 is misaligned",
+            P,
+            f"{P} ERROR SUMMARY: 2 errors",
+        ]
+    )
     r = parse_sanitizer(text)
     a, b = r.findings
     assert (a.kernel, a.location, a.thread, a.block) == ("kernel", None, "(256,0,0)", "(10,0,0)")
@@ -96,26 +106,33 @@ def test_clean_runs():
 
 
 def test_a_run_that_never_reached_its_summary_is_incomplete():
-    r = parse_sanitizer(f"{P} COMPUTE-SANITIZER\n{P} Error: Target application terminated before first "
-                        f"instrumented API call\n{P} Error: couldn't find exit code.\n")
+    r = parse_sanitizer(
+        f"{P} COMPUTE-SANITIZER\n{P} Error: Target application terminated before first "
+        f"instrumented API call\n{P} Error: couldn't find exit code.\n"
+    )
     assert not r.complete and not r.clean and not r.findings
-    assert r.notes == ["Error: Target application terminated before first instrumented API call",
-                       "Error: couldn't find exit code."]
+    assert r.notes == [
+        "Error: Target application terminated before first instrumented API call",
+        "Error: couldn't find exit code.",
+    ]
 
 
 def test_a_race_split_over_lines_and_the_hazard_report_mode():
-    text = "\n".join([
-        f"{P} Error: Race reported between Write access at buggy(float *, int)+0x580",
-        f"{P}     in memory_errors.cu:25",
-        f"{P}     and Read access at buggy(float *, int)+0x890 in memory_errors.cu:31",
-        f"{P}     [4080 hazards]",
-        P,
-        f"{P} Warning: (Warp Level Programming) Potential RAW hazard detected at __shared__ 0x8c in block (0,0,0) :",
-        f"{P}     Write Thread (35,0,0) at sumKernel(int *, int *)+0x90 in warp_error.cu:44",
-        f"{P}     Read Thread (32,0,0) at sumKernel(int *, int *)+0x120 in warp_error.cu:56",
-        f"{P}     Current Value : 35",
-        P,
-        f"{P} RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)"])
+    text = "\n".join(
+        [
+            f"{P} Error: Race reported between Write access at buggy(float *, int)+0x580",
+            f"{P}     in memory_errors.cu:25",
+            f"{P}     and Read access at buggy(float *, int)+0x890 in memory_errors.cu:31",
+            f"{P}     [4080 hazards]",
+            P,
+            f"{P} Warning: (Warp Level Programming) Potential RAW hazard detected at __shared__ 0x8c in block (0,0,0) :",
+            f"{P}     Write Thread (35,0,0) at sumKernel(int *, int *)+0x90 in warp_error.cu:44",
+            f"{P}     Read Thread (32,0,0) at sumKernel(int *, int *)+0x120 in warp_error.cu:56",
+            f"{P}     Current Value : 35",
+            P,
+            f"{P} RACECHECK SUMMARY: 2 hazards displayed (1 error, 1 warning)",
+        ]
+    )
     r = parse_sanitizer(text, "racecheck")
     race, hazard = r.findings
     assert race.kind == "shared-memory race: Write at memory_errors.cu:25 vs Read at memory_errors.cu:31"
@@ -125,17 +142,24 @@ def test_a_race_split_over_lines_and_the_hazard_report_mode():
 
 
 def test_findings_are_deduplicated_and_bounded():
-    report = [f"{P} Invalid __global__ read of size 16 bytes\n{P}     at k{i % 15}+0x10 in a.cu:{i % 15}\n"
-              f"{P}     by thread ({i},0,0) in block (0,0,0)\n{P}" for i in range(60)]
-    r = parse_sanitizer("\n".join(report) + f"\n{P} ERROR SUMMARY: 2,752 errors\n"
-                        f"{P} ERROR SUMMARY: 2,692 errors were not printed. Use --print-limit option to adjust\n")
+    report = [
+        f"{P} Invalid __global__ read of size 16 bytes\n{P}     at k{i % 15}+0x10 in a.cu:{i % 15}\n"
+        f"{P}     by thread ({i},0,0) in block (0,0,0)\n{P}"
+        for i in range(60)
+    ]
+    r = parse_sanitizer(
+        "\n".join(report) + f"\n{P} ERROR SUMMARY: 2,752 errors\n"
+        f"{P} ERROR SUMMARY: 2,692 errors were not printed. Use --print-limit option to adjust\n"
+    )
     assert len(r.findings) == MAX_FINDINGS and all(f.count == 4 for f in r.findings)
     assert r.findings[0].thread == "(0,0,0)"  # the first report of each is kept
     assert (r.errors, r.not_printed) == (2752, 2692)
 
 
 def test_program_output_between_reports_is_ignored():
-    text = (f"{P} Invalid __shared__ read of size 4 bytes\nprinted by the program\n"
-            f"{P}     at k(float *)+0x40 in s.cu:3\n{P}\n{P} ERROR SUMMARY: 1 error\n")
+    text = (
+        f"{P} Invalid __shared__ read of size 4 bytes\nprinted by the program\n"
+        f"{P}     at k(float *)+0x40 in s.cu:3\n{P}\n{P} ERROR SUMMARY: 1 error\n"
+    )
     (f,) = parse_sanitizer(text).findings
     assert (f.kind, f.kernel, f.location) == ("invalid __shared__ read of 4 bytes", "k", "s.cu:3")

@@ -14,8 +14,8 @@ from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.run_folder import RunFolder
-from cuda_agent.trajectory import TrajectoryWriter
 from cuda_agent.task import load_task
+from cuda_agent.trajectory import TrajectoryWriter
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 
@@ -32,13 +32,24 @@ def small_config(cache: Path) -> EvalConfig:
     # 800 reps of a ~0.03 ms host loop: the worker's first `time` request imports the timing module
     # (0.25-0.6 s on a 2-core box) inside the parent's wall-clock bound, which with ~150 reps
     # reads as a timing_mismatch; spread over 800 reps it stays under the bound
-    return EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60, cache_dir=cache,
-                      timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30))
+    return EvalConfig(
+        device="cpu",
+        n_sets=2,
+        timing_sets=1,
+        baselines=["eager"],
+        timeout_s=60,
+        cache_dir=cache,
+        timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30),
+    )
 
 
 def call(name: str, cost: float | None = 0.0, **args) -> dict:
-    return {"content": f"calling {name}", "cost": cost, "usage": {"prompt_tokens": 100, "completion_tokens": 10},
-            "tool_calls": [{"name": name, "arguments": args}]}
+    return {
+        "content": f"calling {name}",
+        "cost": cost,
+        "usage": {"prompt_tokens": 100, "completion_tokens": 10},
+        "tool_calls": [{"name": name, "arguments": args}],
+    }
 
 
 def write(path: str, text: str, **kw) -> dict:
@@ -60,8 +71,9 @@ def session(tmp_path_factory):
         call("benchmark"),  # v4: correct, the same files as v3
         call("finish", summary="host loop"),
     ]
-    with Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp / "runs",
-                            eval_config=small_config(tmp / "cache")) as env:
+    with Environment.create(
+        load_task(str(TASK / "model.py")), runs_dir=tmp / "runs", eval_config=small_config(tmp / "cache")
+    ) as env:
         run_dir = env.workspace.root.parent
         with TrajectoryWriter(run_dir / "trajectory.jsonl") as writer:
             result = run_agent(ScriptedModel(script), env, AgentConfig(max_steps=20), writer)

@@ -71,16 +71,31 @@ def probe(finalized, cpu_task, tmp_path_factory) -> dict:
     shutil.copytree(finalized.dropin, moved)
     env = {**os.environ, "CUDA_AGENT_HOST_ONLY": "1"}
     env.pop("CUDA_AGENT_KERNELS", None)
-    proc = subprocess.run([sys.executable, "-c", PROBE, str(moved.parent), str(cpu_task / "model.py")],
-                          capture_output=True, text=True, env=env, cwd=moved.parent, timeout=300)
+    proc = subprocess.run(
+        [sys.executable, "-c", PROBE, str(moved.parent), str(cpu_task / "model.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=moved.parent,
+        timeout=300,
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def test_folder_holds_the_verified_version_and_its_prebuilt_library(finalized):
     d = finalized.dropin
-    for name in ("__init__.py", "layer.py", "model_new.py", "kernels/scale_add.cu", "kernel_runtime.py",
-                 "build/launchers.json", "verified.json", "init_inputs.pt", "README.md"):
+    for name in (
+        "__init__.py",
+        "layer.py",
+        "model_new.py",
+        "kernels/scale_add.cu",
+        "kernel_runtime.py",
+        "build/launchers.json",
+        "verified.json",
+        "init_inputs.pt",
+        "README.md",
+    ):
         assert (d / name).is_file(), name
     spec = json.loads((d / "verified.json").read_text())
     assert len(list((d / "build").glob("libkernels-*.so"))) == 1
@@ -128,6 +143,8 @@ def test_only_a_verified_version_becomes_a_drop_in_and_rewriting_replaces_it(fin
     ws, sha = session.env.workspace, rv.verified.version.sha
     with pytest.raises(ValueError, match="did not pass re-verification"):
         write_dropin(RunFolder(session.run_dir), ws, sha, Verdict(status="incorrect"), rv.task)
-    again = write_dropin(RunFolder(session.run_dir), ws, sha, rv.verdict, rv.task, cache_dir=session.env.eval_config.cache_dir)
+    again = write_dropin(
+        RunFolder(session.run_dir), ws, sha, rv.verdict, rv.task, cache_dir=session.env.eval_config.cache_dir
+    )
     assert again == finalized.dropin and (again / "layer.py").is_file()
     assert not list(session.run_dir.glob(".dropin-*"))

@@ -26,8 +26,10 @@ def test_reverification_uses_more_sets_than_the_run_even_when_asked_for_fewer(se
     assert rv.task.device == "cpu" and rv.task.init_inputs == [2.0]
     # the reward reported for the run: eager timed again beside the result, not the run's cached figure
     assert rv.verdict.baselines == "interleaved" and rv.verdict.eager is not None
-    assert any(n.startswith(f"baselines timed again beside the candidate: {final.BASELINE_ROUNDS} interleaved")
-               for n in rv.verdict.notes)
+    assert any(
+        n.startswith(f"baselines timed again beside the candidate: {final.BASELINE_ROUNDS} interleaved")
+        for n in rv.verdict.notes
+    )
     assert "eager and torch.compile timed again beside it in interleaved rounds" in rv.summary()[0]
 
 
@@ -88,12 +90,15 @@ def test_no_version_passing_again_means_no_result(session, monkeypatch):
 
 def test_no_correct_version_gives_none(tmp_path, cpu_task, make_config):
     wrong = cpu_task / "wrong"
-    with Environment.create(load_task(str(cpu_task / "model.py")), runs_dir=tmp_path / "runs",
-                            eval_config=make_config(tmp_path / "cache")) as env:
+    with Environment.create(
+        load_task(str(cpu_task / "model.py")), runs_dir=tmp_path / "runs", eval_config=make_config(tmp_path / "cache")
+    ) as env:
         assert reverify_best(env) is None  # no version at all
         for path in ("kernels/scale_add.cu", "model_new.py"):
-            env.step("edit_file", {"mode": "create", "path": path, "overwrite": True,
-                                   "file_text": (wrong / path).read_text()})
+            env.step(
+                "edit_file",
+                {"mode": "create", "path": path, "overwrite": True, "file_text": (wrong / path).read_text()},
+            )
         assert env.step("verify", {}).reward == -1
         rv = reverify(env)
         assert rv.verdict is None and rv.attempts == [] and "no correct version" in rv.summary()[0]

@@ -62,8 +62,13 @@ def test_a_failed_reverification_is_said_plainly_in_the_report(session, finalize
     best, passed = ws.best(), finalized.reverification.verified
     failing = passed.verdict.model_copy(update={"status": "incorrect", "correct": False, "reward": -1})
     other = next(v for v in ws.versions() if v.correct and v.sha != best.sha)
-    rv = Reverification(n_sets=10, run_sets=2, best=best, task=finalized.reverification.task,
-                        attempts=[Attempt(best, failing), Attempt(other, passed.verdict)])
+    rv = Reverification(
+        n_sets=10,
+        run_sets=2,
+        best=best,
+        task=finalized.reverification.task,
+        attempts=[Attempt(best, failing), Attempt(other, passed.verdict)],
+    )
     text = write_report(RunFolder(tmp_path), ws, session.trajectory, rv, None).read_text()
     table = rows(text)
     assert "failed re-verification" in table[best.version] and "**best**" in table[best.version]

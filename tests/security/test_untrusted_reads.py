@@ -17,8 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cuda_agent.untrusted_files import (UnreadableFile, open_regular, read_bytes, read_tail, read_text,
-                                        tail_of_fd)
+from cuda_agent.untrusted_files import UnreadableFile, open_regular, read_bytes, read_tail, read_text, tail_of_fd
 
 CANARY = "AKIA-CANARY-7f3e9c21-do-not-leak"
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
@@ -56,6 +55,7 @@ def _no_canary(*texts: str) -> None:
 
 # -- the helper itself -------------------------------------------------------------------------
 
+
 def test_a_regular_file_is_read_whole_or_by_its_tail(scratch):
     (scratch / "a" / "b").mkdir(parents=True)
     (scratch / "a" / "b" / "log").write_bytes(b"first\nsecond\nthird\n")
@@ -83,9 +83,11 @@ def test_a_symlink_in_the_files_place_is_never_followed(scratch, secret, target)
     else:
         (scratch / "hop").symlink_to(secret)
         log.symlink_to("hop")
-    for read in (lambda: read_bytes(log, root=scratch, limit=1 << 20, shown="the recorder's log"),
-                 lambda: read_tail(log, root=scratch, limit=1500, shown="the recorder's log"),
-                 lambda: os.close(open_regular(log, root=scratch, shown="the recorder's log"))):
+    for read in (
+        lambda: read_bytes(log, root=scratch, limit=1 << 20, shown="the recorder's log"),
+        lambda: read_tail(log, root=scratch, limit=1500, shown="the recorder's log"),
+        lambda: os.close(open_regular(log, root=scratch, shown="the recorder's log")),
+    ):
         with pytest.raises(UnreadableFile) as e:
             read()
         assert str(e.value) == "the recorder's log is not a regular file (a symlink): not read"
@@ -114,9 +116,11 @@ def test_a_symlinked_folder_on_the_way_is_never_followed(scratch, secret, depth)
 def test_a_fifo_is_refused_at_once_never_waited_on(scratch, where):
     fifo = scratch / "recorder.log"
     os.mkfifo(fifo)
-    read = {"file": lambda: read_bytes(fifo, root=scratch, limit=100),
-            "tail": lambda: read_tail(fifo, root=scratch, limit=100),
-            "open": lambda: open_regular(fifo, root=scratch)}[where]
+    read = {
+        "file": lambda: read_bytes(fifo, root=scratch, limit=100),
+        "tail": lambda: read_tail(fifo, root=scratch, limit=100),
+        "open": lambda: open_regular(fifo, root=scratch),
+    }[where]
     t0 = time.monotonic()
     with pytest.raises(UnreadableFile, match=r"is not a regular file \(a FIFO\): not read"):
         read()
@@ -215,6 +219,7 @@ def test_a_descriptor_opened_before_the_child_keeps_reading_what_it_wrote(scratc
 
 # -- the callers ----------------------------------------------------------------------------------
 
+
 def _hostile_candidate(tmp_path: Path, prelude: str) -> Path:
     from hostile import hostile_copy  # tests/helpers
 
@@ -224,12 +229,16 @@ def _hostile_candidate(tmp_path: Path, prelude: str) -> Path:
 def _swap_log(kind: str, secret: Path) -> str:
     """model_new.py's prelude, run in the recorder (its cwd is its scratch folder, which holds its
     log): say something, put `kind` where the log was, exit."""
-    make = {"symlink": f"_os.symlink({str(secret)!r}, 'recorder.log')",
-            "fifo": "_os.mkfifo('recorder.log')",
-            "folder": "_os.mkdir('recorder.log')",
-            "sparse": "_f = open('recorder.log', 'wb'); _f.truncate(2 << 30); _f.close()"}[kind]
-    return ("_os = torch.os\nprint('the recorder printed this', flush=True)\n"
-            f"_os.remove('recorder.log')\n{make}\n_os._exit(3)\n")
+    make = {
+        "symlink": f"_os.symlink({str(secret)!r}, 'recorder.log')",
+        "fifo": "_os.mkfifo('recorder.log')",
+        "folder": "_os.mkdir('recorder.log')",
+        "sparse": "_f = open('recorder.log', 'wb'); _f.truncate(2 << 30); _f.close()",
+    }[kind]
+    return (
+        "_os = torch.os\nprint('the recorder printed this', flush=True)\n"
+        f"_os.remove('recorder.log')\n{make}\n_os._exit(3)\n"
+    )
 
 
 def _as_if_a_model():
@@ -256,8 +265,9 @@ def _cpu_config(tmp_path: Path):
     from cuda_agent.eval.settings import EvalConfig
     from cuda_agent.jail import jail_problem
 
-    return EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache",
-                      sandbox=jail_problem() is None)
+    return EvalConfig(
+        device="cpu", n_sets=1, baselines=[], timeout_s=60, cache_dir=tmp_path / "cache", sandbox=jail_problem() is None
+    )
 
 
 @pytest.mark.timeout(300)
@@ -290,15 +300,23 @@ def test_the_attack_through_the_agent_leaves_no_secret_in_observation_trajectory
     from cuda_agent.train.export import export
     from cuda_agent.trajectory import TrajectoryWriter, read_trajectory
 
-    source = (TASK / "honest" / "model_new.py").read_text().replace(
-        "kernels = kernel_runtime.load_kernels()",
-        "kernels = kernel_runtime.load_kernels()\n" + _swap_log("symlink", secret))
+    source = (
+        (TASK / "honest" / "model_new.py")
+        .read_text()
+        .replace(
+            "kernels = kernel_runtime.load_kernels()",
+            "kernels = kernel_runtime.load_kernels()\n" + _swap_log("symlink", secret),
+        )
+    )
     kernel = (TASK / "honest" / "kernels" / "scale_add.cu").read_text()
-    write = _turn(("edit_file", dict(mode="create", path="kernels/scale_add.cu", file_text=kernel)),
-                  ("edit_file", dict(mode="create", path="model_new.py", overwrite=True, file_text=source)))
+    write = _turn(
+        ("edit_file", dict(mode="create", path="kernels/scale_add.cu", file_text=kernel)),
+        ("edit_file", dict(mode="create", path="model_new.py", overwrite=True, file_text=source)),
+    )
     script = [write, _turn(("verify", {})), _turn(("finish", {"summary": "done"}))]
-    env = Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs",
-                             eval_config=_cpu_config(tmp_path))
+    env = Environment.create(
+        load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs", eval_config=_cpu_config(tmp_path)
+    )
     path = env.workspace.root.parent / "trajectory.jsonl"
     with env, TrajectoryWriter(path) as writer:
         Agent(_as_if_a_model()(script), env, AgentConfig(), writer).run()
@@ -461,7 +479,11 @@ def test_a_wrapped_run_that_prints_gigabytes_is_read_back_capped(tmp_path):
 
     ws = tmp_path / "ws"
     ws.mkdir()
-    run = run_wrapped(["/bin/sh", "-c", f"head -c {MAX_CAPTURE + (8 << 20)} /dev/zero; echo done >&2"], cwd=ws,
-                      timeout=60, sandbox=jail_problem() is None)
+    run = run_wrapped(
+        ["/bin/sh", "-c", f"head -c {MAX_CAPTURE + (8 << 20)} /dev/zero; echo done >&2"],
+        cwd=ws,
+        timeout=60,
+        sandbox=jail_problem() is None,
+    )
     assert len(run.stdout) < MAX_CAPTURE + 100 and run.stdout.endswith("[output cut at 64 MiB]")
     assert run.stderr.strip() == "done"

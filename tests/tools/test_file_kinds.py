@@ -31,10 +31,12 @@ def _plant(root, what: str, name: str = "kernels/odd.cu") -> None:
             f.truncate(3 << 30)
 
 
-CALLS = [("view", {"path": "kernels/odd.cu"}),
-         ("replace", {"mode": "replace", "path": "kernels/odd.cu", "old_str": "a", "new_str": "b"}),
-         ("insert", {"mode": "insert", "path": "kernels/odd.cu", "insert_line": 0, "new_str": "// x\n"}),
-         ("create", {"mode": "create", "path": "kernels/odd.cu", "file_text": "// x\n"})]
+CALLS = [
+    ("view", {"path": "kernels/odd.cu"}),
+    ("replace", {"mode": "replace", "path": "kernels/odd.cu", "old_str": "a", "new_str": "b"}),
+    ("insert", {"mode": "insert", "path": "kernels/odd.cu", "insert_line": 0, "new_str": "// x\n"}),
+    ("create", {"mode": "create", "path": "kernels/odd.cu", "file_text": "// x\n"}),
+]
 
 
 @pytest.mark.parametrize("what", ["fifo", "folder", "socket", "huge"])

@@ -7,8 +7,8 @@ import os
 
 import pytest
 
-from cuda_agent.settings import ToolSettings
 from cuda_agent.filenames import name_problem, shown
+from cuda_agent.settings import ToolSettings
 from cuda_agent.tools.files import DeleteFile, EditFile, ListFiles, RenameFile, ViewFile
 from cuda_agent.tools.registry import default_tools, dispatch
 
@@ -31,21 +31,49 @@ def encodable(text: str) -> bool:
 
 # ---- the rule ---------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["kernels/add.cu", "model_new.py", "kernels/sub/x-1.cuh", "notes.txt",
-                                  ".gitignore", ".cuda-agent/workspace.json", "a.b.c", "K_2.cu"])
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "kernels/add.cu",
+        "model_new.py",
+        "kernels/sub/x-1.cuh",
+        "notes.txt",
+        ".gitignore",
+        ".cuda-agent/workspace.json",
+        "a.b.c",
+        "K_2.cu",
+    ],
+)
 def test_plain_names_pass(path):
     assert name_problem(path) is None
 
 
-@pytest.mark.parametrize("path, says", [
-    ("kernels/a,b.cu", "','"), ("kernels/a b.cu", "a space"), ("kernels/a\nb.cu", "\\n"),
-    ("kernels/a;b.cu", "';'"), ("kernels/a\\b.cu", "'\\\\'"), ("kernels/é.cu", "é"),
-    ("kernels/\udcff.cu", "\\xff"), ("kernels/\ud800.cu", "\\ud800"), ("kernels/.hidden.cu", "starts with '.'"),
-    ("kernels/.gitignore", "starts with '.'"), ("kernels/-x.cu", "starts with '-'"), ("kernels//a.cu", "empty"),
-    ("kernels/", "empty"), ("./kernels/a.cu", "'.'"), ("../a.cu", "'..'"), ("/etc/passwd", "absolute"),
-    (".git/config", ".git"), ("", "empty"), ("k" * 101 + ".cu", "at most 100"),
-    ("/".join(["abcdefghij"] * 25), "at most 240"),
-])
+@pytest.mark.parametrize(
+    "path, says",
+    [
+        ("kernels/a,b.cu", "','"),
+        ("kernels/a b.cu", "a space"),
+        ("kernels/a\nb.cu", "\\n"),
+        ("kernels/a;b.cu", "';'"),
+        ("kernels/a\\b.cu", "'\\\\'"),
+        ("kernels/é.cu", "é"),
+        ("kernels/\udcff.cu", "\\xff"),
+        ("kernels/\ud800.cu", "\\ud800"),
+        ("kernels/.hidden.cu", "starts with '.'"),
+        ("kernels/.gitignore", "starts with '.'"),
+        ("kernels/-x.cu", "starts with '-'"),
+        ("kernels//a.cu", "empty"),
+        ("kernels/", "empty"),
+        ("./kernels/a.cu", "'.'"),
+        ("../a.cu", "'..'"),
+        ("/etc/passwd", "absolute"),
+        (".git/config", ".git"),
+        ("", "empty"),
+        ("k" * 101 + ".cu", "at most 100"),
+        ("/".join(["abcdefghij"] * 25), "at most 240"),
+    ],
+)
 def test_other_names_are_refused_in_one_line_saying_what_to_do(ctx, ws, path, says):
     assert says in name_problem(path)
     for r in (edit.run({"mode": "create", "path": path, "file_text": "x\n"}, ctx), view.run({"path": path}, ctx)):
@@ -69,6 +97,7 @@ def test_viewing_a_bad_name_that_exists_says_how_to_fix_it(ctx, ws):
 
 
 # ---- list_files: escaped and flagged -------------------------------------------------------------
+
 
 def test_list_shows_odd_names_escaped_and_flagged(ctx, ws):
     for raw in (b"kernels/a,b.cu", b"kernels/new\nline.cu", b"kernels/byte\xff.cu", b"kernels/sp ace.cu"):
@@ -96,9 +125,21 @@ def test_a_root_level_gitignore_is_not_flagged_but_a_nested_one_is(ctx, ws):
 
 # ---- delete_file -----------------------------------------------------------------------------
 
-@pytest.mark.parametrize("raw", [b"kernels/a,b.cu", b"kernels/new\nline.cu", b"kernels/byte\xff.cu",
-                                 b"kernels/sp ace.cu", b"kernels/.hidden.cu", b"kernels/back\\slash.cu",
-                                 b"kernels/-dash.cu", b"kernels/trailing.cu ", b" lead"])
+
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"kernels/a,b.cu",
+        b"kernels/new\nline.cu",
+        b"kernels/byte\xff.cu",
+        b"kernels/sp ace.cu",
+        b"kernels/.hidden.cu",
+        b"kernels/back\\slash.cu",
+        b"kernels/-dash.cu",
+        b"kernels/trailing.cu ",
+        b" lead",
+    ],
+)
 def test_delete_takes_any_name_as_list_files_shows_it(ctx, ws, raw):
     make(ws, raw)
     name = shown(os.fsdecode(raw))
@@ -131,10 +172,18 @@ def test_delete_plain_files_folders_and_links_never_their_targets(ctx, ws, tmp_p
 def test_delete_refuses_protected_git_and_missing(ctx, ws):
     (ws.root / ".cuda-agent").mkdir()
     (ws.root / ".cuda-agent" / "workspace.json").write_text("{}")
-    for path, says in [("model.py", "protected"), (".git", ".git"), (".git/config", ".git"),
-                       (".cuda-agent", "protected"), (".cuda-agent/workspace.json", "protected"),
-                       ("nope.cu", "does not exist"), ("kernels/../model.py", "'..'"), ("", "give the path"),
-                       (".", "give the path"), ("/etc/passwd", "absolute")]:
+    for path, says in [
+        ("model.py", "protected"),
+        (".git", ".git"),
+        (".git/config", ".git"),
+        (".cuda-agent", "protected"),
+        (".cuda-agent/workspace.json", "protected"),
+        ("nope.cu", "does not exist"),
+        ("kernels/../model.py", "'..'"),
+        ("", "give the path"),
+        (".", "give the path"),
+        ("/etc/passwd", "absolute"),
+    ]:
         r = delete.run({"path": path}, ctx)
         assert r.status == "error" and says in r.observation and "\n" not in r.observation, (path, r.observation)
     assert (ws.root / "model.py").exists() and (ws.root / ".git" / "config").exists()
@@ -142,6 +191,7 @@ def test_delete_refuses_protected_git_and_missing(ctx, ws):
 
 
 # ---- rename_file -----------------------------------------------------------------------------
+
 
 def test_rename_fixes_a_bad_name_and_keeps_the_content(ctx, ws):
     make(ws, b"kernels/a,b\xff.cu", b"// my kernel\n")

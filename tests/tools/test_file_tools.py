@@ -14,6 +14,7 @@ view, edit, ls = ViewFile(), EditFile(), ListFiles()
 
 # ---- view_file ------------------------------------------------------------------------------
 
+
 def test_view_numbers_lines(ctx):
     r = view.run({"path": "model_new.py"}, ctx)
     assert r.status == "ok"
@@ -60,8 +61,11 @@ def test_view_past_the_end(ctx):
 
 # ---- escapes --------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path", ["../outside.txt", "kernels/../../outside.txt", "/etc/passwd", ".git/config",
-                                  "link_out", "link_dir/secret.txt"])
+
+@pytest.mark.parametrize(
+    "path",
+    ["../outside.txt", "kernels/../../outside.txt", "/etc/passwd", ".git/config", "link_out", "link_dir/secret.txt"],
+)
 def test_escapes_refused_for_every_tool(ctx, ws, tmp_path, path):
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -69,9 +73,11 @@ def test_escapes_refused_for_every_tool(ctx, ws, tmp_path, path):
     (tmp_path / "outside.txt").write_text("secret\n")
     os.symlink(outside / "secret.txt", ws.root / "link_out")
     os.symlink(outside, ws.root / "link_dir")
-    for r in (view.run({"path": path}, ctx),
-              edit.run({"mode": "create", "path": path, "file_text": "x", "overwrite": True}, ctx),
-              edit.run({"mode": "replace", "path": path, "old_str": "secret", "new_str": "x"}, ctx)):
+    for r in (
+        view.run({"path": path}, ctx),
+        edit.run({"mode": "create", "path": path, "file_text": "x", "overwrite": True}, ctx),
+        edit.run({"mode": "replace", "path": path, "old_str": "secret", "new_str": "x"}, ctx),
+    ):
         assert r.status == "error", r.observation
         assert "secret" not in r.observation.replace("secret.txt", "")
     assert (outside / "secret.txt").read_text() == "secret\n"
@@ -92,6 +98,7 @@ def test_protected_file_readable_not_writable(ctx, ws):
 
 
 # ---- edit_file: replace ---------------------------------------------------------------------
+
 
 def test_replace_exactly_once(ctx, ws):
     r = edit.run({"mode": "replace", "path": "model_new.py", "old_str": "return x", "new_str": "return x * 2"}, ctx)
@@ -150,8 +157,8 @@ def test_replace_keeps_crlf_and_file_mode(ctx, ws):
 
 # ---- edit_file: insert ----------------------------------------------------------------------
 
-@pytest.mark.parametrize("line,expected", [
-    (0, "X\na\nb\n"), (1, "a\nX\nb\n"), (2, "a\nb\nX\n")])
+
+@pytest.mark.parametrize("line,expected", [(0, "X\na\nb\n"), (1, "a\nX\nb\n"), (2, "a\nb\nX\n")])
 def test_insert(ctx, ws, line, expected):
     (ws.root / "f.txt").write_text("a\nb\n")
     r = edit.run({"mode": "insert", "path": "f.txt", "insert_line": line, "new_str": "X"}, ctx)
@@ -175,6 +182,7 @@ def test_insert_past_end_and_missing_line(ctx, ws):
 
 # ---- edit_file: create ----------------------------------------------------------------------
 
+
 def test_create_new_file_in_new_folder(ctx, ws):
     r = edit.run({"mode": "create", "path": "kernels/sub/mul.cu", "file_text": "a\nb\n"}, ctx)
     assert r.status == "ok" and "created kernels/sub/mul.cu (2 lines" in r.observation
@@ -196,6 +204,7 @@ def test_create_needs_file_text(ctx, ws):
 
 
 # ---- list_files -----------------------------------------------------------------------------
+
 
 def test_list_tree_with_sizes_hides_git_and_build_outputs(ctx, ws):
     (ws.root / "kernels" / "build").mkdir()

@@ -52,8 +52,12 @@ def before(ws) -> bytes:
 @needs_jail
 def test_the_shell_cannot_read_or_write_the_ledger(ws, exposure):
     ledger = before(ws)
-    rc, out, _ = run_command("cat ../ledger.jsonl ../trajectory.jsonl; echo forged >> ../ledger.jsonl; "
-                             "ln -sf ../ledger.jsonl mine; cat mine; echo end", ws.root, 30)
+    rc, out, _ = run_command(
+        "cat ../ledger.jsonl ../trajectory.jsonl; echo forged >> ../ledger.jsonl; "
+        "ln -sf ../ledger.jsonl mine; cat mine; echo end",
+        ws.root,
+        30,
+    )
     assert "end" in out and '"content"' not in out
     rc, out, _ = run_command("ls -A ..", ws.root, 30)
     assert out.split() == ["workspace"]  # nothing of the run folder but the workspace
@@ -66,8 +70,9 @@ def test_the_shell_cannot_read_or_write_the_ledger(ws, exposure):
 @needs_jail
 def test_profile_and_sanitize_runs_cannot_reach_the_ledger(ws, exposure):
     ledger = before(ws)
-    out = run_wrapped(["bash", "-c", "cat ../ledger.jsonl; echo x >> ../ledger.jsonl; echo end"], cwd=ws.root,
-                      timeout=30)
+    out = run_wrapped(
+        ["bash", "-c", "cat ../ledger.jsonl; echo x >> ../ledger.jsonl; echo end"], cwd=ws.root, timeout=30
+    )
     assert "end" in out.stdout and '"content"' not in out.text
     assert before(ws) == ledger
 
@@ -80,4 +85,4 @@ def test_the_file_tools_cannot_reach_the_ledger(ws):
             ws.resolve(rel)
         result = ViewFile().run({"path": rel}, ctx)
         assert result.status == "error" and '"content"' not in result.observation
-    assert "\"content\"" not in ListFiles().run({}, ctx).observation  # a link is shown, never followed
+    assert '"content"' not in ListFiles().run({}, ctx).observation  # a link is shown, never followed

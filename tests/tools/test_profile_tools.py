@@ -17,8 +17,8 @@ from procs import running  # tests/helpers
 from cuda_agent.profiling import runner
 from cuda_agent.profiling.ncu import SECTIONS, find_ncu, ncu_command
 from cuda_agent.profiling.sanitizer import ENV, find_sanitizer, sanitizer_command
-from cuda_agent.tools import profile_tool, sanitize_tool
 from cuda_agent.settings import ToolSettings  # noqa: E402
+from cuda_agent.tools import profile_tool, sanitize_tool
 from cuda_agent.tools.base import TaskCopy, ToolContext
 from cuda_agent.tools.registry import default_tools
 
@@ -26,8 +26,10 @@ ROOT = Path(__file__).resolve().parents[2]
 LAYERNORM = ROOT / "examples" / "layernorm"
 FIXTURES = ROOT / "tests" / "profiling" / "fixtures"
 FAULT_TASK = ROOT / "tests" / "adversarial" / "task.py"
-needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
-                                reason="needs nvcc (the tools build the kernels first)")
+needs_nvcc = pytest.mark.skipif(
+    shutil.which("nvcc") is None and not Path("/usr/local/cuda/bin/nvcc").exists(),
+    reason="needs nvcc (the tools build the kernels first)",
+)
 
 # A stand-in for ncu / compute-sanitizer. It runs in the jail like the real tools, so it takes its
 # orders from stub.json beside it (the jail gives it no test variables) and leaves its record in its
@@ -60,15 +62,19 @@ def stub(tmp_path, monkeypatch):
 
     order()
     monkeypatch.setenv("OPENAI_API_KEY", "sk-must-not-leak")
-    return SimpleNamespace(path=path, order=order,
-                           record=lambda: json.loads((tmp_path / "ws" / "stub-record.json").read_text()))
+    return SimpleNamespace(
+        path=path, order=order, record=lambda: json.loads((tmp_path / "ws" / "stub-record.json").read_text())
+    )
 
 
 def workspace(tmp_path, candidate: Path, task: Path, **settings) -> ToolContext:
     root = tmp_path / "ws"
     shutil.copytree(candidate, root)
-    return ToolContext(workspace=SimpleNamespace(root=root), tools=ToolSettings(gpu_name="NVIDIA H200", **settings),
-                       task_copy=TaskCopy(ref=str(task), hash="unchecked"))
+    return ToolContext(
+        workspace=SimpleNamespace(root=root),
+        tools=ToolSettings(gpu_name="NVIDIA H200", **settings),
+        task_copy=TaskCopy(ref=str(task), hash="unchecked"),
+    )
 
 
 def layernorm(tmp_path, stub, **settings):
@@ -76,11 +82,13 @@ def layernorm(tmp_path, stub, **settings):
 
 
 def fault(tmp_path, stub, name, **settings):
-    return workspace(tmp_path, ROOT / "tests" / "gpu_faults" / name, FAULT_TASK, sanitizer_path=str(stub.path),
-                     **settings)
+    return workspace(
+        tmp_path, ROOT / "tests" / "gpu_faults" / name, FAULT_TASK, sanitizer_path=str(stub.path), **settings
+    )
 
 
 # -- command lines
+
 
 def test_ncu_command_profiles_only_the_candidates_forward():
     argv = ncu_command("/x/ncu", "t.py::Model", Path("/ws"))
@@ -131,6 +139,7 @@ def test_both_tools_are_offered():
 
 # -- profile, end to end with a stand-in ncu
 
+
 @needs_nvcc
 def test_profile_summarises_the_capture(tmp_path, stub, monkeypatch):
     stub.order(stdout=(FIXTURES / "ncu-layernorm.csv").read_text())
@@ -142,8 +151,9 @@ def test_profile_summarises_the_capture(tmp_path, stub, monkeypatch):
     # the build's own kernels (launchers.json): the one this forward did not launch is named
     assert "defined in kernels/ but not launched in this forward: ln_rows_generic" in text
     assert r.data["own_kernels"] == ["ln_rows_reg", "ln_rows_generic"]
-    assert r.data["groups"] == [{"name": "ln_rows_reg<2>", "origin": "yours", "launches": 1, "total_us": 64.512,
-                                 "ids": [0]}]
+    assert r.data["groups"] == [
+        {"name": "ln_rows_reg<2>", "origin": "yours", "launches": 1, "total_us": 64.512, "ids": [0]}
+    ]
     assert re.search(r"occupancy [\d.]+% of [\d.]+% theoretical", text) and "registers/thread" in text
     assert "advice: [OPT" in text and "roofline on H200 SXM" in text and "time floors:" in text
     last = text.splitlines()[-1]
@@ -162,13 +172,23 @@ def test_profile_without_ncu_is_one_line(tmp_path, stub, monkeypatch):
 
 
 @needs_nvcc
-@pytest.mark.parametrize("stdout,stderr,says", [
-    ("", "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
-         "on the target device 0. For instructions on enabling permissions and to get more information see "
-         "https://developer.nvidia.com/ERR_NVGPUCTRPERM\n", "not permitted"),
-    ("==PROF== Connected to process 1 (/usr/bin/python3)\n==PROF== Disconnected from process 1\n",
-     "==WARNING== No kernels were profiled.\n", "saw no kernel inside the candidate_forward range"),
-])
+@pytest.mark.parametrize(
+    "stdout,stderr,says",
+    [
+        (
+            "",
+            "==ERROR== ERR_NVGPUCTRPERM - The user does not have permission to access NVIDIA GPU Performance Counters "
+            "on the target device 0. For instructions on enabling permissions and to get more information see "
+            "https://developer.nvidia.com/ERR_NVGPUCTRPERM\n",
+            "not permitted",
+        ),
+        (
+            "==PROF== Connected to process 1 (/usr/bin/python3)\n==PROF== Disconnected from process 1\n",
+            "==WARNING== No kernels were profiled.\n",
+            "saw no kernel inside the candidate_forward range",
+        ),
+    ],
+)
 def test_profile_failures_are_one_line(tmp_path, stub, monkeypatch, stdout, stderr, says):
     stub.order(stdout=stdout, stderr=stderr)
     r = default_by_name("profile").run({}, layernorm(tmp_path, stub))
@@ -195,14 +215,21 @@ def test_profile_of_kernels_that_do_not_build(tmp_path, stub):
 
 # -- sanitize, end to end with a stand-in compute-sanitizer
 
+
 @needs_nvcc
-@pytest.mark.parametrize("tool,candidate,says", [
-    ("memcheck", "oob_write", "invalid __global__ write of 4 bytes in relu_affine_kernel at relu_affine.cu:8"),
-    ("racecheck", "shared_race", "shared-memory race: Write at relu_affine.cu:9 vs Read at relu_affine.cu:11"),
-    ("initcheck", "uninit_global", "uninitialized __global__ read of 4 bytes in relu_affine_kernel at "
-                                   "relu_affine.cu:12"),
-    ("memcheck", "illegal_address", "x20 reports"),
-])
+@pytest.mark.parametrize(
+    "tool,candidate,says",
+    [
+        ("memcheck", "oob_write", "invalid __global__ write of 4 bytes in relu_affine_kernel at relu_affine.cu:8"),
+        ("racecheck", "shared_race", "shared-memory race: Write at relu_affine.cu:9 vs Read at relu_affine.cu:11"),
+        (
+            "initcheck",
+            "uninit_global",
+            "uninitialized __global__ read of 4 bytes in relu_affine_kernel at relu_affine.cu:12",
+        ),
+        ("memcheck", "illegal_address", "x20 reports"),
+    ],
+)
 def test_sanitize_reports_the_finding_and_what_to_do(tmp_path, stub, monkeypatch, tool, candidate, says):
     stub.order(stdout=(FIXTURES / f"sanitizer-{tool}-{candidate}.txt").read_text())
     r = default_by_name("sanitize").run({"tool": tool}, fault(tmp_path, stub, candidate))
@@ -217,8 +244,10 @@ def test_sanitize_reports_the_finding_and_what_to_do(tmp_path, stub, monkeypatch
 
 @needs_nvcc
 def test_sanitize_clean_run(tmp_path, stub, monkeypatch):
-    stub.order(stdout="========= COMPUTE-SANITIZER\nsingle_run: done\n"
-                      "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n")
+    stub.order(
+        stdout="========= COMPUTE-SANITIZER\nsingle_run: done\n"
+        "========= RACECHECK SUMMARY: 0 hazards displayed (0 errors, 0 warnings)\n"
+    )
     r = default_by_name("sanitize").run({"tool": "racecheck"}, fault(tmp_path, stub, "oob_write"))
     assert r.status == "ok" and r.observation.startswith("sanitize: no errors found by racecheck")
     assert "memcheck and initcheck" in r.observation
@@ -245,6 +274,7 @@ def default_by_name(name):
 
 # -- on the GPU machine: the real tools
 
+
 def real_ctx(tmp_path, candidate, task):
     root = tmp_path / "ws"
     shutil.copytree(candidate, root)
@@ -266,12 +296,15 @@ def test_profile_an_example_for_real(tmp_path):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("tool,candidate,kind", [
-    ("memcheck", "oob_write", "invalid __global__ write"),
-    ("memcheck", "illegal_address", "invalid __global__ write|Illegal Address"),
-    ("racecheck", "shared_race", "shared-memory race"),
-    ("initcheck", "uninit_global", "uninitialized __global__"),
-])
+@pytest.mark.parametrize(
+    "tool,candidate,kind",
+    [
+        ("memcheck", "oob_write", "invalid __global__ write"),
+        ("memcheck", "illegal_address", "invalid __global__ write|Illegal Address"),
+        ("racecheck", "shared_race", "shared-memory race"),
+        ("initcheck", "uninit_global", "uninitialized __global__"),
+    ],
+)
 def test_sanitize_each_fault_for_real(tmp_path, tool, candidate, kind):
     if find_sanitizer() is None:
         pytest.skip("compute-sanitizer is not installed on this GPU machine")

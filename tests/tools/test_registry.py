@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+
 import pytest
 from pydantic import BaseModel
 
@@ -32,7 +33,8 @@ def test_a_new_module_is_all_it_takes(monkeypatch, tmp_path):
         "    class Args(BaseModel):\n"
         "        pass\n"
         "    def execute(self, args, ctx):\n"
-        "        return ToolResult(observation='pong')\n")
+        "        return ToolResult(observation='pong')\n"
+    )
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.setattr(registry, "TOOL_MODULES", (*registry.TOOL_MODULES, "extra_tools_for_test"))
     tools = default_tools(ToolSettings())
@@ -81,15 +83,18 @@ def test_dispatch_runs_a_tool(ctx):
     assert r.data == {"finished": True, "summary": "done: 2x faster"}
 
 
-@pytest.mark.parametrize("name,args,says", [
-    ("rm_rf", {}, "no tool named 'rm_rf'; the tools are: view_file, edit_file, list_files"),
-    ("view_file", {}, "path: Field required"),
-    ("view_file", {"path": 3}, "path: Input should be a valid string"),
-    ("view_file", "{not json", "not valid JSON"),
-    ("view_file", "[1, 2]", "must be a JSON object"),
-    ("finish", {"summary": ""}, "summary"),
-    ("shell", {"command": "ls"}, "no tool named 'shell'"),
-])
+@pytest.mark.parametrize(
+    "name,args,says",
+    [
+        ("rm_rf", {}, "no tool named 'rm_rf'; the tools are: view_file, edit_file, list_files"),
+        ("view_file", {}, "path: Field required"),
+        ("view_file", {"path": 3}, "path: Input should be a valid string"),
+        ("view_file", "{not json", "not valid JSON"),
+        ("view_file", "[1, 2]", "must be a JSON object"),
+        ("finish", {"summary": ""}, "summary"),
+        ("shell", {"command": "ls"}, "no tool named 'shell'"),
+    ],
+)
 def test_dispatch_errors_are_results(ctx, name, args, says):
     r = dispatch(default_tools(ToolSettings()), name, args, ctx)
     assert r.status == "error" and says in r.observation

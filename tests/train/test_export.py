@@ -7,11 +7,11 @@ from pathlib import Path
 
 import pyarrow.parquet as pq
 import pytest
+from fake_run import build
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
 from cuda_agent.train.export import export
-from fake_run import build
 
 SECRET = "sk-test1234567890abcdefghijklmnop"
 
@@ -60,8 +60,11 @@ def test_sft_keeps_raw_messages_tools_and_marks_what_the_model_did_not_write(run
     assert roles.count("user") == 2  # the task, and a person's message (step 3)
     first = a["messages"][2]
     assert first["tool_calls"][0]["function"]["name"] == "edit_file"
-    assert a["messages"][3] == {"role": "tool", "tool_call_id": "call-1", "content": "created kernels/scale_add.cu "
-                                "(11 lines, 512 B)"}
+    assert a["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": "call-1",
+        "content": "created kernels/scale_add.cu (11 lines, 512 B)",
+    }
     assert [t["function"]["name"] for t in a["tools"]] == ["edit_file", "benchmark", "verify", "finish"]
     assert a["metadata"]["reward"] == 2 and a["metadata"]["person_message_steps"] == [3]
     assert not any("weight" in m for m in a["messages"])
@@ -77,8 +80,9 @@ def test_filters_say_why(runs):
     report = export([root], "sft", root / "sft.jsonl", min_reward=3, drop_marked=True, include_unfinished=True)
     assert report.written == 0 and not (root / "sft.jsonl").exists()  # nothing to write: no file
     assert report.skipped == {"reward below 3": 2, "turns written by a person or a script (--drop-marked)": 1}
-    assert report.why_empty() == ("3 run(s) read, every one left out: 2 reward below 3; 1 turns written by a person "
-                                  "or a script (--drop-marked)")
+    assert report.why_empty() == (
+        "3 run(s) read, every one left out: 2 reward below 3; 1 turns written by a person or a script (--drop-marked)"
+    )
 
 
 def test_rft_keeps_the_best_run_of_each_task(runs):
@@ -109,18 +113,41 @@ def test_cli_export_of_a_scripted_run_is_empty_and_says_why(tmp_path):
     """A scripted session is not model output: every turn is marked, nothing is trained on."""
     task = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
     script = tmp_path / "script.json"
-    script.write_text(json.dumps([{"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]},
-                                  {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]}]))
-    r = CliRunner().invoke(app, ["optimize", str(task / "model.py"), "--script", str(script), "--out",
-                                 str(tmp_path / "runs"), "--device", "cpu", "--no-compile-baseline", "--quiet"])
+    script.write_text(
+        json.dumps(
+            [
+                {"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]},
+                {"content": "done", "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]},
+            ]
+        )
+    )
+    r = CliRunner().invoke(
+        app,
+        [
+            "optimize",
+            str(task / "model.py"),
+            "--script",
+            str(script),
+            "--out",
+            str(tmp_path / "runs"),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--quiet",
+        ],
+    )
     assert r.exit_code == 3, r.output  # no correct version
-    r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "sft", "--out", str(tmp_path / "o.jsonl")])
+    r = CliRunner().invoke(
+        app, ["export", str(tmp_path / "runs"), "--format", "sft", "--out", str(tmp_path / "o.jsonl")]
+    )
     # nothing to write: no file, one line on stderr saying why, exit code 3
     assert r.exit_code == 3 and not (tmp_path / "o.jsonl").exists() and r.stdout == ""
     assert r.stderr.count("\n") == 1 and "o.jsonl not written" in r.stderr, r.stderr
     assert "no turn written by the model" in r.stderr and "wrote" not in r.stderr
     (tmp_path / "empty").mkdir()
-    r = CliRunner().invoke(app, ["export", str(tmp_path / "empty"), "--format", "rft", "--out", str(tmp_path / "o.jsonl")])
+    r = CliRunner().invoke(
+        app, ["export", str(tmp_path / "empty"), "--format", "rft", "--out", str(tmp_path / "o.jsonl")]
+    )
     assert r.exit_code == 3 and not (tmp_path / "o.jsonl").exists() and r.stderr.count("\n") == 1, r.stderr
     assert "no run folder" in r.stderr
     r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", "dpo", "--out", str(tmp_path / "o")])

@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from fidelity_run import make_run, native_script
 from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import AgentConfig, run_agent
@@ -24,13 +25,14 @@ from cuda_agent.task import load_task
 from cuda_agent.train.export import EXTERNAL, export
 from cuda_agent.train.sft_data import to_conversation
 from cuda_agent.trajectory import TrajectoryWriter
-from fidelity_run import make_run, native_script
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 CLIENT = "mcp:test-client/9.1"
-CALLS = [("view_file", {"path": "model.py"}),
-         ("edit_file", {"mode": "create", "path": "notes.txt", "file_text": "fuse the two ops\n"}),
-         ("finish", {"summary": "notes only"})]
+CALLS = [
+    ("view_file", {"path": "model.py"}),
+    ("edit_file", {"mode": "create", "path": "notes.txt", "file_text": "fuse the two ops\n"}),
+    ("finish", {"summary": "notes only"}),
+]
 
 
 def rows(path: Path) -> list[dict]:
@@ -59,8 +61,9 @@ def test_by_default_an_mcp_run_stays_out_and_the_flag_keeps_it_marked(mcp_run, t
     assert any("MCP client" in line and '"external": true' in line for line in report.lines())
     (row,) = rows(tmp_path / "sft.jsonl")
     turns = [m for m in row["messages"] if m["role"] == "assistant"]
-    assert [(m["tool_calls"][0]["function"]["name"], json.loads(m["tool_calls"][0]["function"]["arguments"]))
-            for m in turns] == CALLS  # the client's calls, as it made them
+    assert [
+        (m["tool_calls"][0]["function"]["name"], json.loads(m["tool_calls"][0]["function"]["arguments"])) for m in turns
+    ] == CALLS  # the client's calls, as it made them
     assert all(m["external"] is True and m["content"] is None and "weight" not in m for m in turns)
     assert not any("external" in m for m in row["messages"] if m["role"] != "assistant")
     meta = row["metadata"]

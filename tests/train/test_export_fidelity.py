@@ -8,14 +8,14 @@ import json
 from pathlib import Path
 
 import pytest
+from fake_run import build
+from fidelity_run import make_run, native_script, sent
 from typer.testing import CliRunner
 
 from cuda_agent.agent.loop import NO_CALL_NATIVE
 from cuda_agent.agent.prompts import PROMPT_VERSION
 from cuda_agent.train.export import EXTERNAL, NO_MODEL_TURN, export
 from cuda_agent.train.sft_data import to_conversation
-from fake_run import build
-from fidelity_run import make_run, native_script, sent
 
 
 def rows(path: Path) -> list[dict]:
@@ -28,14 +28,18 @@ def unweighted(messages: list[dict]) -> list[dict]:
 
 def test_sft_records_are_what_the_model_was_shown_with_feedback_and_trims(tmp_path):
     model, run_dir = make_run(tmp_path, native_script(), inbox=["keep it short"])
-    trims = [json.loads(x) for x in (run_dir / "trajectory.jsonl").read_text().splitlines()
-             if json.loads(x)["type"] == "trim"]
+    trims = [
+        json.loads(x)
+        for x in (run_dir / "trajectory.jsonl").read_text().splitlines()
+        if json.loads(x)["type"] == "trim"
+    ]
     report = export([run_dir], "sft", tmp_path / "sft.jsonl")
     records = rows(tmp_path / "sft.jsonl")
     # one record per stretch between trims
     assert trims and report.written == len(records) == len(trims) + 1, report.lines()
-    assert [(r["metadata"]["segment"], r["metadata"]["segments"]) for r in records] == \
-        [(k, len(records)) for k in range(len(records))]
+    assert [(r["metadata"]["segment"], r["metadata"]["segments"]) for r in records] == [
+        (k, len(records)) for k in range(len(records))
+    ]
     trained = []
     for row in records:
         messages = unweighted(row["messages"])
@@ -48,7 +52,7 @@ def test_sft_records_are_what_the_model_was_shown_with_feedback_and_trims(tmp_pa
     assert trained == list(range(len(model.calls)))  # every turn trained once, in order
     last = sent(model)
     final = unweighted(records[-1]["messages"])
-    assert final[:len(last)] == last and [m["role"] for m in final[len(last):]] == ["assistant", "tool"]
+    assert final[: len(last)] == last and [m["role"] for m in final[len(last) :]] == ["assistant", "tool"]
     feedback = final.index({"role": "user", "content": NO_CALL_NATIVE})
     assert final[feedback - 1] == {"role": "assistant", "content": "I think I am done?"}
     assert {"role": "user", "content": "keep it short"} in final
@@ -60,15 +64,16 @@ def test_sft_records_are_what_the_model_was_shown_with_feedback_and_trims(tmp_pa
 
 def test_a_text_protocol_run_says_so_and_keeps_its_form_for_training(tmp_path):
     """Garbage only (as a 135M model writes): every turn answered by feedback until the streak ends the run."""
-    model, run_dir = make_run(tmp_path, ["hello!", "I will now write a kernel.", "ok"], native_tools=False,
-                              trim=False, max_format_errors=3)
+    model, run_dir = make_run(
+        tmp_path, ["hello!", "I will now write a kernel.", "ok"], native_tools=False, trim=False, max_format_errors=3
+    )
     report = export([run_dir], "sft", tmp_path / "sft.jsonl")
     (row,) = rows(tmp_path / "sft.jsonl")
     assert report.written == 1 and row["metadata"]["stop_reason"] == "format_errors"
     assert row["metadata"]["protocol"] == "text" and row["metadata"]["format_error_steps"] == [1, 2, 3]
     roles = [m["role"] for m in row["messages"]]
     assert roles == ["system", "user"] + ["assistant", "user"] * 3  # each turn, then its feedback
-    assert unweighted(row["messages"])[:len(sent(model))] == sent(model)
+    assert unweighted(row["messages"])[: len(sent(model))] == sent(model)
     # no action block anywhere, yet the recorded protocol keeps it in the text form
     assert to_conversation(row, native=True).form == "text"
 
@@ -104,8 +109,19 @@ def test_an_empty_selection_writes_no_file_and_exits_3(tmp_path, monkeypatch, fm
 
     build(tmp_path / "runs", monkeypatch)  # reward 2: below --min-reward 3
     out = tmp_path / f"out.{fmt}"
-    r = CliRunner().invoke(app, ["export", str(tmp_path / "runs"), "--format", fmt, "--out", str(out),
-                                 *([] if fmt == "verl" else ["--min-reward", "3"]), "--drop-trimmed"])
+    r = CliRunner().invoke(
+        app,
+        [
+            "export",
+            str(tmp_path / "runs"),
+            "--format",
+            fmt,
+            "--out",
+            str(out),
+            *([] if fmt == "verl" else ["--min-reward", "3"]),
+            "--drop-trimmed",
+        ],
+    )
     if fmt == "verl":  # verl takes tasks whatever their reward: it writes
         assert r.exit_code == 0 and out.exists()
         r = CliRunner().invoke(app, ["export", str(tmp_path / "nothing"), "--format", fmt, "--out", str(out)])

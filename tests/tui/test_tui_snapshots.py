@@ -7,8 +7,9 @@ import pytest
 pytest.importorskip("textual")
 pytest.importorskip("pytest_textual_snapshot")
 
-from cuda_agent.tui.app import RunApp  # noqa: E402
 from fake_run import build  # noqa: E402
+
+from cuda_agent.tui.app import RunApp  # noqa: E402
 
 SIZES = [(80, 24), (120, 40)]
 

@@ -34,7 +34,7 @@ def template(tmp_path) -> Path:
     """What workspace_template/ holds, kept minimal so these tests do not depend on its wording."""
     tpl = tmp_path / "template"
     (tpl / "kernels").mkdir(parents=True)
-    (tpl / "kernels" / "README.md").write_text("kernels and their extern \"C\" launchers go here\n")
+    (tpl / "kernels" / "README.md").write_text('kernels and their extern "C" launchers go here\n')
     (tpl / "model_new.py").write_text("import kernel_runtime\n\n# write ModelNew here\n")
     (tpl / "SKILL.md").write_text("# Skill\nWrite kernels in kernels/, call them from model_new.py.\n")
     (tpl / ".gitignore").write_text("build/\n__pycache__/\n*.o\n")

@@ -27,8 +27,15 @@ from cuda_agent.workspace.git_dir import git_dir_of
 from cuda_agent.workspace.history import History
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "workspace.md"
-HOOKS = ("pre-commit", "post-commit", "reference-transaction", "post-index-change", "post-checkout",
-         "pre-auto-gc", "post-rewrite")
+HOOKS = (
+    "pre-commit",
+    "post-commit",
+    "reference-transaction",
+    "post-index-change",
+    "post-checkout",
+    "pre-auto-gc",
+    "post-rewrite",
+)
 needs_jail = pytest.mark.skipif(jail.jail_problem() is not None, reason=str(jail.jail_problem()))
 
 
@@ -61,20 +68,21 @@ def plant(where: Path, marker: Path, canary: Path | None = None) -> Path:
     program, each appending to `marker`; its reflog a symlink to `canary`. Returns `where`."""
     subprocess.run(["git", "init", "-q", "--bare", str(where)], check=True, env=_clean_env())
     script = where.parent / f"{where.name}-evil.sh"
-    script.write_text(f"#!/bin/sh\necho \"$0 $*\" >> {marker}\ncat\n")
+    script.write_text(f'#!/bin/sh\necho "$0 $*" >> {marker}\ncat\n')
     script.chmod(0o755)
     (where / "hooks").mkdir(exist_ok=True)
     for name in HOOKS:
         (where / "hooks" / name).write_text(script.read_text())
         (where / "hooks" / name).chmod(0o755)
     extra = where.parent / f"{where.name}-included.gitconfig"
-    extra.write_text(f"[core]\n\tpager = {script} included-pager\n[diff \"evil\"]\n\ttextconv = {script}\n")
+    extra.write_text(f'[core]\n\tpager = {script} included-pager\n[diff "evil"]\n\ttextconv = {script}\n')
     (where / "config").write_text(
         f"[core]\n\trepositoryformatversion = 0\n\tbare = false\n\tlogAllRefUpdates = true\n"
         f"\tfsmonitor = {script}\n\tpager = {script} pager\n\tsshCommand = {script}\n\teditor = {script}\n"
-        f"[filter \"evil\"]\n\tclean = {script}\n\tsmudge = {script}\n\tprocess = {script}\n\trequired = true\n"
-        f"[diff \"evil\"]\n\tcommand = {script}\n[include]\n\tpath = {extra}\n"
-        f"[pager]\n\tlog = {script} log-pager\n\tshow = {script} show-pager\n")
+        f'[filter "evil"]\n\tclean = {script}\n\tsmudge = {script}\n\tprocess = {script}\n\trequired = true\n'
+        f'[diff "evil"]\n\tcommand = {script}\n[include]\n\tpath = {extra}\n'
+        f"[pager]\n\tlog = {script} log-pager\n\tshow = {script} show-pager\n"
+    )
     (where / "info").mkdir(exist_ok=True)
     (where / "info" / "attributes").write_text("* filter=evil diff=evil\n")
     if canary is not None:
@@ -84,8 +92,12 @@ def plant(where: Path, marker: Path, canary: Path | None = None) -> Path:
 
 
 def _clean_env() -> dict[str, str]:
-    return {"PATH": os.environ["PATH"], "HOME": "/nonexistent", "GIT_CONFIG_NOSYSTEM": "1",
-            "GIT_CONFIG_GLOBAL": os.devnull}
+    return {
+        "PATH": os.environ["PATH"],
+        "HOME": "/nonexistent",
+        "GIT_CONFIG_NOSYSTEM": "1",
+        "GIT_CONFIG_GLOBAL": os.devnull,
+    }
 
 
 def docs_commands(run: Path) -> list[list[str]]:
@@ -117,6 +129,7 @@ def marker(tmp_path) -> Path:
 
 # -- where the history is -------------------------------------------------------------------------
 
+
 def test_the_history_is_kept_beside_the_workspace_which_only_points_at_it(ws):
     assert ws.history.git_dir == ws.root.parent / "workspace.git" == git_dir_of(ws.root)
     assert (ws.root / ".git").read_bytes() == b"gitdir: ../workspace.git\n"
@@ -129,8 +142,12 @@ def test_the_history_is_kept_beside_the_workspace_which_only_points_at_it(ws):
 def test_the_shell_sees_no_history_and_cannot_write_it(ws, verdicts):
     ws.commit_version(verdicts.correct(2, 1.0))
     before = {p: p.read_bytes() for p in ws.history.git_dir.rglob("*") if p.is_file()}
-    rc, out, _ = run_command("git log --oneline; git update-ref refs/heads/best HEAD; mkdir -p ../workspace.git; "
-                             "echo x >> ../workspace.git/HEAD; echo end", ws.root, 30)
+    rc, out, _ = run_command(
+        "git log --oneline; git update-ref refs/heads/best HEAD; mkdir -p ../workspace.git; "
+        "echo x >> ../workspace.git/HEAD; echo end",
+        ws.root,
+        30,
+    )
     assert "end" in out and "v1:" not in out and "not a git repository" in out
     rc, out, _ = run_command("ls -A ..", ws.root, 30)
     assert out.split() == ["workspace"]  # the run folder shows nothing but the workspace
@@ -139,6 +156,7 @@ def test_the_shell_sees_no_history_and_cannot_write_it(ws, verdicts):
 
 
 # -- the workspace's .git, rewritten by the model ---------------------------------------------------
+
 
 @pytest.mark.parametrize("how", ["a folder", "a symlink to a repository", "a pointer to a repository"])
 def test_a_reflog_symlinked_to_a_host_file_is_never_written(ws, verdicts, tmp_path, marker, how):
@@ -149,8 +167,11 @@ def test_a_reflog_symlinked_to_a_host_file_is_never_written(ws, verdicts, tmp_pa
     if how == "a folder":
         plant(dotgit, marker, canary)
     else:
-        evil = plant(ws.root / "kernels" / "evil.git" if how == "a symlink to a repository" else tmp_path / "evil.git",
-                     marker, canary)
+        evil = plant(
+            ws.root / "kernels" / "evil.git" if how == "a symlink to a repository" else tmp_path / "evil.git",
+            marker,
+            canary,
+        )
         dotgit.symlink_to(evil) if how == "a symlink to a repository" else dotgit.write_text(f"gitdir: {evil}\n")
     harness_calls(ws, verdicts)
     assert canary.read_bytes() == b"host file\n" and not marker.exists()
@@ -193,9 +214,11 @@ def test_a_git_pointed_at_another_run_leaves_that_run_untouched(task, template, 
     before = state(other)
     dotgit = ws.root / ".git"
     dotgit.unlink()
-    {"pointer": lambda: dotgit.write_text(f"gitdir: {other.history.git_dir}\n"),
-     "symlink to its repository": lambda: dotgit.symlink_to(other.history.git_dir),
-     "symlink to its workspace's .git": lambda: dotgit.symlink_to(other.root / ".git")}[how]()
+    {
+        "pointer": lambda: dotgit.write_text(f"gitdir: {other.history.git_dir}\n"),
+        "symlink to its repository": lambda: dotgit.symlink_to(other.history.git_dir),
+        "symlink to its workspace's .git": lambda: dotgit.symlink_to(other.root / ".git"),
+    }[how]()
     harness_calls(ws, verdicts)
     assert state(other) == before
     assert ws.best().version == 2 and other.history.best().version == 1
@@ -236,6 +259,7 @@ def test_nothing_planted_runs_in_the_harness_or_in_the_commands_the_docs_suggest
 
 # -- the size and type gate before staging -------------------------------------------------------------
 
+
 def test_huge_sparse_fifo_and_odd_files_are_skipped_promptly_with_one_line_each(ws, verdicts):
     k = ws.root / "kernels"
     (k / "was.cu").write_text("// committed once\n")
@@ -257,11 +281,17 @@ def test_huge_sparse_fifo_and_odd_files_are_skipped_promptly_with_one_line_each(
     assert {"kernels/k.cu", "kernels/dir.cu/ok.cuh"} <= names
     assert not names & {"kernels/huge.cu", "kernels/fifo.cu", "kernels/was.cu", "kernels/dir.cu/pipe.cuh"}
     findings = ws.staging_findings
-    for line in ("kernels/huge.cu: 40.0 GiB, over the 64.0 MiB one file may have",
-                 "kernels/fifo.cu: a FIFO, not a regular file", "kernels/was.cu: a FIFO",
-                 "kernels/dir.cu/pipe.cuh: a FIFO", "kernels/bad\\xff.cu: a FIFO"):
-        assert any(f.startswith(line) and f.endswith("not committed (delete it, or make it a small source file)")
-                   for f in findings), (line, findings)
+    for line in (
+        "kernels/huge.cu: 40.0 GiB, over the 64.0 MiB one file may have",
+        "kernels/fifo.cu: a FIFO, not a regular file",
+        "kernels/was.cu: a FIFO",
+        "kernels/dir.cu/pipe.cuh: a FIFO",
+        "kernels/bad\\xff.cu: a FIFO",
+    ):
+        assert any(
+            f.startswith(line) and f.endswith("not committed (delete it, or make it a small source file)")
+            for f in findings
+        ), (line, findings)
     assert all("\n" not in f for f in findings) and len(findings) == 5
     assert ws.versions()[-1].content is not None  # a version still, with a content hash
 
@@ -311,6 +341,7 @@ def test_verify_tells_the_model_what_was_left_out(ws, verdicts):
 
 
 # -- runs made before the history moved out; the command that shows a history --------------------------
+
 
 def test_a_run_whose_history_is_inside_its_workspace_is_read_but_not_continued(ws, verdicts):
     ws.commit_version(verdicts.correct(2, 1.0))

@@ -30,8 +30,16 @@ def test_a_workspace_that_lost_its_history_never_commits_to_an_enclosing_reposit
 
 # -- git runs as the harness's tool, never the workspace's -------------------------------------------
 
-HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "reference-transaction",
-         "post-index-change", "post-checkout", "pre-auto-gc")
+HOOKS = (
+    "pre-commit",
+    "prepare-commit-msg",
+    "commit-msg",
+    "post-commit",
+    "reference-transaction",
+    "post-index-change",
+    "post-checkout",
+    "pre-auto-gc",
+)
 
 
 def hostile(ws: Path, git_dir: Path, marker: Path) -> None:
@@ -40,16 +48,18 @@ def hostile(ws: Path, git_dir: Path, marker: Path) -> None:
     environment). Planted in the harness's own repository here: its calls must not run them even then."""
     hooks = git_dir / "hooks"
     hooks.mkdir(exist_ok=True)
-    script = f"#!/bin/sh\necho \"$0 key=$OPENAI_API_KEY\" >> {marker}\ncat\n"
+    script = f'#!/bin/sh\necho "$0 key=$OPENAI_API_KEY" >> {marker}\ncat\n'
     for name in (*HOOKS, "fsmonitor", "filter"):
         (hooks / name).write_text(script)
         (hooks / name).chmod(0o755)
     extra = ws.parent / "included.gitconfig"  # reached through include.path: drivers defined there count too
-    extra.write_text(f"[filter \"other.one\"]\n\tclean = {hooks / 'filter'}\n\tprocess = {hooks / 'filter'}\n")
+    extra.write_text(f'[filter "other.one"]\n\tclean = {hooks / "filter"}\n\tprocess = {hooks / "filter"}\n')
     with open(git_dir / "config", "a") as f:
-        f.write(f"[core]\n\thooksPath = {hooks}\n\tfsmonitor = {hooks / 'fsmonitor'}\n"
-                f"[filter \"evil\"]\n\tclean = {hooks / 'filter'}\n\tsmudge = {hooks / 'filter'}\n\trequired = true\n"
-                f"[include]\n\tpath = {extra}\n")
+        f.write(
+            f"[core]\n\thooksPath = {hooks}\n\tfsmonitor = {hooks / 'fsmonitor'}\n"
+            f'[filter "evil"]\n\tclean = {hooks / "filter"}\n\tsmudge = {hooks / "filter"}\n\trequired = true\n'
+            f"[include]\n\tpath = {extra}\n"
+        )
     (ws / ".gitattributes").write_text("* filter=evil\n*.cu filter=other.one\n")
 
 

@@ -37,8 +37,9 @@ def shell_git(ws: Workspace, *args: str, stdin: str | None = None) -> str:
     """git as a shell that reaches the repository runs it (one without the jail, --no-sandbox): found through
     the workspace's `.git` pointer, with the repository's own config."""
     env = {"PATH": os.environ["PATH"], "HOME": str(ws.root), "GIT_CONFIG_NOSYSTEM": "1"}
-    return subprocess.run(["git", *args], cwd=ws.root, env=env, input=stdin, text=True, check=True,
-                          capture_output=True).stdout
+    return subprocess.run(
+        ["git", *args], cwd=ws.root, env=env, input=stdin, text=True, check=True, capture_output=True
+    ).stdout
 
 
 def forge(ws: Workspace, n: int, *, files: dict[str, str] | None = None) -> str:
@@ -58,7 +59,9 @@ def test_every_evaluation_is_a_ledger_line_in_the_run_folder(ws, verdicts):
     ledger = ws.root.parent / LEDGER
     entries = read_entries(ledger)
     assert [(e.version, e.commit, e.status, e.reward) for e in entries] == [
-        (1, v1.sha, "correct", 2), (2, v2.sha, "incorrect", -1)]
+        (1, v1.sha, "correct", 2),
+        (2, v2.sha, "incorrect", -1),
+    ]
     assert entries[0].content == entries[1].content == ws.history.content_digest(v1.sha)  # the same files
     assert entries[0].time_ms == 0.5 and entries[0].speedup_compile == pytest.approx(1.8)
     assert ws.best() == v1 and ws.best().content == entries[0].content
@@ -77,8 +80,11 @@ def test_the_content_hash_covers_every_byte_of_model_new_and_kernels(ws, verdict
     (ws.root / "model_new.py").write_text((ws.root / "model_new.py").read_text() + " ")
     c = ws.commit_version(verdicts.incorrect(0, 1)).content
     assert len({a, b, c}) == 3
-    files = {p.relative_to(ws.root).as_posix().encode(): p.read_bytes()
-             for p in [ws.root / "model_new.py", *sorted((ws.root / "kernels").rglob("*"))] if p.is_file()}
+    files = {
+        p.relative_to(ws.root).as_posix().encode(): p.read_bytes()
+        for p in [ws.root / "model_new.py", *sorted((ws.root / "kernels").rglob("*"))]
+        if p.is_file()
+    }
     assert c == version_digest([(path, b"100644", body) for path, body in files.items()])
 
 
@@ -137,8 +143,9 @@ def test_two_workspaces_beside_each_other_keep_their_own_entries(task, template,
 
 
 def entry(n: int = 1) -> LedgerEntry:
-    return LedgerEntry(status="correct", reward=3, content="c" * 64, workspace="workspace", version=n,
-                       commit="a" * 40, correct=True)
+    return LedgerEntry(
+        status="correct", reward=3, content="c" * 64, workspace="workspace", version=n, commit="a" * 40, correct=True
+    )
 
 
 def test_the_ledger_round_trips_and_a_torn_last_line_is_left_out(tmp_path):

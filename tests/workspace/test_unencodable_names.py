@@ -68,8 +68,16 @@ def test_the_trajectory_writer_escapes_what_utf8_cannot_carry(tmp_path):
     path = tmp_path / "t.jsonl"
     with TrajectoryWriter(path) as w:
         w.write(ModelTurn(step=1, content="a lone \ud800 surrogate"))
-        w.write(ToolResultRecord(step=1, call_id="c", name="list_files", observation="bad\udcff.cu",
-                                 status="ok", data={"path": "kernels/bad\udcff.cu", "list": ["\udcfe"]}))
+        w.write(
+            ToolResultRecord(
+                step=1,
+                call_id="c",
+                name="list_files",
+                observation="bad\udcff.cu",
+                status="ok",
+                data={"path": "kernels/bad\udcff.cu", "list": ["\udcfe"]},
+            )
+        )
     back = read_trajectory(path)
     assert back[0].content == "a lone \\ud800 surrogate"
     assert back[1].observation == "bad\\udcff.cu"
@@ -78,14 +86,17 @@ def test_the_trajectory_writer_escapes_what_utf8_cannot_carry(tmp_path):
 
 
 def test_a_run_holding_such_a_name_resumes_and_the_model_can_delete_it(task, tmp_path):
-    cfg = EvalConfig(device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60,
-                     cache_dir=tmp_path / "cache")
+    cfg = EvalConfig(
+        device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache"
+    )
     env = Environment.create(task, runs_dir=tmp_path / "runs", eval_config=cfg)
     run_dir = env.workspace.root.parent
     make_raw(env.workspace.root)
-    first = [turn(call("list_files"), content="what is there? \ud800"),
-             # the model copies the name back raw (a JSON \udcff escape): refused, escaped, no crash
-             turn(call("view_file", path="kernels/bad\udcff\udcfename.cu"))]
+    first = [
+        turn(call("list_files"), content="what is there? \ud800"),
+        # the model copies the name back raw (a JSON \udcff escape): refused, escaped, no crash
+        turn(call("view_file", path="kernels/bad\udcff\udcfename.cu")),
+    ]
     with env, TrajectoryWriter(run_dir / TRAJECTORY) as writer:
         result = run_agent(ScriptedModel(first), env, AgentConfig(max_steps=2), writer)
     assert result.stop_reason == "max_steps"
@@ -98,8 +109,10 @@ def test_a_run_holding_such_a_name_resumes_and_the_model_can_delete_it(task, tmp
     env2, messages, state = resume_run(run_dir)
     assert any(SHOWN.split("/")[1] in (m.get("content") or "") for m in messages)
     json.dumps(messages).encode("utf-8")  # what goes to the model is plain text
-    second = [turn(call("delete_file", path=SHOWN), call("delete_file", path="kernels/late\\xfc.cu")),
-              turn(call("finish", summary="removed the bad names"))]
+    second = [
+        turn(call("delete_file", path=SHOWN), call("delete_file", path="kernels/late\\xfc.cu")),
+        turn(call("finish", summary="removed the bad names")),
+    ]
     model = ScriptedModel(first + second)
     del model.responses[:2]
     with env2, TrajectoryWriter(run_dir / TRAJECTORY) as writer:

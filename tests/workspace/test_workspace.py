@@ -20,7 +20,6 @@ from cuda_agent.workspace.workspace import DEFAULT_TEMPLATE, RUNTIME
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "scale_add_small" / "model.py"
 
 
-
 def git_out(root: Path, *args: str) -> str:
     return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout
 
@@ -202,8 +201,15 @@ def test_paths_that_leave_the_sandbox_are_refused(ws, outside, rel, message):
 
 @pytest.mark.parametrize(
     "rel",
-    ["model.py", "./model.py", "kernels/../SKILL.md", "kernel_runtime.py", "alias.py",
-     ".cuda-agent/workspace.json", "."],
+    [
+        "model.py",
+        "./model.py",
+        "kernels/../SKILL.md",
+        "kernel_runtime.py",
+        "alias.py",
+        ".cuda-agent/workspace.json",
+        ".",
+    ],
 )
 def test_protected_files_are_readable_but_not_writable(ws, rel):
     (ws.root / "alias.py").symlink_to(ws.root / "model.py")  # a symlink does not make model.py writable
@@ -253,7 +259,7 @@ def test_a_note_cannot_forge_metrics(ws, verdicts):
 
 
 def test_every_evaluation_is_a_commit_and_gitignore_is_honoured(ws, verdicts):
-    (ws.root / "kernels" / "k.cu").write_text("extern \"C\" void f() {}\n")
+    (ws.root / "kernels" / "k.cu").write_text('extern "C" void f() {}\n')
     (ws.root / "build").mkdir()
     (ws.root / "build" / "k.o").write_bytes(b"\0object")
     first = ws.commit_version(verdicts.correct(1, 1.0)).sha
@@ -323,10 +329,12 @@ def test_gitignore_is_read_only_to_the_file_tools(ws):
     ctx = ToolContext(workspace=ws)
     before = (ws.root / ".gitignore").read_text()
     assert ViewFile().run({"path": ".gitignore"}, ctx).status == "ok"
-    for r in (EditFile().run({"mode": "create", "path": ".gitignore", "file_text": "*\n", "overwrite": True}, ctx),
-              EditFile().run({"mode": "insert", "path": ".gitignore", "insert_line": 0, "new_str": "*"}, ctx),
-              DeleteFile().run({"path": ".gitignore"}, ctx),
-              RenameFile().run({"path": ".gitignore", "new_path": "old.gitignore"}, ctx),
-              RenameFile().run({"path": "model_new.py", "new_path": ".gitignore"}, ctx)):
+    for r in (
+        EditFile().run({"mode": "create", "path": ".gitignore", "file_text": "*\n", "overwrite": True}, ctx),
+        EditFile().run({"mode": "insert", "path": ".gitignore", "insert_line": 0, "new_str": "*"}, ctx),
+        DeleteFile().run({"path": ".gitignore"}, ctx),
+        RenameFile().run({"path": ".gitignore", "new_path": "old.gitignore"}, ctx),
+        RenameFile().run({"path": "model_new.py", "new_path": ".gitignore"}, ctx),
+    ):
         assert r.status == "error" and "protected" in r.observation and "\n" not in r.observation, r.observation
     assert (ws.root / ".gitignore").read_text() == before and (ws.root / "model_new.py").exists()

@@ -51,8 +51,13 @@ def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> l
         library = Elf.read(build.lib_path)
         toolkit = toolkit_baseline(nvcc)
     except (OSError, ValueError, ElfError) as exc:
-        return [Finding(guard="native_symbol", where=build.lib_path.name, message=(
-            f"the built library could not be audited ({exc}); rebuild it from the candidate's sources"))]
+        return [
+            Finding(
+                guard="native_symbol",
+                where=build.lib_path.name,
+                message=(f"the built library could not be audited ({exc}); rebuild it from the candidate's sources"),
+            )
+        ]
     defined = {s.name for e in elves.values() for s in e.symbols() if s.shndx != SHN_UNDEF and s.bind != STB_LOCAL}
     findings: list[Finding] = []
     accepted_init: set[str] = set()
@@ -64,8 +69,11 @@ def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> l
             accepted_init |= audit.accepted_init
             named |= audit.named
     shared = audit_shared(library, toolkit, libs, extra, accepted_init, len(units))
-    findings += [Finding(guard=guard, message=message, where=build.lib_path.name)
-                 for guard, symbol, message in shared if (guard, symbol) not in named]
+    findings += [
+        Finding(guard=guard, message=message, where=build.lib_path.name)
+        for guard, symbol, message in shared
+        if (guard, symbol) not in named
+    ]
     return dedupe(findings, key=lambda f: (f.guard, f.message))
 
 
@@ -80,8 +88,15 @@ def _plan(build: BuildResult) -> tuple[list[Unit], str, list[str]]:
             inside = source.is_relative_to(cwd.parent)
             shown = source.relative_to(cwd.parent).as_posix() if inside else source.name
             reads = tuple(cwd.parent / name for name in build.reads.get(shown, []))  # what nvcc read for it
-            units.append(Unit(shown, source, Path(argv[argv.index("-o") + 1]),
-                              source.name == SUPPORT_SOURCE.name and cwd.resolve() == _SUPPORT_DIR, reads))
+            units.append(
+                Unit(
+                    shown,
+                    source,
+                    Path(argv[argv.index("-o") + 1]),
+                    source.name == SUPPORT_SOURCE.name and cwd.resolve() == _SUPPORT_DIR,
+                    reads,
+                )
+            )
         elif "-shared" in argv:
             link = argv
     if link is None or not units:

@@ -24,8 +24,10 @@ _CONSTANT = re.compile(r"(?:CUBLAS|CUDNN)[A-Z0-9_]*")
 # Vendor calls that write a configuration object from the vendor's own choice (creation, heuristics).
 _CREATES = re.compile(r"\w*(?:Create|Init|GetHeuristic|Algorithm)\w*")
 # Vendor calls that read settings back from a handle or descriptor: the way to fetch what a setter hid there.
-_READS_BACK = re.compile(r"\w*Get(?:Stream|\w*Mode|Property|Version|\w*Attribute|\w*Descriptor\w*"
-                         r"|Vector|Matrix)\w*")
+_READS_BACK = re.compile(
+    r"\w*Get(?:Stream|\w*Mode|Property|Version|\w*Attribute|\w*Descriptor\w*"
+    r"|Vector|Matrix)\w*"
+)
 _NULLS = frozenset({"nullptr", "NULL", "0", "{}"})
 _SCOPES = ("function_definition", "lambda_expression")
 _READ_METHODS = frozenset({"find", "count", "contains", "end", "cend", "size", "empty", "erase", "clear"})
@@ -63,8 +65,10 @@ class Unit:
                         self.aliases[_text(d)] = _squash(n.child_by_field_name("type"))
             elif n.type in ("struct_specifier", "class_specifier") and n.child_by_field_name("body") is not None:
                 self.structs[_text(n.child_by_field_name("name"))] = [
-                    _squash(f.child_by_field_name("type")) for f in n.child_by_field_name("body").children
-                    if f.type == "field_declaration" and not _has(f, "function_declarator")]
+                    _squash(f.child_by_field_name("type"))
+                    for f in n.child_by_field_name("body").children
+                    if f.type == "field_declaration" and not _has(f, "function_declarator")
+                ]
             elif n.type in ("preproc_def", "preproc_function_def"):
                 # `#define cublasCreate cublasCreate_v2` (the vendor header's own alias) still names the vendor
                 value = _text(n.child_by_field_name("value")).strip()
@@ -132,12 +136,16 @@ class Unit:
             words = {_text(c) for c in n.children if c.type == "storage_class_specifier"}
             function = _up(n, _SCOPES)
             namespace = _up(n, ("namespace_definition",))
-            at_namespace_scope = function is None and n.parent is not None and \
-                n.parent.type in ("translation_unit", "declaration_list")
+            at_namespace_scope = (
+                function is None and n.parent is not None and n.parent.type in ("translation_unit", "declaration_list")
+            )
             unnamed = namespace is not None and namespace.child_by_field_name("name") is None
             internal = "static" in words or unnamed
-            if "thread_local" in words or "extern" in words or not (
-                    ("static" in words and function is not None) or (at_namespace_scope and internal)):
+            if (
+                "thread_local" in words
+                or "extern" in words
+                or not (("static" in words and function is not None) or (at_namespace_scope and internal))
+            ):
                 continue
             kind = self.kind(_squash(n.child_by_field_name("type")))
             if kind is None:
@@ -170,8 +178,11 @@ class Unit:
                 stack.extend(n.children)
                 if n.type != "identifier" or n == declared or _text(n) != name or _shadowed(n, name, scope):
                     continue
-                if n.parent is not None and n.parent.type in ("init_declarator", "declaration") \
-                        and n.parent.child_by_field_name("declarator") == n:
+                if (
+                    n.parent is not None
+                    and n.parent.type in ("init_declarator", "declaration")
+                    and n.parent.child_by_field_name("declarator") == n
+                ):
                     continue  # a declaration of its own (a parameter's shadow is caught above)
                 why = self.use_problem(n, kind)
                 if why:
@@ -209,19 +220,27 @@ class Unit:
             if q.parent.type == "argument_list":
                 return self.pointer_into(q, q.parent.parent)
             return f"its address is taken (`{_short(q.parent)}`): a pointer to it could write anything into it"
-        if p.type in ("binary_expression", "condition_clause") or (
-                p.type == "unary_expression" and _text(p.child_by_field_name("operator")) == "!") or (
-                p.type == "conditional_expression" and p.child_by_field_name("condition") == e):
+        if (
+            p.type in ("binary_expression", "condition_clause")
+            or (p.type == "unary_expression" and _text(p.child_by_field_name("operator")) == "!")
+            or (p.type == "conditional_expression" and p.child_by_field_name("condition") == e)
+        ):
             return None
         if p.type == "conditional_expression":
             return self.value_use(p)
         if p.type == "return_statement":
             scope = _up(p, _SCOPES)
-            if scope is not None and scope.type == "function_definition" and \
-                    scope.child_by_field_name("declarator").type != "function_declarator":
+            if (
+                scope is not None
+                and scope.type == "function_definition"
+                and scope.child_by_field_name("declarator").type != "function_declarator"
+            ):
                 return "it is returned by reference or pointer: return it by value"
-            if scope is not None and scope.type == "lambda_expression" and re.search(
-                    r"->[^{]*[&*]", _text(scope).split("{", 1)[0]):
+            if (
+                scope is not None
+                and scope.type == "lambda_expression"
+                and re.search(r"->[^{]*[&*]", _text(scope).split("{", 1)[0])
+            ):
                 return "a lambda returns it by reference: return it by value"
             return None
         if p.type == "init_declarator" and p.child_by_field_name("value") == e:
@@ -231,8 +250,9 @@ class Unit:
         if p.type == "assignment_expression":
             if p.child_by_field_name("right") == e:
                 return None  # copied out
-            if _text(p.child_by_field_name("operator")) == "=" and self.vendor_made(p.child_by_field_name("right"),
-                                                                                   set()):
+            if _text(p.child_by_field_name("operator")) == "=" and self.vendor_made(
+                p.child_by_field_name("right"), set()
+            ):
                 return None
             return f"`{text}` assigns it something the vendor did not make"
         if p.type == "field_expression" and p.child_by_field_name("argument") == e:
@@ -267,8 +287,7 @@ class Unit:
         """`&x` handed to a function of the candidate's: fine when that parameter only reaches vendor calls."""
         param = self.parameter(call, e)
         if param is None or param[0] is None or param[1] != "pointer_declarator":
-            return f"its address goes to {_callee(call) or 'a call'}: only the vendor's creating calls may " \
-                "write it"
+            return f"its address goes to {_callee(call) or 'a call'}: only the vendor's creating calls may write it"
         ident, fn = param[3], param[4]
         body = fn.child_by_field_name("body") if fn is not None else None
         if body is None:
@@ -305,15 +324,17 @@ class Unit:
         p = e.parent
         if p.type == "field_expression" and _text(p.child_by_field_name("field")) == "first":
             e, p = p, p.parent  # emplace(...).first
-        if p.type == "field_expression" and _text(p.child_by_field_name("field")) == "second" \
-                and e == _outer(call):
+        if p.type == "field_expression" and _text(p.child_by_field_name("field")) == "second" and e == _outer(call):
             return None  # emplace(...).second: whether it was inserted
         if p.type in ("binary_expression", "expression_statement"):
             return None
         if p.type == "field_expression" and _text(p.child_by_field_name("operator")) == "->":
             return self.value_use(p)
-        if p.type == "assignment_expression" and p.child_by_field_name("right") == e \
-                and p.child_by_field_name("left").type == "identifier":
+        if (
+            p.type == "assignment_expression"
+            and p.child_by_field_name("right") == e
+            and p.child_by_field_name("left").type == "identifier"
+        ):
             return None  # `it = m.emplace(...).first`: `it` is checked where it was declared
         local = p.child_by_field_name("declarator") if p.type == "init_declarator" else None
         if local is None or local.type != "identifier":
@@ -337,8 +358,11 @@ class Unit:
         index = next((i for i, a in enumerate(args) if a == arg or _inside(arg, a)), None)
         for holder in self.functions.get(callee, []):
             fd = holder if holder.type == "function_declarator" else _first(holder, "function_declarator")
-            params = [c for c in fd.child_by_field_name("parameters").named_children
-                      if c.type == "parameter_declaration"] if fd is not None else []
+            params = (
+                [c for c in fd.child_by_field_name("parameters").named_children if c.type == "parameter_declaration"]
+                if fd is not None
+                else []
+            )
             if index is None or index >= len(params):
                 continue
             prm = params[index]
@@ -348,7 +372,8 @@ class Unit:
             name = decl
             while name is not None and name.type != "identifier":
                 name = name.child_by_field_name("declarator") or next(
-                    (c for c in name.named_children if c.type == "identifier"), None)
+                    (c for c in name.named_children if c.type == "identifier"), None
+                )
             body = holder if holder.type == "function_definition" else None
             return kind, decl.type if decl is not None else "identifier", const, _text(name), body
         return None
@@ -360,8 +385,11 @@ class Unit:
         while e.type == "parenthesized_expression" and e.named_children:
             e = e.named_children[0]
         text = _text(e)
-        if e.type in ("null", "true", "false") or text in _NULLS or (
-                e.type == "initializer_list" and not e.named_children):
+        if (
+            e.type in ("null", "true", "false")
+            or text in _NULLS
+            or (e.type == "initializer_list" and not e.named_children)
+        ):
             return True
         if e.type == "identifier":
             if _CONSTANT.fullmatch(text) and text not in self.own:
@@ -381,17 +409,19 @@ class Unit:
             if fn.type == "field_expression" and _text(fn.child_by_field_name("field")) in _ELEMENT_METHODS:
                 return self.is_static_container(fn.child_by_field_name("argument"))
             for holder in self.functions.get(_callee(e).split("::")[-1], []):
-                if holder.type == "function_definition" and holder not in seen \
-                        and holder.child_by_field_name("declarator").type == "function_declarator" \
-                        and self.kind(_squash(holder.child_by_field_name("type"))) is not None:
+                if (
+                    holder.type == "function_definition"
+                    and holder not in seen
+                    and holder.child_by_field_name("declarator").type == "function_declarator"
+                    and self.kind(_squash(holder.child_by_field_name("type"))) is not None
+                ):
                     return self.returns_vendor_made(holder, seen | {holder})
         return False
 
     def returns_vendor_made(self, fn, seen: set) -> bool:
         body = fn.child_by_field_name("body")
         returns = [n for n in _walk(body) if n.type == "return_statement" and _up(n, _SCOPES) == fn]
-        return bool(returns) and all(r.named_children and self.vendor_made(r.named_children[0], seen)
-                                     for r in returns)
+        return bool(returns) and all(r.named_children and self.vendor_made(r.named_children[0], seen) for r in returns)
 
     def vendor_local(self, ident, seen: set) -> bool:
         """A local variable (or another configuration static) that only the vendor writes."""
@@ -436,8 +466,11 @@ class Unit:
                     value = value.child_by_field_name("argument")
                 call = value is not None and value.type == "call_expression"
                 fn = value.child_by_field_name("function") if call else None
-                return fn is not None and fn.type == "field_expression" and \
-                    self.is_static_container(fn.child_by_field_name("argument"))
+                return (
+                    fn is not None
+                    and fn.type == "field_expression"
+                    and self.is_static_container(fn.child_by_field_name("argument"))
+                )
         return False
 
     def pointer_use(self, e) -> str | None:
@@ -448,10 +481,16 @@ class Unit:
         if p.type == "pointer_expression" and _text(p.child_by_field_name("operator")) == "*":
             q = _outer(p)
             if q.parent.type == "assignment_expression" and q.parent.child_by_field_name("left") == q:
-                return None if self.vendor_made(q.parent.child_by_field_name("right"), set()) else \
-                    f"`{_short(q.parent)}` stores something the vendor did not make"
-        if p.type in ("binary_expression", "condition_clause") or p.type == "unary_expression" and \
-                _text(p.child_by_field_name("operator")) == "!":
+                return (
+                    None
+                    if self.vendor_made(q.parent.child_by_field_name("right"), set())
+                    else f"`{_short(q.parent)}` stores something the vendor did not make"
+                )
+        if (
+            p.type in ("binary_expression", "condition_clause")
+            or p.type == "unary_expression"
+            and _text(p.child_by_field_name("operator")) == "!"
+        ):
             return None
         return f"`{_short(p)}` is not a use the vendor's output pointer has"
 
@@ -462,19 +501,30 @@ class Unit:
         if p.type == "field_expression" and _text(p.child_by_field_name("operator")) == "->":
             return self.value_use(p)
         if p.type == "assignment_expression" and p.child_by_field_name("left") == e:
-            return None if self.vendor_made(_strip_first(p.child_by_field_name("right")), set()) or \
-                self.cache_call(p.child_by_field_name("right")) else f"`{_short(p)}` is not into the cache"
+            return (
+                None
+                if self.vendor_made(_strip_first(p.child_by_field_name("right")), set())
+                or self.cache_call(p.child_by_field_name("right"))
+                else f"`{_short(p)}` is not into the cache"
+            )
         return f"`{_short(p)}` is not a use an iterator into the cache has"
 
     def cache_call(self, e) -> bool:
         e = _strip_first(e)
         fn = e.child_by_field_name("function") if e is not None and e.type == "call_expression" else None
-        return fn is not None and fn.type == "field_expression" and \
-            self.is_static_container(fn.child_by_field_name("argument"))
+        return (
+            fn is not None
+            and fn.type == "field_expression"
+            and self.is_static_container(fn.child_by_field_name("argument"))
+        )
 
     def is_static_container(self, n) -> bool:
-        return n is not None and n.type == "identifier" and _text(n) in self.names \
+        return (
+            n is not None
+            and n.type == "identifier"
+            and _text(n) in self.names
             and self.names[_text(n)].kind == "container"
+        )
 
 
 def config_statics(trees, defined: frozenset[str] = frozenset()) -> list[tuple[ConfigStatic, str | None]]:
@@ -484,6 +534,7 @@ def config_statics(trees, defined: frozenset[str] = frozenset()) -> list[tuple[C
 
 
 # -- tree helpers ---------------------------------------------------------------------------------
+
 
 def _strip_first(e):
     if e is not None and e.type == "field_expression" and _text(e.child_by_field_name("field")) == "first":
@@ -562,7 +613,8 @@ def _function_name(fn) -> str | None:
     d = fn.child_by_field_name("declarator")
     while d is not None and d.type != "function_declarator":  # through `&f()` and `*f()`
         d = d.child_by_field_name("declarator") or next(
-            (c for c in d.named_children if c.type.endswith("declarator")), None)
+            (c for c in d.named_children if c.type.endswith("declarator")), None
+        )
     d = d.child_by_field_name("declarator") if d is not None else None
     return _text(d).split("::")[-1] if d is not None else None  # `ns::f` defined out of line: f
 

@@ -26,10 +26,14 @@ SHN_UNDEF, SHN_COMMON = 0, 0xFFF2
 DT_NEEDED = 1
 _MACHINES = {ENUM_E_MACHINE["EM_X86_64"]: "EM_X86_64", ENUM_E_MACHINE["EM_AARCH64"]: "EM_AARCH64"}
 # Relocation types: RELATIVE (base + addend: init_array slots of a library), IRELATIVE (an ifunc).
-RELATIVE = {"EM_X86_64": ENUM_RELOC_TYPE_x64["R_X86_64_RELATIVE"],
-            "EM_AARCH64": ENUM_RELOC_TYPE_AARCH64["R_AARCH64_RELATIVE"]}
-IRELATIVE = {"EM_X86_64": ENUM_RELOC_TYPE_x64["R_X86_64_IRELATIVE"],
-             "EM_AARCH64": ENUM_RELOC_TYPE_AARCH64.get("R_AARCH64_IRELATIVE", 1032)}
+RELATIVE = {
+    "EM_X86_64": ENUM_RELOC_TYPE_x64["R_X86_64_RELATIVE"],
+    "EM_AARCH64": ENUM_RELOC_TYPE_AARCH64["R_AARCH64_RELATIVE"],
+}
+IRELATIVE = {
+    "EM_X86_64": ENUM_RELOC_TYPE_x64["R_X86_64_IRELATIVE"],
+    "EM_AARCH64": ENUM_RELOC_TYPE_AARCH64.get("R_AARCH64_IRELATIVE", 1032),
+}
 _SHDR = struct.Struct("<IIQQQQIIQQ")
 _SYM = struct.Struct("<IBBHQQ")
 
@@ -78,17 +82,18 @@ class Elf:
         if data[4] != 2 or data[5] != 1:
             raise ElfError("only 64-bit little-endian ELF is audited")
         self.data = data
-        machine, = struct.unpack_from("<H", data, 0x12)
+        (machine,) = struct.unpack_from("<H", data, 0x12)
         self.machine = _MACHINES.get(machine, f"EM_{machine}")
-        shoff, = struct.unpack_from("<Q", data, 0x28)
+        (shoff,) = struct.unpack_from("<Q", data, 0x28)
         shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
         if shoff == 0 or shentsize != _SHDR.size or shoff + shnum * shentsize > len(data):
             raise ElfError("no section headers")
         heads = [_SHDR.unpack_from(data, shoff + i * shentsize) for i in range(shnum)]
         names = heads[shstrndx] if shstrndx < shnum else None
         self.sections = [
-            Section(i, self._string(names[4], names[5], h[0]) if names else "", h[1], h[2], h[3], h[4], h[5],
-                    h[6], h[7])
+            Section(
+                i, self._string(names[4], names[5], h[0]) if names else "", h[1], h[2], h[3], h[4], h[5], h[6], h[7]
+            )
             for i, h in enumerate(heads)
         ]
 
@@ -99,10 +104,10 @@ class Elf:
     def _string(self, offset: int, size: int, index: int) -> str:
         start = offset + index
         end = self.data.find(b"\0", start, offset + size)
-        return self.data[start:end if end >= 0 else offset + size].decode(errors="replace")
+        return self.data[start : end if end >= 0 else offset + size].decode(errors="replace")
 
     def bytes_of(self, s: Section) -> bytes:
-        return b"" if s.type == SHT_NOBITS else self.data[s.offset:s.offset + s.size]
+        return b"" if s.type == SHT_NOBITS else self.data[s.offset : s.offset + s.size]
 
     def by_name(self, name: str) -> Section | None:
         return next((s for s in self.sections if s.name == name), None)
@@ -127,8 +132,11 @@ class Elf:
             if s is not None:
                 strtab = self.sections[s.link]
                 for name, info, _other, shndx, value, size in _SYM.iter_unpack(self.bytes_of(s)):
-                    syms.append(Symbol(self._string(strtab.offset, strtab.size, name), info >> 4, info & 0xF,
-                                       shndx, value, size))
+                    syms.append(
+                        Symbol(
+                            self._string(strtab.offset, strtab.size, name), info >> 4, info & 0xF, shndx, value, size
+                        )
+                    )
             cache[table] = (syms, s.index if s is not None else -1)
         return cache[table]
 
@@ -178,8 +186,11 @@ class Elf:
         if dyn is None:
             return []
         strtab = self.sections[dyn.link]
-        return [self._string(strtab.offset, strtab.size, val)
-                for tag, val in struct.iter_unpack("<qQ", self.bytes_of(dyn)) if tag == DT_NEEDED]
+        return [
+            self._string(strtab.offset, strtab.size, val)
+            for tag, val in struct.iter_unpack("<qQ", self.bytes_of(dyn))
+            if tag == DT_NEEDED
+        ]
 
 
 def archive_members(path: Path) -> list[tuple[str, bytes]]:
@@ -189,9 +200,9 @@ def archive_members(path: Path) -> list[tuple[str, bytes]]:
         raise ElfError(f"{path} is not an ar archive")
     members, off = [], 8
     while off + 60 <= len(data):
-        header = data[off:off + 60]
+        header = data[off : off + 60]
         name, size = header[:16].decode(errors="replace").strip(), int(header[48:58])
         off += 60
-        members.append((name, data[off:off + size]))
+        members.append((name, data[off : off + size]))
         off += size + (size & 1)
     return members

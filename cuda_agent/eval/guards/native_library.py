@@ -14,16 +14,37 @@ import subprocess
 from pathlib import Path
 
 from cuda_agent.eval.guards.native_elf import (
-    IRELATIVE, RELATIVE, SHN_UNDEF, STB_LOCAL, STB_WEAK, STT_FUNC, STT_GNU_IFUNC, Elf, archive_members,
+    IRELATIVE,
+    RELATIVE,
+    SHN_UNDEF,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    Elf,
+    archive_members,
 )
 from cuda_agent.eval.guards.native_names import pretty
 from cuda_agent.eval.guards.native_rules import (
-    ARRAY_TYPES, EXIT_HOOKS, NEEDED_BASE, NEEDED_BY_LIB, STARTUP_FILES, STARTUP_FUNCS, STI, import_problem,
+    ARRAY_TYPES,
+    EXIT_HOOKS,
+    NEEDED_BASE,
+    NEEDED_BY_LIB,
+    STARTUP_FILES,
+    STARTUP_FUNCS,
+    STI,
+    import_problem,
 )
 
 
-def audit_shared(elf: Elf, toolkit: tuple[frozenset[str], frozenset[str]], libs: set[str],
-                  extra: tuple[str, ...], accepted_init: set[str], n_objects: int) -> list[tuple[str, str, str]]:
+def audit_shared(
+    elf: Elf,
+    toolkit: tuple[frozenset[str], frozenset[str]],
+    libs: set[str],
+    extra: tuple[str, ...],
+    accepted_init: set[str],
+    n_objects: int,
+) -> list[tuple[str, str, str]]:
     """The linked library: imports beyond the toolkit's own, needed libraries, load-time entries.
 
     Its big tables (the static CUDA runtime's ~4000 symbols and ~1000 relocations) are read raw and
@@ -41,9 +62,12 @@ def audit_shared(elf: Elf, toolkit: tuple[frozenset[str], frozenset[str]], libs:
             continue
         if name in EXIT_HOOKS or import_problem(name, libs, extra):
             weak = "a weak reference to " if sym.bind == STB_WEAK else ""
-            add("native_symbol", f"the library imports {weak}{name}, which neither the allowlist nor the CUDA "
+            add(
+                "native_symbol",
+                f"the library imports {weak}{name}, which neither the allowlist nor the CUDA "
                 "runtime explains; a launcher may call the CUDA runtime, cuBLAS/cuDNN, libm and basic libc only",
-                name)
+                name,
+            )
     for needed in elf.needed():
         if not needed.startswith(NEEDED_BASE) and not any(needed.startswith(NEEDED_BY_LIB[x]) for x in libs):
             add("native_symbol", f"the library needs {needed} at load time; link only what build.py links")
@@ -60,7 +84,7 @@ def audit_shared(elf: Elf, toolkit: tuple[frozenset[str], frozenset[str]], libs:
             entries[offset] = dynsyms[index].name if named else addend
     for addr, (s, i) in slots.items():
         if addr not in entries:
-            entries[addr] = int.from_bytes(elf.bytes_of(s)[8 * i:8 * i + 8], "little")
+            entries[addr] = int.from_bytes(elf.bytes_of(s)[8 * i : 8 * i + 8], "little")
     wanted = {v for v in entries.values() if isinstance(v, int)}
     names: dict[int, tuple[int, str]] = {}  # address -> (binding, name), a local name first
     for name_off, info, _other, shndx, value, _size in elf.raw_symbols():
@@ -76,11 +100,19 @@ def audit_shared(elf: Elf, toolkit: tuple[frozenset[str], frozenset[str]], libs:
         value = entries[addr]
         name = value if isinstance(value, str) else names.get(value, (0, f"the code at {value:#x}"))[1]
         sti += name == STI
-        if name in STARTUP_FUNCS or name in toolkit_funcs or name in accepted_init or (
-                name == STI and sti <= n_objects):
+        if (
+            name in STARTUP_FUNCS
+            or name in toolkit_funcs
+            or name in accepted_init
+            or (name == STI and sti <= n_objects)
+        ):
             continue
-        add("load_time_code", f"{slots[addr][0].name} runs {pretty(name)} when the library loads or unloads; "
-            "do all work inside the launchers", name)
+        add(
+            "load_time_code",
+            f"{slots[addr][0].name} runs {pretty(name)} when the library loads or unloads; "
+            "do all work inside the launchers",
+            name,
+        )
     return out
 
 
@@ -113,8 +145,9 @@ def _cudart_static(nvcc: str) -> Path:
         if candidate.is_file():
             return candidate
     try:
-        proc = subprocess.run([nvcc, "-dryrun", "-shared", "-o", "/dev/null", "none.o"], capture_output=True,
-                              text=True, timeout=60)
+        proc = subprocess.run(
+            [nvcc, "-dryrun", "-shared", "-o", "/dev/null", "none.o"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ValueError(f"cannot ask {nvcc} where the CUDA runtime is: {exc}") from None
     for d in re.findall(r'"-L([^"]+)"', proc.stdout + proc.stderr):

@@ -37,8 +37,11 @@ def names_variable(symbol: str, name: str) -> bool:
 def names_handle(symbol: str, function: str | None, name: str) -> bool:
     if function is None:
         return names_variable(symbol, name)
-    return symbol.startswith(("_ZZ", "_ZGVZ")) and symbol.endswith(f"E{len(name)}{name}") \
+    return (
+        symbol.startswith(("_ZZ", "_ZGVZ"))
+        and symbol.endswith(f"E{len(name)}{name}")
         and f"{len(function)}{function}" in symbol
+    )
 
 
 def namespace_root(symbol: str) -> str | None:
@@ -49,7 +52,7 @@ def namespace_root(symbol: str) -> str | None:
     if m.group(2) == "St":
         return "std"
     n = int(m.group(2))
-    return symbol[m.end():m.end() + n]
+    return symbol[m.end() : m.end() + n]
 
 
 def pretty(symbol: str) -> str:
@@ -63,9 +66,9 @@ def pretty(symbol: str) -> str:
             prefix = "guard of " if m.group(1) else ""
             return f"{prefix}{function}::{local.group(2)}"
     if m := re.match(r"_Z(\d+)", symbol):  # a plain function: _Z11first_touchv
-        return symbol[m.end():m.end() + int(m.group(1))]
+        return symbol[m.end() : m.end() + int(m.group(1))]
     names, rest = [], symbol[3:] if symbol.startswith(("_ZN", "_ZL")) else ""
     while (m := re.match(r"L?(\d+)", rest)) and len(rest) >= m.end() + int(m.group(1)):
-        names.append(rest[m.end():m.end() + int(m.group(1))])
-        rest = rest[m.end() + int(m.group(1)):]
+        names.append(rest[m.end() : m.end() + int(m.group(1))])
+        rest = rest[m.end() + int(m.group(1)) :]
     return "::".join(names) if names else symbol

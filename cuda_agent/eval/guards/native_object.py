@@ -13,15 +13,45 @@ from pathlib import Path
 
 from cuda_agent.eval.guards.native_config import GETTER
 from cuda_agent.eval.guards.native_elf import (
-    SHF_ALLOC, SHF_EXEC, SHF_GROUP, SHF_WRITE, SHN_COMMON, SHN_UNDEF, STB_GNU_UNIQUE, STB_LOCAL, STB_WEAK, STT_FILE,
-    STT_FUNC, STT_GNU_IFUNC, STT_SECTION, STT_TLS, Elf, Section, Symbol,
+    SHF_ALLOC,
+    SHF_EXEC,
+    SHF_GROUP,
+    SHF_WRITE,
+    SHN_COMMON,
+    SHN_UNDEF,
+    STB_GNU_UNIQUE,
+    STB_LOCAL,
+    STB_WEAK,
+    STT_FILE,
+    STT_FUNC,
+    STT_GNU_IFUNC,
+    STT_SECTION,
+    STT_TLS,
+    Elf,
+    Section,
+    Symbol,
 )
 from cuda_agent.eval.guards.native_names import (
-    names_handle, names_variable, namespace_root, no_linkage, pretty, unexplained_gap,
+    names_handle,
+    names_variable,
+    namespace_root,
+    no_linkage,
+    pretty,
+    unexplained_gap,
 )
 from cuda_agent.eval.guards.native_rules import (
-    ARRAY_SECTIONS, ARRAY_TYPES, EXIT_HOOKS, IOS_INIT_REFS, NVCC_DATA, NVCC_REGISTRATION_FUNCS, REGISTRATION_ONLY,
-    STARTUP_FILES, STI, STUB_LOCALS, TOOLKIT_NAMESPACES, import_problem,
+    ARRAY_SECTIONS,
+    ARRAY_TYPES,
+    EXIT_HOOKS,
+    IOS_INIT_REFS,
+    NVCC_DATA,
+    NVCC_REGISTRATION_FUNCS,
+    REGISTRATION_ONLY,
+    STARTUP_FILES,
+    STI,
+    STUB_LOCALS,
+    TOOLKIT_NAMESPACES,
+    import_problem,
 )
 from cuda_agent.eval.guards.native_source import SourceHints, source_hints
 from cuda_agent.eval.verdict import Finding
@@ -43,8 +73,15 @@ class ObjectAudit:
     """The checks of one candidate object; `named` and `accepted_init` tell the library's audit what
     was already reported here and which initialisers were accepted."""
 
-    def __init__(self, unit: Unit, elf: Elf, libs: set[str], extra: tuple[str, ...], defined: set[str],
-                 runtime_imports: frozenset[str] = frozenset()) -> None:
+    def __init__(
+        self,
+        unit: Unit,
+        elf: Elf,
+        libs: set[str],
+        extra: tuple[str, ...],
+        defined: set[str],
+        runtime_imports: frozenset[str] = frozenset(),
+    ) -> None:
         self.unit, self.elf, self.libs, self.extra, self.defined = unit, elf, libs, extra, defined
         self.runtime_imports = runtime_imports  # what the static CUDA runtime linked beside it calls
         self.symbols = elf.symbols()
@@ -69,11 +106,17 @@ class ObjectAudit:
             if sym.shndx == SHN_UNDEF or sym.bind == STB_LOCAL or not sym.name:
                 continue
             if sym.name in STARTUP_FILES:
-                self.add("load_time_code", f"{sym.name} is defined here, and the library's start-up code calls "
-                         "it when the library loads; do not define it")
+                self.add(
+                    "load_time_code",
+                    f"{sym.name} is defined here, and the library's start-up code calls "
+                    "it when the library loads; do not define it",
+                )
             elif sym.name in self.runtime_imports:
-                self.add("native_symbol", f"{sym.name} is defined here, in place of the one the CUDA runtime "
-                         "linked into the library calls; name your functions so they collide with nothing")
+                self.add(
+                    "native_symbol",
+                    f"{sym.name} is defined here, in place of the one the CUDA runtime "
+                    "linked into the library calls; name your functions so they collide with nothing",
+                )
 
     # -- native_symbol -------------------------------------------------------------------------
 
@@ -86,7 +129,8 @@ class ObjectAudit:
                 if r.symbol is not None and r.symbol.shndx == SHN_UNDEF and r.symbol.name:
                     fn = self.elf.function_at(shndx, r.offset)
                     out.setdefault(r.symbol.name, []).append(
-                        fn.name if fn else f"<data in {self.elf.sections[shndx].name}>")
+                        fn.name if fn else f"<data in {self.elf.sections[shndx].name}>"
+                    )
         return out
 
     def imports(self) -> None:
@@ -100,21 +144,33 @@ class ObjectAudit:
                 bad = sorted({s for s in sites if s not in self.accepted_init and not self.container_dtor(s)})
                 if bad:
                     self.named.add(("native_symbol", name))
-                    self.add("native_symbol", f"{name} registers code to run at exit (from {pretty(bad[0])}); "
-                             "launchers must not leave anything behind them (a static std::map of cached "
-                             "algorithms is fine as a function-local static)")
+                    self.add(
+                        "native_symbol",
+                        f"{name} registers code to run at exit (from {pretty(bad[0])}); "
+                        "launchers must not leave anything behind them (a static std::map of cached "
+                        "algorithms is fine as a function-local static)",
+                    )
             elif why := import_problem(name, self.libs, self.extra):
                 self.named.add(("native_symbol", name))
-                self.add("native_symbol", f"the object imports {weak}{name}: {why}; a launcher may call the "
-                         "CUDA runtime, cuBLAS/cuDNN (linked when included), libm and basic libc only")
+                self.add(
+                    "native_symbol",
+                    f"the object imports {weak}{name}: {why}; a launcher may call the "
+                    "CUDA runtime, cuBLAS/cuDNN (linked when included), libm and basic libc only",
+                )
             elif name in REGISTRATION_ONLY:
                 bad = sorted({s for s in sites if s not in NVCC_REGISTRATION_FUNCS})
                 if bad and name == "atexit":
-                    self.add("native_symbol", f"atexit is called from {pretty(bad[0])}: code registered to run at "
-                             "exit escapes the harness; launchers must not leave anything behind them")
+                    self.add(
+                        "native_symbol",
+                        f"atexit is called from {pretty(bad[0])}: code registered to run at "
+                        "exit escapes the harness; launchers must not leave anything behind them",
+                    )
                 elif bad:
-                    self.add("native_symbol", f"{name} is called from {pretty(bad[0])}, not from nvcc's "
-                             "registration code: no registering or loading code at run time")
+                    self.add(
+                        "native_symbol",
+                        f"{name} is called from {pretty(bad[0])}, not from nvcc's "
+                        "registration code: no registering or loading code at run time",
+                    )
 
     def container_dtor(self, site: str) -> bool:
         """g++ registers a function-local static's destructor with __cxa_atexit when the function first runs:
@@ -137,8 +193,16 @@ class ObjectAudit:
 
     def data_at(self, shndx: int, addend: int) -> Symbol | None:
         """The data symbol a section-relative relocation points at (PC-relative ones are 4 bytes short)."""
-        return next((s for s in self.symbols if s.shndx == shndx and s.type not in (STT_SECTION, STT_FUNC, STT_FILE)
-                     and any(s.value <= a < s.value + max(s.size, 1) for a in (addend, addend + 4))), None)
+        return next(
+            (
+                s
+                for s in self.symbols
+                if s.shndx == shndx
+                and s.type not in (STT_SECTION, STT_FUNC, STT_FILE)
+                and any(s.value <= a < s.value + max(s.size, 1) for a in (addend, addend + 4))
+            ),
+            None,
+        )
 
     # -- load_time_code ------------------------------------------------------------------------
 
@@ -147,18 +211,26 @@ class ObjectAudit:
             if s.type in ARRAY_TYPES or s.name.startswith(ARRAY_SECTIONS):
                 self.array(s)
             elif s.name in (".init", ".fini") or (s.name.startswith((".init.", ".fini.")) and s.flags & SHF_EXEC):
-                self.add("load_time_code", f"code in section {s.name} runs when the library loads or unloads; "
-                         "do all work inside the launchers")
+                self.add(
+                    "load_time_code",
+                    f"code in section {s.name} runs when the library loads or unloads; "
+                    "do all work inside the launchers",
+                )
         for sym in self.symbols:
             if sym.type == STT_GNU_IFUNC and sym.shndx != SHN_UNDEF:
-                self.add("load_time_code", f"{pretty(sym.name)} is an ifunc: its resolver runs when the library "
-                         "loads; define plain functions")
+                self.add(
+                    "load_time_code",
+                    f"{pretty(sym.name)} is an ifunc: its resolver runs when the library loads; define plain functions",
+                )
 
     def array(self, s: Section) -> None:
         relocs = self.elf.relocations.get(s.index, [])
         if len(relocs) < s.size // 8:
-            self.add("load_time_code", f"{s.name} holds {s.size // 8 - len(relocs)} entries with no symbol; "
-                     "nothing may run when the library loads")
+            self.add(
+                "load_time_code",
+                f"{s.name} holds {s.size // 8 - len(relocs)} entries with no symbol; "
+                "nothing may run when the library loads",
+            )
         seen_sti = 0
         for r in relocs:
             fn = self.target(r.symbol, r.addend)
@@ -166,8 +238,12 @@ class ObjectAudit:
             if s.name == ".init_array" and name == STI and seen_sti == 0:
                 seen_sti += 1
                 continue
-            if s.name == ".init_array" and fn is not None and name.startswith("_GLOBAL__sub_I_") \
-                    and self.ios_init_only(fn):
+            if (
+                s.name == ".init_array"
+                and fn is not None
+                and name.startswith("_GLOBAL__sub_I_")
+                and self.ios_init_only(fn)
+            ):
                 self.accepted_init.add(name)
                 continue
             self.named.add(("load_time_code", name))
@@ -175,10 +251,13 @@ class ObjectAudit:
             what = "the constructor of a C++ global object" if name.startswith("_GLOBAL__sub_I") else pretty(name)
             if calls := self.calls_in(fn) if fn is not None else []:
                 what += f" (calling {', '.join(calls)})"
-            self.add("load_time_code", f"{s.name} runs {what} when the library loads or unloads (constructor, "
-                     "global object or section placement); do all work inside the launchers: a handle or a "
-                     "std::map made at first use is a function-local static (`static std::map<...> cache;` or "
-                     "`static cublasHandle_t h = nullptr; if (!h) cublasCreate(&h);` inside the function)")
+            self.add(
+                "load_time_code",
+                f"{s.name} runs {what} when the library loads or unloads (constructor, "
+                "global object or section placement); do all work inside the launchers: a handle or a "
+                "std::map made at first use is a function-local static (`static std::map<...> cache;` or "
+                "`static cublasHandle_t h = nullptr; if (!h) cublasCreate(&h);` inside the function)",
+            )
 
     def calls_in(self, fn: Symbol) -> list[str]:
         """Up to three functions that `fn` references, by readable name."""
@@ -186,8 +265,11 @@ class ObjectAudit:
         for r in self.elf.relocations.get(fn.shndx, []):
             if fn.value <= r.offset < fn.value + fn.size and r.symbol is not None:
                 target = self.target(r.symbol, r.addend + 4 if r.symbol.type == STT_SECTION else r.addend)
-                if target is not None and target.name not in IOS_INIT_REFS | {"stderr", "stdout"} \
-                        and pretty(target.name) not in out:
+                if (
+                    target is not None
+                    and target.name not in IOS_INIT_REFS | {"stderr", "stdout"}
+                    and pretty(target.name) not in out
+                ):
                     out.append(pretty(target.name))
         return out[:3]
 
@@ -205,8 +287,11 @@ class ObjectAudit:
             if not fn.value <= r.offset < fn.value + fn.size or r.symbol is None:
                 continue
             if r.symbol.type == STT_SECTION:
-                if ioinit is None or r.symbol.shndx != ioinit.shndx or not any(
-                        ioinit.value <= a < ioinit.value + max(ioinit.size, 1) for a in (r.addend, r.addend + 4)):
+                if (
+                    ioinit is None
+                    or r.symbol.shndx != ioinit.shndx
+                    or not any(ioinit.value <= a < ioinit.value + max(ioinit.size, 1) for a in (r.addend, r.addend + 4))
+                ):
                     return False
             elif r.symbol.name not in IOS_INIT_REFS:
                 return False
@@ -230,8 +315,14 @@ class ObjectAudit:
 
     def statics(self) -> None:
         sections = self.elf.sections
-        writable = {s.index for s in sections if s.flags & SHF_ALLOC and s.flags & SHF_WRITE
-                    and s.type not in ARRAY_TYPES and not s.name.startswith((*ARRAY_SECTIONS, ".data.rel.ro"))}
+        writable = {
+            s.index
+            for s in sections
+            if s.flags & SHF_ALLOC
+            and s.flags & SHF_WRITE
+            and s.type not in ARRAY_TYPES
+            and not s.name.startswith((*ARRAY_SECTIONS, ".data.rel.ro"))
+        }
         covered: dict[int, list[tuple[int, int]]] = {}
         for sym in self.symbols:
             if sym.type in (STT_SECTION, STT_FILE, STT_FUNC) or not (sym.shndx in writable or sym.shndx == SHN_COMMON):
@@ -242,8 +333,11 @@ class ObjectAudit:
         for index in writable:
             s = sections[index]
             if gap := unexplained_gap(s.size, covered.get(index, [])):
-                self.add("static_state", f"{gap} bytes of writable data in {s.name} have no symbol (data "
-                         "defined in assembly?); keep no state between calls")
+                self.add(
+                    "static_state",
+                    f"{gap} bytes of writable data in {s.name} have no symbol (data "
+                    "defined in assembly?); keep no state between calls",
+                )
 
     def allowed_static(self, sym: Symbol, section: Section | None) -> bool:
         name = sym.name
@@ -251,17 +345,25 @@ class ObjectAudit:
             return sym.size <= NVCC_DATA[name]
         if name.startswith("DW.ref.") and sym.size <= 8:  # g++'s pointer to a typeinfo a catch clause names
             return True
-        if (m := re.fullmatch(r"_Z(GV)?Z(L?)(\d+)(\w+)", name)) and m.group(4)[:int(m.group(3))].startswith(
-                "__device_stub__"):  # L: the stub of a template kernel has internal linkage
-            stub, rest = m.group(4)[:int(m.group(3))], m.group(4)[int(m.group(3)):]
+        if (m := re.fullmatch(r"_Z(GV)?Z(L?)(\d+)(\w+)", name)) and m.group(4)[: int(m.group(3))].startswith(
+            "__device_stub__"
+        ):  # L: the stub of a template kernel has internal linkage
+            stub, rest = m.group(4)[: int(m.group(3))], m.group(4)[int(m.group(3)) :]
             local = next((k for k in STUB_LOCALS if rest.endswith("E" + k)), None)
             size = 8 if m.group(1) else STUB_LOCALS.get(local, -1)
             # the stub itself, or (a template's stub is inlined) the kernel it launches: _Z9dwconv3x3...
-            fn, kernel = f"_Z{m.group(2)}{len(stub)}{stub}", stub[len("__device_stub_"):]
-            return local is not None and sym.size <= size and (
-                no_linkage(kernel) in self.functions or any(f.startswith(no_linkage(fn)) for f in self.functions))
-        if section is not None and section.flags & SHF_GROUP and sym.bind in (STB_WEAK, STB_GNU_UNIQUE) \
-                and namespace_root(name) in TOOLKIT_NAMESPACES:
+            fn, kernel = f"_Z{m.group(2)}{len(stub)}{stub}", stub[len("__device_stub_") :]
+            return (
+                local is not None
+                and sym.size <= size
+                and (no_linkage(kernel) in self.functions or any(f.startswith(no_linkage(fn)) for f in self.functions))
+            )
+        if (
+            section is not None
+            and section.flags & SHF_GROUP
+            and sym.bind in (STB_WEAK, STB_GNU_UNIQUE)
+            and namespace_root(name) in TOOLKIT_NAMESPACES
+        ):
             return True
         hints = self.hints
         if any(names_variable(name, c) for c in hints.constant - hints.device):
@@ -273,17 +375,24 @@ class ObjectAudit:
         name = pretty(sym.name)
         tls = "thread-local " if sym.type == STT_TLS else ""
         if any(names_variable(sym.name, d) for d in self.hints.device):
-            return (f"{name} is a __device__/__managed__ variable: device state that outlives a call; "
-                    "pass buffers from forward (torch.empty) and keep nothing between calls")
-        misused = next((why for (fn, var), why in self.hints.misused.items() if names_handle(sym.name, fn, var)),
-                       None)
+            return (
+                f"{name} is a __device__/__managed__ variable: device state that outlives a call; "
+                "pass buffers from forward (torch.empty) and keep nothing between calls"
+            )
+        misused = next((why for (fn, var), why in self.hints.misused.items() if names_handle(sym.name, fn, var)), None)
         if misused is not None:
-            return (f"{name} is state: {misused}; keep a vendor handle, descriptor or chosen algorithm only "
-                    f"as the vendor made it, e.g. `{GETTER}` (copy or pass it by value, never cast it)")
+            return (
+                f"{name} is state: {misused}; keep a vendor handle, descriptor or chosen algorithm only "
+                f"as the vendor made it, e.g. `{GETTER}` (copy or pass it by value, never cast it)"
+            )
         if sym.name.startswith(("_ZZ", "_ZGVZ")):
-            return (f"{name} is a {tls}static local variable: it keeps state between calls (a cache of "
-                    "pointers or results); compute everything on every call (query device attributes on "
-                    f"each call; only vendor handles and chosen algorithms may stay in a static: `{GETTER}`)")
-        return (f"{name} is {tls}writable static data: it keeps state between calls; use locals and "
-                "buffers passed in, or `__constant__`/`static const` tables (a vendor handle may stay in a "
-                f"static: `{GETTER}`)")
+            return (
+                f"{name} is a {tls}static local variable: it keeps state between calls (a cache of "
+                "pointers or results); compute everything on every call (query device attributes on "
+                f"each call; only vendor handles and chosen algorithms may stay in a static: `{GETTER}`)"
+            )
+        return (
+            f"{name} is {tls}writable static data: it keeps state between calls; use locals and "
+            "buffers passed in, or `__constant__`/`static const` tables (a vendor handle may stay in a "
+            f"static: `{GETTER}`)"
+        )

@@ -23,32 +23,49 @@ SOURCE_EXTS = frozenset({".cu", ".cuh", ".h", ".hpp", ".hh", ".cpp", ".cc", ".cx
 BINARY_EXTS = frozenset({".so", ".o", ".a", ".obj", ".dll", ".dylib", ".cubin", ".fatbin", ".ptx"})
 
 
-def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precision: bool = False,
-                           allowed_imports: Iterable[str] = DEFAULT_ALLOWED_IMPORTS) -> list[Finding]:
+def check_candidate_static(
+    candidate_dir: Path,
+    *,
+    task_fp32: bool,
+    allow_precision: bool = False,
+    allowed_imports: Iterable[str] = DEFAULT_ALLOWED_IMPORTS,
+) -> list[Finding]:
     """Every static finding for a candidate: model_new.py first, then kernels/ in path order."""
     candidate_dir = Path(candidate_dir)
     model_new = candidate_dir / "model_new.py"
     if not model_new.is_file():
         raise FileNotFoundError(f"{model_new} not found: a candidate is model_new.py plus kernels/*.cu")
     links = candidate_symlinks(candidate_dir)  # nothing is read through them
-    findings = [Finding(guard="forbidden_call", where=name, message=(
-        f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves")) for name in links]
+    findings = [
+        Finding(
+            guard="forbidden_call",
+            where=name,
+            message=(f"{name} is a symlink; a candidate holds model_new.py and kernels/ themselves"),
+        )
+        for name in links
+    ]
     if "model_new.py" not in links:
         try:
             source = read_text(model_new, root=candidate_dir, limit=SOURCE_CAP, shown="model_new.py")
         except OSError as e:  # UnreadableFile: a FIFO, a file swapped for a link, one over the cap
             findings.append(Finding(guard="forbidden_call", where="model_new.py", message=str(e)))
         else:
-            findings += check_model_new(source, task_fp32=task_fp32, allow_precision=allow_precision,
-                                        allowed_imports=allowed_imports)
+            findings += check_model_new(
+                source, task_fp32=task_fp32, allow_precision=allow_precision, allowed_imports=allowed_imports
+            )
     kernels = candidate_dir / "kernels"
     for path in sorted(kernels.rglob("*")) if kernels.is_dir() and "kernels" not in links else []:
         rel = path.relative_to(candidate_dir).as_posix()
         if any(p.is_symlink() for p in (path, *path.parents) if kernels in p.parents):
             continue  # reported above (as its shown name, which may differ from rel)
         if path.suffix in BINARY_EXTS:
-            findings.append(Finding(guard="forbidden_call", where=rel, message=(
-                f"{rel} is prebuilt code; ship sources, the harness compiles them")))
+            findings.append(
+                Finding(
+                    guard="forbidden_call",
+                    where=rel,
+                    message=(f"{rel} is prebuilt code; ship sources, the harness compiles them"),
+                )
+            )
         elif path.suffix in SOURCE_EXTS and not path.is_dir():
             try:
                 data = read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=rel)
@@ -59,8 +76,9 @@ def check_candidate_static(candidate_dir: Path, *, task_fp32: bool, allow_precis
     return dedupe(findings)
 
 
-def check_build_inputs(candidate_dir: Path, inputs: dict[str, str], *, task_fp32: bool,
-                       allow_precision: bool = False) -> list[Finding]:
+def check_build_inputs(
+    candidate_dir: Path, inputs: dict[str, str], *, task_fp32: bool, allow_precision: bool = False
+) -> list[Finding]:
     """The kernels/ rules over the files the build read that check_candidate_static did not scan:
     nvcc's dependency lists (BuildResult.inputs: name relative to the candidate dir or absolute ->
     sha256) name each file a compile read, however it was included; its suffix says nothing
@@ -71,14 +89,23 @@ def check_build_inputs(candidate_dir: Path, inputs: dict[str, str], *, task_fp32
     for shown, sha in sorted(inputs.items()):
         path = candidate_dir / shown  # an absolute name stays itself (outside the candidate: not its writing)
         try:
-            data = (path.read_bytes() if path.is_absolute() and not path.is_relative_to(candidate_dir)
-                    else read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=shown))
+            data = (
+                path.read_bytes()
+                if path.is_absolute() and not path.is_relative_to(candidate_dir)
+                else read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=shown)
+            )
         except OSError:
             data = b""
         if hashlib.sha256(data).hexdigest() != sha:
-            findings.append(Finding(guard="forbidden_call", where=shown, message=(
-                f"{shown} changed or went away after the build read it: "
-                "leave kernels/ alone while it is judged")))
+            findings.append(
+                Finding(
+                    guard="forbidden_call",
+                    where=shown,
+                    message=(
+                        f"{shown} changed or went away after the build read it: leave kernels/ alone while it is judged"
+                    ),
+                )
+            )
         elif not (path.suffix in SOURCE_EXTS and path.resolve().is_relative_to(kernels)):  # else scanned
             findings += _check_source(data, shown, task_fp32=task_fp32, allow_precision=allow_precision)
     return dedupe(findings)
@@ -88,6 +115,11 @@ def _check_source(data: bytes, rel: str, *, task_fp32: bool, allow_precision: bo
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:  # what is not text cannot be checked as text
-        return [Finding(guard="forbidden_call", where=rel, message=(
-            f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8"))]
+        return [
+            Finding(
+                guard="forbidden_call",
+                where=rel,
+                message=(f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8"),
+            )
+        ]
     return check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision)

@@ -17,61 +17,168 @@ import tree_sitter_cuda
 
 from cuda_agent.eval.verdict import Finding, Severity
 
-SIDE_STREAM = frozenset({
-    "cudaStreamCreate", "cudaStreamCreateWithFlags", "cudaStreamCreateWithPriority",
-    "cuStreamCreate", "cuStreamCreateWithPriority", "cudaLaunchHostFunc", "cuLaunchHostFunc",
-    "cudaStreamAddCallback", "cuStreamAddCallback", "cudaStreamBeginCapture",
-    "cudaStreamBeginCaptureToGraph", "cuStreamBeginCapture", "cuStreamBeginCapture_v2",
-    "cudaStreamPerThread", "pthread_create",
-})
-PRECISION = frozenset({
-    "half", "__half", "half2", "__half2", "__half_raw", "__half2_raw",
-    "nv_bfloat16", "__nv_bfloat16", "nv_bfloat162", "__nv_bfloat162", "__nv_bfloat16_raw", "tf32",
-    "CUBLAS_COMPUTE_32F_FAST_16F", "CUBLAS_COMPUTE_32F_FAST_16BF", "CUBLAS_COMPUTE_32F_FAST_TF32",
-    "CUBLAS_COMPUTE_16F", "CUBLAS_TF32_TENSOR_OP_MATH", "CUBLAS_TENSOR_OP_MATH",
-    "CUDA_R_16F", "CUDA_R_16BF", "CUDA_C_16F", "CUDA_C_16BF", "CUDA_R_8F_E4M3", "CUDA_R_8F_E5M2",
-    "CUDNN_DATA_HALF", "CUDNN_DATA_BFLOAT16", "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION",
-})
+SIDE_STREAM = frozenset(
+    {
+        "cudaStreamCreate",
+        "cudaStreamCreateWithFlags",
+        "cudaStreamCreateWithPriority",
+        "cuStreamCreate",
+        "cuStreamCreateWithPriority",
+        "cudaLaunchHostFunc",
+        "cuLaunchHostFunc",
+        "cudaStreamAddCallback",
+        "cuStreamAddCallback",
+        "cudaStreamBeginCapture",
+        "cudaStreamBeginCaptureToGraph",
+        "cuStreamBeginCapture",
+        "cuStreamBeginCapture_v2",
+        "cudaStreamPerThread",
+        "pthread_create",
+    }
+)
+PRECISION = frozenset(
+    {
+        "half",
+        "__half",
+        "half2",
+        "__half2",
+        "__half_raw",
+        "__half2_raw",
+        "nv_bfloat16",
+        "__nv_bfloat16",
+        "nv_bfloat162",
+        "__nv_bfloat162",
+        "__nv_bfloat16_raw",
+        "tf32",
+        "CUBLAS_COMPUTE_32F_FAST_16F",
+        "CUBLAS_COMPUTE_32F_FAST_16BF",
+        "CUBLAS_COMPUTE_32F_FAST_TF32",
+        "CUBLAS_COMPUTE_16F",
+        "CUBLAS_TF32_TENSOR_OP_MATH",
+        "CUBLAS_TENSOR_OP_MATH",
+        "CUDA_R_16F",
+        "CUDA_R_16BF",
+        "CUDA_C_16F",
+        "CUDA_C_16BF",
+        "CUDA_R_8F_E4M3",
+        "CUDA_R_8F_E5M2",
+        "CUDNN_DATA_HALF",
+        "CUDNN_DATA_BFLOAT16",
+        "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION",
+    }
+)
 # Plain words that are fp16/tf32 only where they name a type: `float half = 0.5f * x;` is honest.
 TYPE_WORDS = frozenset({"half", "half2", "tf32"})
 PRECISION_PREFIXES = (
-    "__float2half", "__float2bfloat16", "__floats2half2", "__floats2bfloat162", "__float22half2",
-    "__float22bfloat162", "__half", "__bfloat16", "__nv_fp8", "__nv_fp6", "__nv_fp4",
-    "__float_to_tf32", "__hadd", "__hsub", "__hmul", "__hfma", "__hdiv", "__hneg", "__hmax", "__hmin",
+    "__float2half",
+    "__float2bfloat16",
+    "__floats2half2",
+    "__floats2bfloat162",
+    "__float22half2",
+    "__float22bfloat162",
+    "__half",
+    "__bfloat16",
+    "__nv_fp8",
+    "__nv_fp6",
+    "__nv_fp4",
+    "__float_to_tf32",
+    "__hadd",
+    "__hsub",
+    "__hmul",
+    "__hfma",
+    "__hdiv",
+    "__hneg",
+    "__hmax",
+    "__hmin",
 )
 # Math-mode and compute-type enums a number (or a non-enumerator) may be cast to, or passed as, to reach TF32
 # or fp16 math with no name the token rule sees: `cublasSetMathMode(h, (cublasMath_t)3)`. Numbers that
 # name a downgrade, for the message (cublas_api.h); any number there is a note (the numeric check judges).
 MATH_ENUMS = frozenset({"cublasMath_t", "cublasComputeType_t", "cudnnMathType_t", "cudaDataType", "cudaDataType_t"})
 MATH_ENUM_ARGS = {  # function -> index of its math-mode / compute-type argument
-    "cublasSetMathMode": 1, "cublasLtMatmulDescCreate": 1, "cublasLtMatmulDescInit": 1,
-    "cudnnSetConvolutionMathType": 1, "cublasGemmEx": 17, "cublasGemmBatchedEx": 18,
+    "cublasSetMathMode": 1,
+    "cublasLtMatmulDescCreate": 1,
+    "cublasLtMatmulDescInit": 1,
+    "cudnnSetConvolutionMathType": 1,
+    "cublasGemmEx": 17,
+    "cublasGemmBatchedEx": 18,
     "cublasGemmStridedBatchedEx": 21,
 }
-DOWNGRADE_NUMBERS = {"cublasMath_t": {1: "CUBLAS_TENSOR_OP_MATH", 3: "CUBLAS_TF32_TENSOR_OP_MATH"},
-                     "cublasComputeType_t": {64: "CUBLAS_COMPUTE_16F", 65: "CUBLAS_COMPUTE_16F_PEDANTIC",
-                                             74: "CUBLAS_COMPUTE_32F_FAST_16F", 75: "CUBLAS_COMPUTE_32F_FAST_16BF",
-                                             77: "CUBLAS_COMPUTE_32F_FAST_TF32"},
-                     "cudnnMathType_t": {1: "CUDNN_TENSOR_OP_MATH", 2: "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION"}}
+DOWNGRADE_NUMBERS = {
+    "cublasMath_t": {1: "CUBLAS_TENSOR_OP_MATH", 3: "CUBLAS_TF32_TENSOR_OP_MATH"},
+    "cublasComputeType_t": {
+        64: "CUBLAS_COMPUTE_16F",
+        65: "CUBLAS_COMPUTE_16F_PEDANTIC",
+        74: "CUBLAS_COMPUTE_32F_FAST_16F",
+        75: "CUBLAS_COMPUTE_32F_FAST_16BF",
+        77: "CUBLAS_COMPUTE_32F_FAST_TF32",
+    },
+    "cudnnMathType_t": {1: "CUDNN_TENSOR_OP_MATH", 2: "CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION"},
+}
 ENUMERATOR_PREFIXES = ("CUBLAS_", "CUDNN_", "CUDA_R_", "CUDA_C_")
-_MATH_CAST = re.compile(r"\(\s*(?:const\s+)?(%s)\s*\)|\b(?:static|reinterpret|const)_cast\s*<\s*(%s)\s*>"
-                        r"|\b(%s)\s*(?=\()" % (("|".join(sorted(MATH_ENUMS)),) * 3))
+_MATH_CAST = re.compile(
+    r"\(\s*(?:const\s+)?(%s)\s*\)|\b(?:static|reinterpret|const)_cast\s*<\s*(%s)\s*>"
+    r"|\b(%s)\s*(?=\()" % (("|".join(sorted(MATH_ENUMS)),) * 3)
+)
 _MATH_CALL = re.compile(r"\b(%s)\s*\(" % "|".join(MATH_ENUM_ARGS))
 _DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+(\w+)(?!\()[ \t]+([^\n]*)$", re.M)
-_CONST_INT = re.compile(r"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|short|auto|"
-                        r"size_t|int32_t|uint32_t|int64_t|uint64_t|cublasMath_t|cublasComputeType_t)\s+(\w+)\s*="
-                        r"\s*([^;]*);")
+_CONST_INT = re.compile(
+    r"\b(?:constexpr|const)\s+(?:static\s+)?(?:unsigned\s+|signed\s+)?(?:int|long|short|auto|"
+    r"size_t|int32_t|uint32_t|int64_t|uint64_t|cublasMath_t|cublasComputeType_t)\s+(\w+)\s*="
+    r"\s*([^;]*);"
+)
 _NUMBER = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b")
-FORBIDDEN = frozenset({
-    "dlopen", "dlsym", "dlmopen", "dlvsym", "system", "popen", "fork", "vfork", "execl", "execlp",
-    "execle", "execv", "execvp", "execvpe", "execve", "fexecve", "posix_spawn", "posix_spawnp",
-    "fopen", "fopen64", "freopen", "open", "openat", "creat", "ifstream", "ofstream", "fstream",
-    "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "syscall", "ptrace",
-    "cudaIpcOpenMemHandle", "cudaIpcGetMemHandle", "cuIpcOpenMemHandle", "cuIpcGetMemHandle",
-    "cuModuleLoad", "cuModuleLoadData", "cuModuleLoadDataEx", "cuModuleLoadFatBinary",
-    "cuLibraryLoadData", "cuLibraryLoadFromFile", "cudaLibraryLoadData", "cudaLibraryLoadFromFile",
-    "nvrtcCompileProgram",
-})
+FORBIDDEN = frozenset(
+    {
+        "dlopen",
+        "dlsym",
+        "dlmopen",
+        "dlvsym",
+        "system",
+        "popen",
+        "fork",
+        "vfork",
+        "execl",
+        "execlp",
+        "execle",
+        "execv",
+        "execvp",
+        "execvpe",
+        "execve",
+        "fexecve",
+        "posix_spawn",
+        "posix_spawnp",
+        "fopen",
+        "fopen64",
+        "freopen",
+        "open",
+        "openat",
+        "creat",
+        "ifstream",
+        "ofstream",
+        "fstream",
+        "getenv",
+        "secure_getenv",
+        "setenv",
+        "putenv",
+        "unsetenv",
+        "syscall",
+        "ptrace",
+        "cudaIpcOpenMemHandle",
+        "cudaIpcGetMemHandle",
+        "cuIpcOpenMemHandle",
+        "cuIpcGetMemHandle",
+        "cuModuleLoad",
+        "cuModuleLoadData",
+        "cuModuleLoadDataEx",
+        "cuModuleLoadFatBinary",
+        "cuLibraryLoadData",
+        "cuLibraryLoadFromFile",
+        "cudaLibraryLoadData",
+        "cudaLibraryLoadFromFile",
+        "nvrtcCompileProgram",
+    }
+)
 FORBIDDEN_NAMESPACES = frozenset({"at", "c10", "torch", "pybind11", "py", "caffe2"})
 PYTHON_API = re.compile(r"^_?Py[A-Z_]|^_ZN")  # the Python C API, or mangled C++ (libtorch) symbols
 THREAD_QUALIFIED = frozenset({"std::thread", "std::jthread", "std::async"})
@@ -83,24 +190,48 @@ PTX_LOW = re.compile(r"\.(f16|bf16|tf32|e4m3|e5m2|f16x2|bf16x2)\b")
 SYMBOL_ATTRIBUTES = frozenset({"weak", "weakref", "alias", "visibility", "symver", "copy", "externally_visible"})
 LOAD_TIME_ATTRIBUTES = frozenset({"constructor", "destructor", "init_priority", "ifunc", "target_clones", "section"})
 # Names nvcc, g++ and the C++ ABI give their own code and data; the audit trusts what carries them.
-RESERVED_PREFIXES = ("__device_stub_", "__sti_", "__cuda", "__nv_", "__fatDeviceText", "__ioinit", "_GLOBAL__", "_Z",
-                     "_ITM_", "__gmon_start__", "__cxa_", "__dso_handle")
-TOOLKIT_NAMESPACES = frozenset({"cub", "thrust", "cuda", "nvtx3", "cooperative_groups", "nvcuda", "cutlass",
-                                "cute", "std", "__gnu_cxx"})
+RESERVED_PREFIXES = (
+    "__device_stub_",
+    "__sti_",
+    "__cuda",
+    "__nv_",
+    "__fatDeviceText",
+    "__ioinit",
+    "_GLOBAL__",
+    "_Z",
+    "_ITM_",
+    "__gmon_start__",
+    "__cxa_",
+    "__dso_handle",
+)
+TOOLKIT_NAMESPACES = frozenset(
+    {"cub", "thrust", "cuda", "nvtx3", "cooperative_groups", "nvcuda", "cutlass", "cute", "std", "__gnu_cxx"}
+)
 _ATTRIBUTE = re.compile(r"\b__attribute(?:__)?\s*\(\((.*?)\)\)|\[\[(.*?)\]\]", re.S)
 _PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+(weak|redefine_extname|GCC[ \t]+visibility|init|fini)\b", re.M)
 _PRAGMA_OP = re.compile(r"\b(?:_Pragma|__pragma)\s*\(\s*\"\s*(weak|redefine_extname|GCC\s+visibility|init|fini)\b")
 _NAMESPACE_MACRO = re.compile(r"\b\w*(?:NAMESPACE_BEGIN|BEGIN_NAMESPACE)\w*\b")
 # Assembler directives that place sections or define, alias or weaken symbols (none is PTX).
-_ASM_DIRECTIVE = re.compile(r"(?:^|[\s;{\"])\.(section|pushsection|popsection|previous|init_array|fini_array|"
-                            r"preinit_array|ctors|dtors|symver|weak|weakref|globl|set|equ|incbin|comm|lcomm|text|"
-                            r"data|bss|quad)\b")
+_ASM_DIRECTIVE = re.compile(
+    r"(?:^|[\s;{\"])\.(section|pushsection|popsection|previous|init_array|fini_array|"
+    r"preinit_array|ctors|dtors|symver|weak|weakref|globl|set|equ|incbin|comm|lcomm|text|"
+    r"data|bss|quad)\b"
+)
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')', re.S)
 
-_STRINGS = frozenset({"string_literal", "raw_string_literal", "char_literal", "concatenated_string",
-                      "system_lib_string"})
-_NAMES = frozenset({"identifier", "type_identifier", "field_identifier", "namespace_identifier",
-                    "primitive_type", "statement_identifier"})
+_STRINGS = frozenset(
+    {"string_literal", "raw_string_literal", "char_literal", "concatenated_string", "system_lib_string"}
+)
+_NAMES = frozenset(
+    {
+        "identifier",
+        "type_identifier",
+        "field_identifier",
+        "namespace_identifier",
+        "primitive_type",
+        "statement_identifier",
+    }
+)
 _MACRO_NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', re.S)
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _PTX_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
@@ -124,20 +255,36 @@ class _Scan:
             return
         self.seen.add((guard, token))
         severity = self.precision_severity if guard == "precision" else "fail"
-        self.findings.append(Finding(guard=guard, severity=severity, message=message,
-                                     where=f"{self.where}:{line + 1}"))
+        self.findings.append(Finding(guard=guard, severity=severity, message=message, where=f"{self.where}:{line + 1}"))
 
     def token(self, name: str, line: int, kind: str = "type_identifier") -> None:
         if name in SIDE_STREAM:
-            self.add("side_stream", name, line, f"{name}: work on another stream, host callback or thread "
-                     "escapes timing; launch everything on the stream the launcher receives")
-        if self.task_fp32 and (name in PRECISION or name.startswith(PRECISION_PREFIXES)) \
-                and (name not in TYPE_WORDS or kind == "type_identifier"):
-            self.add("precision", name, line, f"{name} in an fp32 task is a precision downgrade "
-                     "(fp16/bf16/tf32); compute and accumulate in float")
+            self.add(
+                "side_stream",
+                name,
+                line,
+                f"{name}: work on another stream, host callback or thread "
+                "escapes timing; launch everything on the stream the launcher receives",
+            )
+        if (
+            self.task_fp32
+            and (name in PRECISION or name.startswith(PRECISION_PREFIXES))
+            and (name not in TYPE_WORDS or kind == "type_identifier")
+        ):
+            self.add(
+                "precision",
+                name,
+                line,
+                f"{name} in an fp32 task is a precision downgrade (fp16/bf16/tf32); compute and accumulate in float",
+            )
         if name in FORBIDDEN or PYTHON_API.match(name):
-            self.add("forbidden_call", name, line, f"{name}: no dynamic loading, processes, files, IPC or "
-                     "Python/libtorch symbols in kernels; use CUDA runtime, cuBLAS and cuDNN only")
+            self.add(
+                "forbidden_call",
+                name,
+                line,
+                f"{name}: no dynamic loading, processes, files, IPC or "
+                "Python/libtorch symbols in kernels; use CUDA runtime, cuBLAS and cuDNN only",
+            )
 
     def node(self, n: tree_sitter.Node) -> None:
         """Iterative walk: deep expression trees must not hit Python's recursion limit."""
@@ -155,8 +302,13 @@ class _Scan:
             elif kind == "namespace_definition":
                 self.namespace(n)
             elif kind in ("asm", "__asm__", "__asm") and (n.parent is None or n.parent.type != "gnu_asm_expression"):
-                self.add("native_symbol", "asm", n.start_point[0], "asm outside an asm statement (a label on a "
-                         "declaration?) renames symbols; call functions by their own names")
+                self.add(
+                    "native_symbol",
+                    "asm",
+                    n.start_point[0],
+                    "asm outside an asm statement (a label on a "
+                    "declaration?) renames symbols; call functions by their own names",
+                )
             elif kind == "preproc_arg":
                 self.macro(n)
                 continue
@@ -164,13 +316,20 @@ class _Scan:
                 self.qualified(n)
             elif kind in _NAMES:
                 self.declared(n)
-                called = n.parent is not None and n.parent.type == "call_expression" \
+                called = (
+                    n.parent is not None
+                    and n.parent.type == "call_expression"
                     and n.parent.child_by_field_name("function") == n
+                )
                 name = n.text.decode(errors="replace")
                 self.token(name, n.start_point[0], "type_identifier" if called else kind)  # half(x): a functional cast
                 if kind == "namespace_identifier" and name in FORBIDDEN_NAMESPACES:
-                    self.add("forbidden_call", name, n.start_point[0],
-                             f"{name}:: is libtorch/Python API; kernels are plain CUDA C++")
+                    self.add(
+                        "forbidden_call",
+                        name,
+                        n.start_point[0],
+                        f"{name}:: is libtorch/Python API; kernels are plain CUDA C++",
+                    )
             stack.extend(reversed(n.children))
 
     # -- what the built-library audit (native.py) relies on --------------------------------------
@@ -180,18 +339,33 @@ class _Scan:
         line = n.start_point[0]
         self.asm_code(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"), line)
         if n.parent is None or n.parent.type != "expression_statement":
-            self.add("native_symbol", "asm label", line, "an asm label on a declaration renames the symbol it "
-                     "imports or defines; declare and call functions by their own names")
+            self.add(
+                "native_symbol",
+                "asm label",
+                line,
+                "an asm label on a declaration renames the symbol it "
+                "imports or defines; declare and call functions by their own names",
+            )
         elif not _in_device_code(n) and not _compiler_barrier(n):
-            self.add("forbidden_call", "host asm", line, "inline assembly outside device code (file scope or a host "
-                     "function) runs unchecked native code; asm belongs in __device__/__global__ functions (PTX)")
+            self.add(
+                "forbidden_call",
+                "host asm",
+                line,
+                "inline assembly outside device code (file scope or a host "
+                "function) runs unchecked native code; asm belongs in __device__/__global__ functions (PTX)",
+            )
 
     def namespace(self, n: tree_sitter.Node) -> None:
         name = n.child_by_field_name("name")
         root = name.text.decode(errors="replace").split("::")[0].strip() if name is not None else ""
         if root in TOOLKIT_NAMESPACES:
-            self.add("native_symbol", f"namespace {root}", n.start_point[0], f"code inside namespace {root} (a "
-                     "toolkit library's) is taken for the toolkit's own; use a namespace of your own")
+            self.add(
+                "native_symbol",
+                f"namespace {root}",
+                n.start_point[0],
+                f"code inside namespace {root} (a "
+                "toolkit library's) is taken for the toolkit's own; use a namespace of your own",
+            )
 
     def declared(self, n: tree_sitter.Node) -> None:
         """A declared name nvcc or the C++ ABI reserves (`__device_stub_*`, `_Z*`), or a definition put in a
@@ -202,17 +376,34 @@ class _Scan:
         field = parent.field_name_for_child(parent.children.index(n))
         text = n.text.decode(errors="replace")
         if n.type == "identifier" and field == "declarator" and text.startswith(RESERVED_PREFIXES):
-            self.add("native_symbol", text, n.start_point[0], f"{text} is a name nvcc or the C++ ABI gives its own "
-                     "code and data; name functions and variables plainly")
-        if n.type == "namespace_identifier" and text in TOOLKIT_NAMESPACES and field == "scope" \
-                and parent.type == "qualified_identifier":
+            self.add(
+                "native_symbol",
+                text,
+                n.start_point[0],
+                f"{text} is a name nvcc or the C++ ABI gives its own "
+                "code and data; name functions and variables plainly",
+            )
+        if (
+            n.type == "namespace_identifier"
+            and text in TOOLKIT_NAMESPACES
+            and field == "scope"
+            and parent.type == "qualified_identifier"
+        ):
             top = parent
             while top.parent is not None and top.parent.type == "qualified_identifier":
                 top = top.parent
-            if top.parent is not None and top.parent.field_name_for_child(top.parent.children.index(top)) in (
-                    "declarator", "name") and top.parent.type not in ("call_expression", "template_function"):
-                self.add("native_symbol", f"namespace {text}", n.start_point[0], f"defining {text}::... puts code in "
-                         "a toolkit library's namespace, taken for the toolkit's own; use a namespace of your own")
+            if (
+                top.parent is not None
+                and top.parent.field_name_for_child(top.parent.children.index(top)) in ("declarator", "name")
+                and top.parent.type not in ("call_expression", "template_function")
+            ):
+                self.add(
+                    "native_symbol",
+                    f"namespace {text}",
+                    n.start_point[0],
+                    f"defining {text}::... puts code in "
+                    "a toolkit library's namespace, taken for the toolkit's own; use a namespace of your own",
+                )
 
     def text(self, source: str) -> None:
         """Attributes, pragmas and namespace macros, from the text (they survive parse errors and macros)."""
@@ -222,19 +413,38 @@ class _Scan:
             line = bare.count("\n", 0, m.start())
             for word in {w.strip("_") for w in _WORD.findall(m.group(1) or m.group(2) or "")}:
                 if word in SYMBOL_ATTRIBUTES:
-                    self.add("native_symbol", word, line, f"__attribute__(({word})) makes a symbol weak, aliased or "
-                             "visible under another name (a hidden import); declare plain functions")
+                    self.add(
+                        "native_symbol",
+                        word,
+                        line,
+                        f"__attribute__(({word})) makes a symbol weak, aliased or "
+                        "visible under another name (a hidden import); declare plain functions",
+                    )
                 elif word in LOAD_TIME_ATTRIBUTES:
-                    self.add("load_time_code", word, line, f"__attribute__(({word})) runs code when the library "
-                             "loads or unloads, or places it in a chosen section; do all work inside the launchers")
+                    self.add(
+                        "load_time_code",
+                        word,
+                        line,
+                        f"__attribute__(({word})) runs code when the library "
+                        "loads or unloads, or places it in a chosen section; do all work inside the launchers",
+                    )
         for pattern in (_PRAGMA, _PRAGMA_OP):
             for m in pattern.finditer(code if pattern is _PRAGMA_OP else bare):
                 word = " ".join(m.group(1).split())
-                self.add("native_symbol", f"pragma {word}", bare.count("\n", 0, m.start()), f"#pragma {word} "
-                         "weakens, renames or hides symbols (a hidden import); declare plain functions")
+                self.add(
+                    "native_symbol",
+                    f"pragma {word}",
+                    bare.count("\n", 0, m.start()),
+                    f"#pragma {word} weakens, renames or hides symbols (a hidden import); declare plain functions",
+                )
         for m in _NAMESPACE_MACRO.finditer(bare):
-            self.add("native_symbol", m.group(), bare.count("\n", 0, m.start()), f"{m.group()} opens a toolkit "
-                     "library's namespace, taken for the toolkit's own; use a namespace of your own")
+            self.add(
+                "native_symbol",
+                m.group(),
+                bare.count("\n", 0, m.start()),
+                f"{m.group()} opens a toolkit "
+                "library's namespace, taken for the toolkit's own; use a namespace of your own",
+            )
 
     def include(self, n: tree_sitter.Node) -> None:
         path_node = n.child_by_field_name("path")
@@ -243,30 +453,56 @@ class _Scan:
         path = path_node.text.decode().strip('"<>')
         line = n.start_point[0]
         if path.startswith(FORBIDDEN_INCLUDES) or path.split("/")[-1] in FORBIDDEN_INCLUDES:
-            self.add("forbidden_call", path, line, f"#include <{path}>: kernels build without torch/Python "
-                     "headers and without file or dynamic-loading APIs; pass raw pointers instead")
+            self.add(
+                "forbidden_call",
+                path,
+                line,
+                f"#include <{path}>: kernels build without torch/Python "
+                "headers and without file or dynamic-loading APIs; pass raw pointers instead",
+            )
         elif path.startswith("/") or ".." in path.split("/"):
-            self.add("forbidden_call", path, line, f"#include \"{path}\" reaches outside kernels/; "
-                     "keep every source the kernel uses in kernels/")
+            self.add(
+                "forbidden_call",
+                path,
+                line,
+                f'#include "{path}" reaches outside kernels/; keep every source the kernel uses in kernels/',
+            )
         if path in THREAD_INCLUDES:
-            self.add("side_stream", path, line, f"#include <{path}>: host threads escape timing; "
-                     "launch everything on the stream the launcher receives")
+            self.add(
+                "side_stream",
+                path,
+                line,
+                f"#include <{path}>: host threads escape timing; launch everything on the stream the launcher receives",
+            )
 
     def qualified(self, n: tree_sitter.Node) -> None:
         text = re.sub(r"\s+", "", n.text.decode())
         for name in THREAD_QUALIFIED:
             if text == name or text.startswith(name + "<"):
-                self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing; "
-                         "launch everything on the stream the launcher receives")
+                self.add(
+                    "side_stream",
+                    name,
+                    n.start_point[0],
+                    f"{name}: host threads escape timing; launch everything on the stream the launcher receives",
+                )
 
     def asm_code(self, code: str, line: int) -> None:
         """Inline assembly (an asm statement's or a macro's): precision downgrades, section/symbol directives."""
         if self.task_fp32 and ("mma" in code or "cvt" in code) and PTX_LOW.search(code):
-            self.add("precision", "asm", line, "inline PTX mma/cvt with f16/bf16/tf32/fp8 in an "
-                     "fp32 task is a precision downgrade; use fp32 FMA")
+            self.add(
+                "precision",
+                "asm",
+                line,
+                "inline PTX mma/cvt with f16/bf16/tf32/fp8 in an fp32 task is a precision downgrade; use fp32 FMA",
+            )
         if m := _ASM_DIRECTIVE.search(code.replace("\\n", "\n").replace("\\t", "\t")):
-            self.add("load_time_code", "asm ." + m.group(1), line, f"asm directive .{m.group(1)} places sections or "
-                     "defines symbols (code run at load, hidden imports); write plain functions")
+            self.add(
+                "load_time_code",
+                "asm ." + m.group(1),
+                line,
+                f"asm directive .{m.group(1)} places sections or "
+                "defines symbols (code run at load, hidden imports); write plain functions",
+            )
 
     def macro(self, n: tree_sitter.Node) -> None:
         raw = n.text.decode(errors="replace")
@@ -291,8 +527,8 @@ def _operand(code: str, start: int) -> str:
         for j in range(i, len(code)):
             depth += {"(": 1, ")": -1}.get(code[j], 0)
             if depth == 0:
-                return code[i + 1:j]
-        return code[i + 1:]
+                return code[i + 1 : j]
+        return code[i + 1 :]
     m = re.match(r"[\w:]+", code[i:])
     return m.group() if m else ""
 
@@ -317,7 +553,7 @@ def _arguments(code: str, open_paren: int) -> list[str]:
 def _resolve(expr: str, constants: dict[str, str], depth: int = 0) -> tuple[list[int], list[str]]:
     """The numbers and the names other than enumerators in `expr`, through the file's own #defines and
     integer constants."""
-    numbers = [int(m.group(1), 0) for m in _NUMBER.finditer(expr) if not expr[:m.start()].endswith(("_", "."))]
+    numbers = [int(m.group(1), 0) for m in _NUMBER.finditer(expr) if not expr[: m.start()].endswith(("_", "."))]
     others: list[str] = []
     for word in _WORD.findall(expr):
         if word in constants and depth < 8:
@@ -348,8 +584,13 @@ def math_mode_numbers(code: str) -> list[tuple[int, str, str, list[int]]]:
         if index < len(args) and not _MATH_CAST.search(args[index]):  # a cast was judged above
             numbers, _ = _resolve(args[index], constants)
             if numbers:
-                enum = ("cublasMath_t" if m.group(1) == "cublasSetMathMode" else
-                        "cudnnMathType_t" if m.group(1).startswith("cudnn") else "cublasComputeType_t")
+                enum = (
+                    "cublasMath_t"
+                    if m.group(1) == "cublasSetMathMode"
+                    else "cudnnMathType_t"
+                    if m.group(1).startswith("cudnn")
+                    else "cublasComputeType_t"
+                )
                 hits.append((code.count("\n", 0, m.start()), enum, " ".join(args[index].split()), numbers))
     return hits
 
@@ -358,9 +599,11 @@ def _math_mode_message(enum: str, expr: str, numbers: list[int]) -> str:
     names = DOWNGRADE_NUMBERS.get(enum, {})
     named = sorted({names[n] for n in numbers if n in names})
     meaning = f" (that is {', '.join(named)}: TF32/fp16 math)" if named else ""
-    return (f"({enum}){expr}: a math mode or compute type given by number or variable{meaning}; in an fp32 task "
-            "name the mode (CUBLAS_DEFAULT_MATH or CUBLAS_PEDANTIC_MATH, CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH): "
-            "the numeric precision check judges what it computes")
+    return (
+        f"({enum}){expr}: a math mode or compute type given by number or variable{meaning}; in an fp32 task "
+        "name the mode (CUBLAS_DEFAULT_MATH or CUBLAS_PEDANTIC_MATH, CUBLAS_COMPUTE_32F, CUDNN_FMA_MATH): "
+        "the numeric precision check judges what it computes"
+    )
 
 
 def _compiler_barrier(n: tree_sitter.Node) -> bool:
@@ -385,8 +628,10 @@ def _in_device_code(n: tree_sitter.Node) -> bool:
     child, node = n, n.parent
     while node is not None:
         condition = node.child_by_field_name("condition")
-        if node.type in ("preproc_ifdef", "preproc_if") and "__CUDA_ARCH__" in (
-                node.child_by_field_name("name") or condition or node).text.decode():
+        if (
+            node.type in ("preproc_ifdef", "preproc_if")
+            and "__CUDA_ARCH__" in (node.child_by_field_name("name") or condition or node).text.decode()
+        ):
             negated = node.children[0].type == "#ifndef" or getattr(condition, "type", None) == "unary_expression"
             in_else = child.type in ("preproc_else", "preproc_elif")
             arch = arch or negated == in_else
@@ -422,6 +667,12 @@ def check_cuda_source(source: bytes, where: str, *, task_fp32: bool, allow_preci
     if task_fp32:  # a note, whatever allow_precision: only the numeric check can tell what the number does
         code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), text)
         for line, enum, expr, numbers in math_mode_numbers(code):
-            scan.findings.append(Finding(guard="precision", severity="warn", where=f"{where}:{line + 1}",
-                                         message=_math_mode_message(enum, expr, numbers)))
+            scan.findings.append(
+                Finding(
+                    guard="precision",
+                    severity="warn",
+                    where=f"{where}:{line + 1}",
+                    message=_math_mode_message(enum, expr, numbers),
+                )
+            )
     return scan.findings

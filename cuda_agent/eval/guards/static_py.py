@@ -20,15 +20,26 @@ from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 from cuda_agent.eval.verdict import Finding
 
 
-def check_model_new(source: str, *, filename: str = "model_new.py", task_fp32: bool,
-                    allow_precision: bool = False,
-                    allowed_imports: Iterable[str] = DEFAULT_ALLOWED_IMPORTS) -> list[Finding]:
+def check_model_new(
+    source: str,
+    *,
+    filename: str = "model_new.py",
+    task_fp32: bool,
+    allow_precision: bool = False,
+    allowed_imports: Iterable[str] = DEFAULT_ALLOWED_IMPORTS,
+) -> list[Finding]:
     try:
         tree = ast.parse(source, filename=filename)
     except SyntaxError as e:
         # It can't run either; the recorder's import reports the error itself.
-        return [Finding(guard="static_parse", severity="info", where=f"{filename}:{e.lineno or 0}",
-                        message=f"{filename} does not parse ({e.msg}); static guards skipped")]
+        return [
+            Finding(
+                guard="static_parse",
+                severity="info",
+                where=f"{filename}:{e.lineno or 0}",
+                message=f"{filename} does not parse ({e.msg}); static guards skipped",
+            )
+        ]
     for node in ast.walk(tree):
         for child in ast.iter_child_nodes(node):
             child._parent = node  # type: ignore[attr-defined]

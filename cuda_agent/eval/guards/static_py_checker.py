@@ -9,20 +9,55 @@ from collections.abc import Iterable
 
 from cuda_agent.eval.guards.static_py_names import FileNames, is_called, is_container, is_name, self_attr
 from cuda_agent.eval.guards.static_py_rules import (
-    ALLOCATORS, CACHE_DECORATORS, CROSSING_ATTRS, CROSSING_METHODS, DATA_TENSORS, DOWNCAST_METHODS, DUNDER_ATTRS_OK,
-    DUNDER_DEFS, DUNDER_NAMES_OK, FORBIDDEN_BUILTINS, FRAME_ATTRS, LEGACY_TENSOR, MODULE_NAMES, MSG_BUFFER,
-    MSG_BUILTIN, MSG_CACHE, MSG_CROSSING, MSG_DATA_TENSOR, MSG_DOWNCAST, MSG_DUNDER, MSG_DUNDER_DEF, MSG_FRAME,
-    MSG_MODULE, MSG_MODULE_NAME, MSG_MODULE_PATCH, MSG_PRECISION_FLAG, MSG_REFERENCE_IMPORT, MSG_REFERENCE_USE,
-    MSG_REFLECT_COMPUTED, MSG_REFLECT_VALUE, MSG_STATE, MSG_SUBCLASS, MUTATORS, PRECISION_ATTRS, REFERENCE_MODULES,
-    REFERENCE_PATH, REFLECTIVE, REFLECTIVE_ATTRS, SUBCLASS_HOOKS, SUBCLASS_METHODS, TENSOR_CLASSES, TIMER_CLASSES,
+    ALLOCATORS,
+    CACHE_DECORATORS,
+    CROSSING_ATTRS,
+    CROSSING_METHODS,
+    DATA_TENSORS,
+    DOWNCAST_METHODS,
+    DUNDER_ATTRS_OK,
+    DUNDER_DEFS,
+    DUNDER_NAMES_OK,
+    FORBIDDEN_BUILTINS,
+    FRAME_ATTRS,
+    LEGACY_TENSOR,
+    MODULE_NAMES,
+    MSG_BUFFER,
+    MSG_BUILTIN,
+    MSG_CACHE,
+    MSG_CROSSING,
+    MSG_DATA_TENSOR,
+    MSG_DOWNCAST,
+    MSG_DUNDER,
+    MSG_DUNDER_DEF,
+    MSG_FRAME,
+    MSG_MODULE,
+    MSG_MODULE_NAME,
+    MSG_MODULE_PATCH,
+    MSG_PRECISION_FLAG,
+    MSG_REFERENCE_IMPORT,
+    MSG_REFERENCE_USE,
+    MSG_REFLECT_COMPUTED,
+    MSG_REFLECT_VALUE,
+    MSG_STATE,
+    MSG_SUBCLASS,
+    MUTATORS,
+    PRECISION_ATTRS,
+    REFERENCE_MODULES,
+    REFERENCE_PATH,
+    REFLECTIVE,
+    REFLECTIVE_ATTRS,
+    SUBCLASS_HOOKS,
+    SUBCLASS_METHODS,
+    TENSOR_CLASSES,
+    TIMER_CLASSES,
     name_rules,
 )
 from cuda_agent.eval.verdict import Finding, Severity
 
 
 class Checker(FileNames, ast.NodeVisitor):
-    def __init__(self, filename: str, task_fp32: bool, allow_precision: bool,
-                 allowed_imports: Iterable[str]) -> None:
+    def __init__(self, filename: str, task_fp32: bool, allow_precision: bool, allowed_imports: Iterable[str]) -> None:
         super().__init__()
         self.filename = filename
         self.task_fp32 = task_fp32
@@ -33,8 +68,11 @@ class Checker(FileNames, ast.NodeVisitor):
     # -- reporting ---------------------------------------------------------------------
     def add(self, guard: str, node: ast.AST, message: str, severity: Severity | None = None) -> None:
         severity = severity or (self.precision_severity if guard == "precision" else "fail")
-        self.findings.append(Finding(guard=guard, message=message, severity=severity,
-                                     where=f"{self.filename}:{getattr(node, 'lineno', 0)}"))
+        self.findings.append(
+            Finding(
+                guard=guard, message=message, severity=severity, where=f"{self.filename}:{getattr(node, 'lineno', 0)}"
+            )
+        )
 
     # -- imports -----------------------------------------------------------------------
     def visit_Import(self, node: ast.Import) -> None:
@@ -48,8 +86,12 @@ class Checker(FileNames, ast.NodeVisitor):
             if root in REFERENCE_MODULES or any(a.name in REFERENCE_MODULES for a in node.names):
                 self.add("reference_access", node, MSG_REFERENCE_IMPORT.format(name="." * node.level + module))
             else:
-                self.add("import_not_allowed", node, f"relative import `from {'.' * node.level}{module} import "
-                         f"...`; keep the candidate in model_new.py and kernels/")
+                self.add(
+                    "import_not_allowed",
+                    node,
+                    f"relative import `from {'.' * node.level}{module} import "
+                    f"...`; keep the candidate in model_new.py and kernels/",
+                )
             return
         allowed = self.check_import(node, module)
         for a in node.names:
@@ -65,8 +107,12 @@ class Checker(FileNames, ast.NodeVisitor):
         if self.check_name(node, module, ast.Load()):
             return False
         if module not in self.allowed:
-            self.add("import_not_allowed", node, f"imports {module}; model_new.py may import only "
-                     f"{', '.join(sorted(self.allowed))}: do the work in kernels/*.cu")
+            self.add(
+                "import_not_allowed",
+                node,
+                f"imports {module}; model_new.py may import only "
+                f"{', '.join(sorted(self.allowed))}: do the work in kernels/*.cu",
+            )
             return False
         return True
 
@@ -119,8 +165,12 @@ class Checker(FileNames, ast.NodeVisitor):
             self.check_name(node, self.aliases[node.id], node.ctx)
         if node.id in FORBIDDEN_BUILTINS and node.id not in self.bound:
             self.add("forbidden_call", node, MSG_BUILTIN.format(name=node.id))
-        if node.id.startswith("__") and node.id.endswith("__") and node.id not in DUNDER_NAMES_OK \
-                and node.id not in FORBIDDEN_BUILTINS:
+        if (
+            node.id.startswith("__")
+            and node.id.endswith("__")
+            and node.id not in DUNDER_NAMES_OK
+            and node.id not in FORBIDDEN_BUILTINS
+        ):
             self.add("interpreter_internals", node, MSG_DUNDER.format(name=node.id))
         if node.id in REFLECTIVE and node.id not in self.bound and not is_called(node):
             self.add("interpreter_internals", node, MSG_REFLECT_VALUE.format(fn=node.id))
@@ -129,10 +179,17 @@ class Checker(FileNames, ast.NodeVisitor):
             self.add("module_escape", node, MSG_MODULE_NAME.format(name=node.id))
 
     def visit_Constant(self, node: ast.Constant) -> None:
-        if isinstance(node.value, str) and id(node) not in self.docstrings \
-                and REFERENCE_PATH.search(node.value.strip()):
-            self.add("reference_access", node, f"refers to the reference file ({node.value.strip()!r}); "
-                     "the candidate must not read the task's code or data")
+        if (
+            isinstance(node.value, str)
+            and id(node) not in self.docstrings
+            and REFERENCE_PATH.search(node.value.strip())
+        ):
+            self.add(
+                "reference_access",
+                node,
+                f"refers to the reference file ({node.value.strip()!r}); "
+                "the candidate must not read the task's code or data",
+            )
 
     # -- calls -------------------------------------------------------------------------
     def visit_Call(self, node: ast.Call) -> None:
@@ -148,15 +205,23 @@ class Checker(FileNames, ast.NodeVisitor):
                 self.add("tensor_subclass", node, MSG_SUBCLASS.format(what=f".{func.attr}()"))
             if self.in_method() and self.holder_attr(func.value) in self.self_containers and func.attr in MUTATORS:
                 self.add("memoization", node, MSG_CACHE.format(what=f"{ast.unparse(func)}"))
-            if isinstance(func.value, ast.Name) and func.value.id in self.containers and func.attr in MUTATORS \
-                    and self.funcs:
+            if (
+                isinstance(func.value, ast.Name)
+                and func.value.id in self.containers
+                and func.attr in MUTATORS
+                and self.funcs
+            ):
                 self.add("memoization", node, MSG_CACHE.format(what=f"{func.value.id}.{func.attr}"))
         name = self.dotted(func)
         if name == "torch.set_float32_matmul_precision" and self.task_fp32 and not _const_arg(node, "highest"):
             self.add("precision", node, "lowers float32 matmul precision; an fp32 task runs at 'highest'")
         if name == "kernel_runtime.load_kernels" and (node.args or node.keywords):
-            self.add("forbidden_call", node, "load_kernels() with a path could load a library built elsewhere; "
-                     "call kernel_runtime.load_kernels() with no arguments")
+            self.add(
+                "forbidden_call",
+                node,
+                "load_kernels() with a path could load a library built elsewhere; "
+                "call kernel_runtime.load_kernels() with no arguments",
+            )
         if is_name(func, "Model") and "Model" not in self.classes:
             self.add("reference_access", node, MSG_REFERENCE_USE)
         if self.in_per_call() and name is not None and (name in DATA_TENSORS or LEGACY_TENSOR.match(name)):
@@ -188,8 +253,11 @@ class Checker(FileNames, ast.NodeVisitor):
 
     # -- statements --------------------------------------------------------------------
     def visit_Try(self, node: ast.AST) -> None:
-        self.add("fallback", node, "try/except in model_new.py (a fallback when the kernel fails); "
-                 "let errors surface and fix the kernel")
+        self.add(
+            "fallback",
+            node,
+            "try/except in model_new.py (a fallback when the kernel fails); let errors surface and fix the kernel",
+        )
         self.generic_visit(node)
 
     visit_TryStar = visit_Try
@@ -225,8 +293,12 @@ class Checker(FileNames, ast.NodeVisitor):
 
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         if any(k.arg == "metaclass" for k in node.keywords) or any(is_name(b, "type") for b in node.bases):
-            self.add("interpreter_internals", node, f"class {node.name} changes how classes are made "
-                     "(a metaclass); write plain classes deriving from nn.Module")
+            self.add(
+                "interpreter_internals",
+                node,
+                f"class {node.name} changes how classes are made "
+                "(a metaclass); write plain classes deriving from nn.Module",
+            )
         for base in node.bases:
             name = self.dotted(base)
             if name in TIMER_CLASSES:

@@ -8,8 +8,19 @@ from __future__ import annotations
 
 import ast
 
-_CONTAINER_CALLS = frozenset({"dict", "list", "set", "defaultdict", "OrderedDict", "deque", "Counter",
-                              "WeakValueDictionary", "WeakKeyDictionary"})
+_CONTAINER_CALLS = frozenset(
+    {
+        "dict",
+        "list",
+        "set",
+        "defaultdict",
+        "OrderedDict",
+        "deque",
+        "Counter",
+        "WeakValueDictionary",
+        "WeakKeyDictionary",
+    }
+)
 
 
 class FileNames:
@@ -74,8 +85,13 @@ class FileNames:
         while isinstance(node, ast.Attribute):
             parts.append(node.attr)
             node = node.value
-        if isinstance(node, ast.Call) and is_name(node.func, "getattr") and len(node.args) >= 2 \
-                and isinstance(node.args[1], ast.Constant) and isinstance(node.args[1].value, str):
+        if (
+            isinstance(node, ast.Call)
+            and is_name(node.func, "getattr")
+            and len(node.args) >= 2
+            and isinstance(node.args[1], ast.Constant)
+            and isinstance(node.args[1].value, str)
+        ):
             base = self.dotted(node.args[0])
             return None if base is None else ".".join([base, node.args[1].value, *reversed(parts)])
         if isinstance(node, ast.Name) and node.id in self.aliases:
@@ -97,8 +113,11 @@ class FileNames:
 
     def holder_attr(self, node: ast.AST) -> str | None:
         """`x` of self.x or SomeClass.x: state that outlives one call."""
-        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
-                and (node.value.id == "self" or node.value.id in self.classes):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.value, ast.Name)
+            and (node.value.id == "self" or node.value.id in self.classes)
+        ):
             return node.attr
         return None
 

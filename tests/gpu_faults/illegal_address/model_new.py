@@ -1,6 +1,6 @@
+import kernel_runtime
 import torch
 import torch.nn as nn
-import kernel_runtime
 
 kernels = kernel_runtime.load_kernels()
 
