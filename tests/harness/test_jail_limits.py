@@ -22,7 +22,7 @@ from jails import KINDS, make_jail
 from cuda_agent import jail_limits
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.scratch import remove_tree
-from cuda_agent.jail import Jail, JailUnavailable, jail_problem, thread_count
+from cuda_agent.jail import Jail, JailUnavailable, jail_problem, minimal_env, thread_count
 from cuda_agent.tools.shell import run_command
 
 pytestmark = [pytest.mark.skipif(jail_problem() is not None, reason=str(jail_problem())), pytest.mark.timeout(120)]
@@ -405,7 +405,11 @@ def _child(tmp_path, kind: str) -> JailedChild:
     jail.readable.append(mod)
     helpers = Path(__file__).resolve().parents[1] / "helpers"  # attack_requests.py
     jail.readable.append(helpers)
-    jail.env["PYTHONPATH"] = f"{mod}:{helpers}:{Path(__file__).resolve().parents[2]}"
+    # ahead of what the jail puts there itself (the project and its packages, e.g. wheels in /tmp/site):
+    # jail.env replaces minimal_env's value, so that value is kept at the end
+    jail.env["PYTHONPATH"] = ":".join(
+        p for p in (str(mod), str(helpers), str(Path(__file__).resolve().parents[2]), minimal_env()["PYTHONPATH"]) if p
+    )
     return JailedChild("attacker", [], jail, scratch)
 
 
