@@ -17,7 +17,7 @@ from cuda_agent.profiling.runner import Wrapped, find_profiler, run_wrapped, sin
 
 __all__ = ["KernelProfile", "NcuResult", "find_ncu", "interpret", "ncu_command", "parse_ncu_csv", "profile_candidate"]
 
-# the same sections as benchmarks/gpu_suite.sh's capture, so its CSV is this command's output
+# the same sections as the GPU suite's capture phase (gpu_suite.sh), so its CSV is this command's output
 SECTIONS = (
     "SpeedOfLight",
     "Occupancy",
