@@ -1,7 +1,7 @@
 """The control channel between a running agent and whoever watches it (the TUI): files in the
 run folder's `control/` (run_folder.py names them). `commands.jsonl` is appended by a client, one
-Command per line; `state.json` is rewritten whole (write, then rename) by the agent; `launch.json`
-says how the run was started, so a client can resume it the same way.
+Command per line; `state.json` is rewritten whole (write, then rename) by the agent. (`launch.json`,
+how the run was started, is the TUI's own: tui/launch_record.py.)
 
 Files rather than a socket: the agent and the app can each exit and come back (detach,
 re-attach, resume) with no handshake, nothing blocks either side, and the run folder holds it
@@ -21,7 +21,6 @@ from pydantic import BaseModel, Field
 from cuda_agent.follow import read_new_lines
 from cuda_agent.pid_alive import pid_alive
 from cuda_agent.run_folder import RunFolder
-from cuda_agent.settings import Settings
 
 Op = Literal["pause", "resume", "stop", "inject", "approve_mode", "decide"]
 
@@ -55,13 +54,6 @@ class AgentState(BaseModel):
     # (running False) the re-verification and report; None when nothing long is going on
     activity: str | None = None
     updated: float = Field(default_factory=time.time)
-
-
-class Launch(BaseModel):
-    """What the agent was started with, for resuming it the same way (settings hold no key)."""
-
-    settings: Settings
-    script: str | None = None  # a scripted model instead of settings.model
 
 
 def send(run_dir: Path, op: Op, **fields: Any) -> Command:
@@ -102,19 +94,6 @@ def agent_running(run_dir: Path, state: AgentState | None = None) -> bool:
 def agent_activity(state: AgentState | None) -> str | None:
     """What the agent's process is busy with now (its state's `activity`), while it is alive."""
     return state.activity if state is not None and state.activity and pid_alive(state.pid) else None
-
-
-def read_launch(run_dir: Path) -> Launch | None:
-    try:
-        return Launch.model_validate_json(RunFolder(run_dir).launch.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def write_launch(run_dir: Path, launch: Launch) -> None:
-    path = RunFolder(run_dir).launch
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(launch.model_dump_json(indent=1), encoding="utf-8")
 
 
 class CommandReader:

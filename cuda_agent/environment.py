@@ -15,10 +15,10 @@ from typing import Any
 from cuda_agent.eval.reference import write_private
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.secrets import Redactor
-from cuda_agent.settings import ToolSettings
 from cuda_agent.task import Task, TaskError, load_task, source_digest
 from cuda_agent.tools.base import TaskCopy, ToolContext, ToolResult
 from cuda_agent.tools.registry import default_tools, dispatch, schemas
+from cuda_agent.tools.settings import ToolSettings
 from cuda_agent.workspace import Workspace
 
 

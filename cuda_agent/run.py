@@ -189,8 +189,8 @@ def make_model(settings: Settings, script: Path | None, skip: int = 0, kind: str
     """The model the run talks to, of kind `kind` from agent/model_kinds.py's registry (None: a
     scripted one when there is a script, its first `skip` responses already used, else an LLM through
     litellm, imported only then: GPU machines need not have it)."""
-    from cuda_agent.agent.model_kinds import ModelKindError
-    from cuda_agent.agent.model_kinds import make_model as make_of_kind
+    from cuda_agent.model_kinds import ModelKindError
+    from cuda_agent.model_kinds import make_model as make_of_kind
 
     try:
         return make_of_kind(settings, script, skip, kind)

@@ -127,6 +127,32 @@ def test_no_cycles_through_imports_for_the_type_checker_either():
     )
 
 
+def rooms(graph: nx.DiGraph) -> nx.DiGraph:
+    """The graph between the package's parts: each subpackage (cuda_agent.eval, cuda_agent.agent...)
+    and each top-level module is one node; an import between two parts is an edge between them."""
+
+    def room(module: str) -> str:
+        return ".".join(module.split(".")[:2])
+
+    parts = nx.DiGraph()
+    parts.add_nodes_from(room(m) for m in graph.nodes)
+    parts.add_edges_from((room(a), room(b)) for a, b in graph.edges if room(a) != room(b))
+    return parts
+
+
+def test_rooms_fold_modules_into_their_part():
+    graph = nx.DiGraph([("p.a.x", "p.b"), ("p.b", "p.a.y"), ("p.a.x", "p.a.y")])
+    assert sorted(rooms(graph).edges) == [("p.a", "p.b"), ("p.b", "p.a")]
+
+
+def test_no_cycles_between_the_packages_parts():
+    """The layers stack: no subpackage or top-level module needs, through any of its files, a part
+    that needs it (settings.py composes agent/'s sections, so agent/ never reads settings.py; the
+    tools' own section lives in tools/settings.py). TYPE_CHECKING imports count."""
+    found = cycles(rooms(import_graph(type_checking=True)))
+    assert not found, f"{len(found)} cycle(s) between parts:\n" + "\n".join(" -> ".join(c) for c in found)
+
+
 def test_the_library_never_imports_the_command_line():
     """The CLI modules (cli.py, cli_*.py) compose the library; no library module reaches back into
     them (a batch task's process, the TUI and the training glue share cuda_agent/run.py instead)."""

@@ -20,11 +20,11 @@ from pydantic import BaseModel, Field
 from typer.testing import CliRunner
 
 from cuda_agent.agent.litellm_model import LitellmModelConfig
-from cuda_agent.agent.model_kinds import make_model
 from cuda_agent.agent.model_options import ModelOptions
 from cuda_agent.cli import app
 from cuda_agent.cli_flags import SettingFlags, setting_flags
 from cuda_agent.flags import Flag, SectionFlags, flagged
+from cuda_agent.model_kinds import make_model
 from cuda_agent.settings import Settings, resolve
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -12,9 +12,9 @@ if TYPE_CHECKING:
     from cuda_agent.agent.protocol import ModelResponse
     from cuda_agent.environment import StepResult
     from cuda_agent.eval.settings import EvalConfig
-    from cuda_agent.settings import ToolSettings
     from cuda_agent.task import Task
     from cuda_agent.tools.base import Tool
+    from cuda_agent.tools.settings import ToolSettings
     from cuda_agent.workspace import Workspace
 
 # where a model's context_window() comes from (Model.window_source); too_long's advice depends on it

@@ -25,7 +25,7 @@ from cuda_agent.environment import Environment
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.records import Header, Record, ToolResultRecord, UserMessage
 from cuda_agent.run_folder import RunFolder
-from cuda_agent.settings import ToolSettings
+from cuda_agent.tools.settings import ToolSettings
 from cuda_agent.trajectory import read_trajectory
 from cuda_agent.untrusted_files import UnreadableFile
 from cuda_agent.workspace import VersionInfo, Workspace

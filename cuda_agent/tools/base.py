@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.verdict import Verdict
-from cuda_agent.settings import ToolSettings
+from cuda_agent.tools.settings import ToolSettings
 from cuda_agent.workspace.trailers import VersionInfo
 
 if TYPE_CHECKING:

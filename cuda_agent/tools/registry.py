@@ -8,7 +8,7 @@ import importlib
 import json
 from typing import Any
 
-from cuda_agent.settings import ToolSettings
+from cuda_agent.tools.settings import ToolSettings
 
 from .base import Tool, ToolContext, ToolResult, bound
 

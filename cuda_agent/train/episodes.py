@@ -26,8 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.run_folder import RunFolder
-from cuda_agent.settings import ToolSettings
 from cuda_agent.task import DEFAULT_CLASS, Task, TaskError, load_task
+from cuda_agent.tools.settings import ToolSettings
 
 
 class EpisodeSettings(BaseModel):

@@ -252,7 +252,7 @@ def check_schemas_survive(schemas: list[dict]) -> list[str]:
 
 def tool_schemas(settings: EpisodeSettings) -> list[dict]:
     """The schemas every episode offers (the same call Environment.tool_schemas makes)."""
-    from cuda_agent.settings import ToolSettings
     from cuda_agent.tools.registry import default_tools, schemas
+    from cuda_agent.tools.settings import ToolSettings
 
     return schemas(default_tools(ToolSettings(allow_shell=settings.allow_shell)))

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.settings import ToolSettings
 from cuda_agent.task import Task
+from cuda_agent.tools.settings import ToolSettings
 
 
 @dataclass

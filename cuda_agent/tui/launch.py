@@ -6,10 +6,11 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from cuda_agent.control import Launch, agent_activity, read_state, write_launch
+from cuda_agent.control import agent_activity, read_state
 from cuda_agent.run import RunRequest
 from cuda_agent.run_folder import RunFolder
 from cuda_agent.tui.agent_process import start_agent
+from cuda_agent.tui.launch_record import Launch, write_launch
 
 
 def launch_with_tui(request: RunRequest, runs_dir: Path) -> int:

@@ -11,7 +11,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from cuda_agent.control import AgentState, Launch, agent_running, read_launch, read_state
+from cuda_agent.control import AgentState, agent_running, read_state
 from cuda_agent.follow import read_new_lines
 from cuda_agent.records import (
     Closing,
@@ -26,6 +26,7 @@ from cuda_agent.records import (
     parse_record,
 )
 from cuda_agent.run_folder import RunFolder
+from cuda_agent.tui.launch_record import Launch, read_launch
 from cuda_agent.workspace.trailers import VersionInfo
 
 

@@ -1,6 +1,6 @@
 """The written interfaces (agent/interfaces.py): every model class defines every member of the Model
 protocol with the protocol's parameters, the Environment every member of AgentEnvironment, nothing in
-agent/ probes a model or environment for a member, and the model kinds' registry (agent/model_kinds.py)."""
+agent/ probes a model or environment for a member, and the model kinds' registry (model_kinds.py)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,10 @@ from test_loop import (
 
 from cuda_agent.agent.interfaces import WINDOW_SOURCES, AgentEnvironment, Model
 from cuda_agent.agent.litellm_model import LitellmModel
-from cuda_agent.agent.model_kinds import MODEL_KINDS, ModelKind, ModelKindError, make_model
 from cuda_agent.agent.scripted_model import ScriptedModel
 from cuda_agent.environment import Environment
 from cuda_agent.mcp_server.bridge import ClientBridge
+from cuda_agent.model_kinds import MODEL_KINDS, ModelKind, ModelKindError, make_model
 from cuda_agent.run import RunError
 from cuda_agent.run import make_model as run_make_model
 from cuda_agent.settings import Settings
