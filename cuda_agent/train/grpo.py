@@ -210,7 +210,13 @@ def _callbacks(log: RunLog, book, stop: StopOnInterrupt, display, evaluations: i
             now = time.monotonic()
             episodes = [e.as_dict() for e in book.take()]
             line = log.write_step(
-                state.global_step, episodes, dict(logs), now - self.mark, self.evaluations, self.elapsed
+                state.global_step,
+                episodes,
+                dict(logs),
+                now - self.mark,
+                self.evaluations,
+                self.elapsed,
+                peak_gpu_gib=_peak_gpu_gib(),
             )
             self.evaluations, self.elapsed, self.mark = line["evaluations_total"], line["elapsed_s"], now
             self.lines.append(line)
@@ -224,6 +230,18 @@ def _callbacks(log: RunLog, book, stop: StopOnInterrupt, display, evaluations: i
                 )
 
     return RunCallbacks()
+
+
+def _peak_gpu_gib() -> float | None:
+    """The trainer process's peak GPU memory since the last step (GiB), then the count starts again;
+    None without CUDA."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return None
+    peak = torch.cuda.max_memory_allocated() / 2**30
+    torch.cuda.reset_peak_memory_stats()
+    return round(peak, 3)
 
 
 def _trainer_class(display):

@@ -48,7 +48,8 @@ class EpisodeRecord:
     tool_calls: int
     versions: list[dict] = field(default_factory=list)  # per ledger entry: version, status, reward, time_ms
     run_dir: str | None = None  # kept only with keep_workspaces
-    seconds: float = 0.0
+    seconds: float = 0.0  # reset to reward
+    tool_seconds: float = 0.0  # of those, inside the tools (builds, evaluations, profiles): not generation
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +90,7 @@ class CudaAgentEnvironment:
         self._evaluations = 0
         self._calls = 0
         self._started = 0.0
+        self._tool_seconds = 0.0
         book.environments.append(self)
 
     def reset(self, **row: Any) -> str:
@@ -108,6 +110,7 @@ class CudaAgentEnvironment:
             raise ValueError(f"the episode offers tools {names}, the model was shown {self._tool_names}")
         env.ctx.progress = self._book.progress
         self._task, self._ended, self._evaluations, self._calls = str(row.get("task_id") or task.name), None, 0, 0
+        self._tool_seconds = 0.0
         self._started = time.monotonic()
         self._book.on_event("reset", {"task": self._task})
         return first[1]["content"]
@@ -126,6 +129,7 @@ class CudaAgentEnvironment:
             evaluations=self._evaluations,
             tool_calls=self._calls,
             seconds=round(time.monotonic() - self._started, 3),
+            tool_seconds=round(self._tool_seconds, 3),
             versions=[
                 {
                     "version": e.version,
@@ -150,7 +154,11 @@ class CudaAgentEnvironment:
             return ENDED.format(why=self._ended)
         self._calls += 1
         self._book.on_event("tool", {"name": name, "task": self._task})
-        step = self._host.step(name, arguments)
+        began = time.monotonic()
+        try:
+            step = self._host.step(name, arguments)
+        finally:
+            self._tool_seconds += time.monotonic() - began
         if step.info.get("version_reward") is not None:  # this call evaluated a version: a verdict was recorded
             self._evaluations += 1
             self._book.on_event("evaluation", {"name": name, "reward": step.info["version_reward"]})

@@ -65,9 +65,11 @@ class RunLog:
         seconds: float,
         evaluations_before: int,
         elapsed_before: float,
+        peak_gpu_gib: float | None = None,
     ) -> dict:
         rewards = [e["reward"] for e in episodes]
         evaluations = sum(e["evaluations"] for e in episodes)
+        tool_seconds = sum(e.get("tool_seconds", 0.0) for e in episodes)
         mean = sum(rewards) / len(rewards) if rewards else None
         # the sample standard deviation, as TRL's `reward_std` (0 for one rollout)
         std = (
@@ -88,6 +90,10 @@ class RunLog:
             "evaluations": evaluations,
             "evaluations_total": evaluations_before + evaluations,
             "evaluations_per_hour": round(evaluations * 3600 / seconds, 1) if seconds > 0 else None,
+            # the step's wall time inside the tools (builds, evaluations): the rest is generation and the update
+            "tool_seconds": round(tool_seconds, 2),
+            "tool_share": round(tool_seconds / seconds, 3) if seconds > 0 else None,
+            "peak_gpu_gib": peak_gpu_gib,  # the trainer's own (the policy); the judges' are in their verdicts
             "loss": trl.get("loss"),
             "grad_norm": trl.get("grad_norm"),
             "learning_rate": trl.get("learning_rate"),

@@ -174,12 +174,18 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
     assert line["step"] == 1 and line["rewards"] == [1, -1] and line["correct_rate"] == 0.5
     assert line["evaluations"] == 2 and line["evaluations_per_hour"] > 0 and line["trl"]["reward"] == 0.0
     assert line["trl"]["completions/clipped_ratio"] == 0  # the rollouts ended by themselves, within budget
+    # the step's time inside the tools (two builds and evaluations) is part of it; no GPU: no peak
+    assert 0 < line["tool_seconds"] < line["seconds"] and line["tool_share"] == pytest.approx(
+        line["tool_seconds"] / line["seconds"], abs=2e-3
+    )
+    assert line["peak_gpu_gib"] is None
     episodes = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     for ep in episodes:  # each reward is its episode's verdict ledger's, and the kernel decides it
         run = Path(ep["run_dir"])
         entries = read_entries(run / "ledger.jsonl")
         best = best_entries(entries)
         assert ep["reward"] == (best[0].reward if best else -1) and len(entries) == ep["evaluations"] == 1
+        assert 0 < ep["tool_seconds"] <= ep["seconds"]
         kernel = (run / "workspace" / "kernels" / "scale_add.cu").read_text()
         assert ep["reward"] == (1 if kernel == (HONEST / "kernels" / "scale_add.cu").read_text() else -1)
     assert sorted(ep["reward"] for ep in episodes) == [-1, 1]
