@@ -187,7 +187,8 @@ def main() -> None:
     if args.json_out:
         args.json_out.write_text(json.dumps(rows, indent=1))
     print(
-        "\n| task | input GB | eager peak GB | harness peak GB | ratio | per process GB | at the peak GB | verdict | wall s |"
+        "\n| task | input GB | eager peak GB | harness peak GB | ratio "
+        "| per process GB | at the peak GB | verdict | wall s |"
     )
     print("|---|---|---|---|---|---|---|---|---|")
     for r in rows:

@@ -98,13 +98,19 @@ def batch_command(
     script: Optional[Path] = typer.Option(
         None,
         "--script",
-        help="Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of <task id>.json.",
+        help=(
+            "Scripted model instead of an LLM: one script file (optimize --script's) for every task, or a folder of "
+            "<task id>.json."
+        ),
     ),
     eval_only: bool = typer.Option(False, "--eval-only", help="No model: score existing candidates (--candidates)."),
     candidates: Optional[Path] = typer.Option(
         None,
         "--candidates",
-        help="With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or <task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself).",
+        help=(
+            "With --eval-only: a folder with <task id>/model_new.py (+ kernels/) per task, or "
+            "<task id>/candidate/model_new.py (examples/'s layout: --candidates the task folder itself)."
+        ),
     ),
     gpus: Optional[str] = typer.Option(
         None, "--gpus", help="GPU indices to spread tasks over, e.g. 0,1 (default: cuda:0)."
@@ -133,7 +139,10 @@ def batch_command(
     task_timeout: Optional[float] = typer.Option(
         None,
         "--task-timeout",
-        help="Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else none).",
+        help=(
+            "Seconds a task may take before it is killed and recorded as hung (default: --max-wall + 30 min, else "
+            "none)."
+        ),
     ),
     eval_config: Optional[Path] = typer.Option(
         None, "--eval-config", help="JSON of EvalConfig fields (n_sets, timing, tolerances...)."
@@ -141,12 +150,18 @@ def batch_command(
     max_total_cost: Optional[float] = typer.Option(
         None,
         "--max-total-cost",
-        help="Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, and each task's own limit is at most what is left when it starts.",
+        help=(
+            "Dollars at most over the whole batch (earlier runs of it included): no task starts once it is spent, "
+            "and each task's own limit is at most what is left when it starts."
+        ),
     ),
     ray: Optional[str] = typer.Option(
         None,
         "--ray",
-        help="Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs the distributed extra (ray).",
+        help=(
+            "Run tasks on a Ray cluster: its head's HOST:PORT, or auto (a running cluster, else a local one); needs "
+            "the distributed extra (ray)."
+        ),
     ),
     quiet: bool = typer.Option(
         False,

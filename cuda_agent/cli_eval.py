@@ -26,7 +26,10 @@ def eval_command(
     tolerance: Optional[str] = typer.Option(
         None,
         "--tolerance",
-        help="Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) (setting: eval.tolerances).",
+        help=(
+            "Tolerance preset: kernelbench (fp32 1e-4, fp16/bf16 1e-2; the default) or cuda-agent (1e-2 for all) "
+            "(setting: eval.tolerances)."
+        ),
     ),
     json_out: bool = typer.Option(False, "--json", help="Print the verdict as JSON."),
 ) -> None:

@@ -30,12 +30,18 @@ def export_command(
     drop_marked: bool = typer.Option(
         False,
         "--drop-marked",
-        help="Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with weight 0).",
+        help=(
+            "Leave out runs with turns a person edited, a script wrote, or a person's messages (default: kept with "
+            "weight 0)."
+        ),
     ),
     drop_trimmed: bool = typer.Option(
         False,
         "--drop-trimmed",
-        help="Leave out runs whose context was trimmed (default: kept, shortened as the model was shown them, the steps listed in metadata).",
+        help=(
+            "Leave out runs whose context was trimmed (default: kept, shortened as the model was shown them, the "
+            "steps listed in metadata)."
+        ),
     ),
     include_unfinished: bool = typer.Option(
         False, "--include-unfinished", help="Also export runs without a closing record (killed, still running)."
@@ -43,7 +49,11 @@ def export_command(
     include_external: bool = typer.Option(
         False,
         "--include-external",
-        help='Keep runs an MCP client drove (cuda-agent mcp) in sft/rft as demonstrations: each of the client\'s turns is marked "external": true and holds only its tool calls (content null), and is trained as those calls (default: such runs are left out, with that reason).',
+        help=(
+            "Keep runs an MCP client drove (cuda-agent mcp) in sft/rft as demonstrations: each of the client's "
+            'turns is marked "external": true and holds only its tool calls (content null), and is trained as those '
+            "calls (default: such runs are left out, with that reason)."
+        ),
     ),
 ) -> None:
     """Counts of what was written and what was left out, and why, are printed at the end. Exit codes: 0 written;

@@ -27,7 +27,10 @@ def mcp_command(
         None,
         "--resume",
         metavar="RUN_DIR",
-        help="Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A finished run is left as it is: one line, and its exit code.",
+        help=(
+            "Continue a stopped run (one the client left, a limit stopped) in its workspace and trajectory. A "
+            "finished run is left as it is: one line, and its exit code."
+        ),
     ),
     inputs: Optional[Path] = typer.Option(
         None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."
@@ -37,7 +40,13 @@ def mcp_command(
         None,
         "--http",
         metavar="[HOST:]PORT",
-        help="Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first tool call drives the run, a second is refused, and the run ends when its session does. No authentication: anything that reaches the port can edit files and run code in the run's jail, so a non-loopback HOST gets a warning.",
+        help=(
+            "Serve over streamable HTTP at http://HOST:PORT/mcp instead of stdio, for a remote client (a bare PORT "
+            "listens on 127.0.0.1; 0 picks a free port, named on stderr). One client: the one that makes the first "
+            "tool call drives the run, a second is refused, and the run ends when its session does. No "
+            "authentication: anything that reaches the port can edit files and run code in the run's jail, so a "
+            "non-loopback HOST gets a warning."
+        ),
     ),
 ) -> None:
     """The run starts with the client's first tool call and ends with `finish`, a limit, or the client

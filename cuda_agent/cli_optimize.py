@@ -30,13 +30,20 @@ def optimize_command(
     script: Optional[Path] = typer.Option(
         None,
         "--script",
-        help='Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with "responses" (and "name"), as examples/scale_add_small/demo_session.json; on --resume the turns already taken are skipped.',
+        help=(
+            "Replay a scripted model instead of calling an LLM: a JSON list of responses, or an object with "
+            '"responses" (and "name"), as examples/scale_add_small/demo_session.json; on --resume the turns already '
+            "taken are skipped."
+        ),
     ),
     resume: Optional[Path] = typer.Option(
         None,
         "--resume",
         metavar="RUN_DIR",
-        help="Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings now, limits counting the whole run. A finished run is left as it is: one line, and its exit code.",
+        help=(
+            "Continue a stopped or killed run (same workspace and trajectory); model and limits from the settings "
+            "now, limits counting the whole run. A finished run is left as it is: one line, and its exit code."
+        ),
     ),
     inputs: Optional[Path] = typer.Option(
         None, "--inputs", help="File defining get_inputs()/get_init_inputs() when the task lacks them."
@@ -49,7 +56,10 @@ def optimize_command(
     tui: bool = typer.Option(
         False,
         "--tui",
-        help="Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; closing the app can detach).",
+        help=(
+            "Run it in the terminal app: watch, pause, approve, message, stop (the agent runs in its own process; "
+            "closing the app can detach)."
+        ),
     ),
 ) -> None:
     """Exit codes: 0 improved (more than 5% faster than torch.compile), 1 correct but not faster,

@@ -27,7 +27,10 @@ def sft_command(
         ...,
         "--model",
         "-m",
-        help="A model folder, a hub id already in the local cache (nothing is downloaded), or tiny: a one-layer model built here with random weights and SmolLM2's tokenizer (tests, a first try on a CPU).",
+        help=(
+            "A model folder, a hub id already in the local cache (nothing is downloaded), or tiny: a one-layer model "
+            "built here with random weights and SmolLM2's tokenizer (tests, a first try on a CPU)."
+        ),
     ),
     gguf_file: Optional[str] = typer.Option(
         None, "--gguf-file", help="A GGUF file in --model's folder; dequantised to float32 to train."
@@ -59,7 +62,8 @@ def sft_command(
     ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty --out."),
 ) -> None:
-    """Fine-tune on what the model wrote in exported runs (turns with weight 0 are context only) with TRL's SFTTrainer."""
+    """Fine-tune on what the model wrote in exported runs (turns with weight 0 are context only) with TRL's \
+SFTTrainer."""
     from rich.console import Console
 
     console = Console(stderr=True)
@@ -113,19 +117,28 @@ def sft_command(
 def grpo_command(
     tasks: str = typer.Argument(
         ...,
-        help="A task folder (every task below it, as batch finds them: KernelBench's layout, examples/) or one task file (file.py or file.py::Class).",
+        help=(
+            "A task folder (every task below it, as batch finds them: KernelBench's layout, examples/) or one task "
+            "file (file.py or file.py::Class)."
+        ),
     ),
     out: Path = typer.Option(..., "--out", "-o", help="Folder for the log, plot, checkpoints and the trained model."),
     model: Optional[str] = typer.Option(
         None,
         "--model",
         "-m",
-        help="The policy: a model folder, a hub id already in the local cache, or tiny (a one-layer model built here: tests, a CPU). Its chat template must show tool calls.",
+        help=(
+            "The policy: a model folder, a hub id already in the local cache, or tiny (a one-layer model built here: "
+            "tests, a CPU). Its chat template must show tool calls."
+        ),
     ),
     from_checkpoint: Optional[str] = typer.Option(
         None,
         "--from-checkpoint",
-        help="Start from this model folder instead: the --out of `train sft` (the RFT warm-up); with --model, it must have been trained from it.",
+        help=(
+            "Start from this model folder instead: the --out of `train sft` (the RFT warm-up); with --model, it must "
+            "have been trained from it."
+        ),
     ),
     max_steps: Optional[int] = typer.Option(
         None, "--max-steps", min=1, help="Optimizer steps in all (a resumed run goes on to this step). Default 100."
@@ -133,7 +146,10 @@ def grpo_command(
     resume: bool = typer.Option(
         False,
         "--resume",
-        help="Continue the run in --out from its last checkpoint, with its settings (--max-steps, --max-turns, --max-completion-length, --save-every and --keep-workspaces may change).",
+        help=(
+            "Continue the run in --out from its last checkpoint, with its settings (--max-steps, --max-turns, "
+            "--max-completion-length, --save-every and --keep-workspaces may change)."
+        ),
     ),
     flags: SettingFlags = SettingFlags(),  # --device (where evaluations run), --no-compile-baseline
     num_generations: Optional[int] = typer.Option(
@@ -173,7 +189,10 @@ def grpo_command(
     keep_workspaces: Optional[bool] = typer.Option(
         None,
         "--keep-workspaces/--no-keep-workspaces",
-        help="Keep each rollout's run folder (its workspace and verdict ledger) in OUT/episodes/. Default: deleted once its reward is read.",
+        help=(
+            "Keep each rollout's run folder (its workspace and verdict ledger) in OUT/episodes/. Default: deleted "
+            "once its reward is read."
+        ),
     ),
     allow_shell: Optional[bool] = typer.Option(
         None, "--allow-shell/--no-shell", help="Offer the shell tool (in the jail), as optimize --allow-shell."
@@ -254,7 +273,10 @@ def ppo_command(
         ...,
         "--config",
         "-c",
-        help="Our PPO config, YAML or TOML: model, train_files (cuda-agent export --format verl), GPUs, rollout engine, episodes, overrides (docs/training.md).",
+        help=(
+            "Our PPO config, YAML or TOML: model, train_files (cuda-agent export --format verl), GPUs, rollout "
+            "engine, episodes, overrides (docs/training.md)."
+        ),
     ),
     out: Optional[Path] = typer.Option(
         None,
@@ -268,7 +290,8 @@ def ppo_command(
 ) -> None:
     """PPO (critic, GAE) on verl against the cuda-agent environment; defaults are the paper's recipe.
 
-    Writes verl's configuration (checked against verl's own and the model's positions), prints the launch command, runs it."""
+    Writes verl's configuration (checked against verl's own and the model's positions), prints the launch \
+command, runs it."""
     import importlib.util
     import subprocess
 

@@ -417,7 +417,8 @@ COMPILE_ERROR = """compile failed:
 /tmp/cuda-agent-cache/build/3f9a1c0e7b2d/kernels/scale_add.cu(12): error: identifier "j" is undefined
       y[j] = alpha * x[i] + beta;
         ^
-/tmp/cuda-agent-cache/build/3f9a1c0e7b2d/kernels/scale_add.cu(27): warning #177-D: variable "tmp" was declared but never referenced
+/tmp/cuda-agent-cache/build/3f9a1c0e7b2d/kernels/scale_add.cu(27): warning #177-D: variable "tmp" was declared \
+but never referenced
 1 error detected in the compilation of "kernels/scale_add.cu".
 ptxas info    : Compiling entry function '_Z15scale_add_kernelPKfS0_Pfif' for 'sm_90a'
 ptxas info    : Used 24 registers, 380 bytes cmem[0], 0 bytes spill stores, 0 bytes spill loads

@@ -9,10 +9,10 @@ the same module run in float64. Judging against ref64 lets a kernel that sums in
 order pass where it disagrees with ref32's own rounding, while a real downgrade (fp16,
 tf32) is orders of magnitude above the slack. The rms term is there because the honest
 kernel's rounding error is independent of the reference's: against |ref32 - ref64| alone,
-about 4% of elements (|Cauchy| > 16) would fail wherever rounding error exceeds atol. Pure torch, CPU or CUDA, and chunked: at
-most a few chunk-sized float64 temporaries exist at once, whatever the output size (tensor_walk.py).
-Whether the error is also a precision downgrade is precision.py's call; zero_trap.py tightens atol
-where a trivial output would pass.
+about 4% of elements (|Cauchy| > 16) would fail wherever rounding error exceeds atol. Pure torch,
+CPU or CUDA, and chunked: at most a few chunk-sized float64 temporaries exist at once, whatever the
+output size (tensor_walk.py). Whether the error is also a precision downgrade is precision.py's
+call; zero_trap.py tightens atol where a trivial output would pass.
 """
 
 from __future__ import annotations

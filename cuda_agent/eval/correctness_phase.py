@@ -80,7 +80,8 @@ def check_sets(
                 Finding(
                     guard="input_mutation",
                     message=(
-                        f"forward changed its input(s) {resp.mutated}: inputs are read-only; write results to new outputs"
+                        f"forward changed its input(s) {resp.mutated}: inputs are read-only; write results to new "
+                        "outputs"
                     ),
                 )
             )

@@ -68,8 +68,8 @@ def record_plan(ctx: EvalContext, recorder: JailedChild, described: list, spec: 
             Finding(
                 guard="plan",
                 message=(
-                    f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device (torch.empty_like, "
-                    "x.new_empty, device=x.device)"
+                    f"forward allocated on {', '.join(foreign)}: allocate outputs on the inputs' device "
+                    "(torch.empty_like, x.new_empty, device=x.device)"
                 ),
             )
         )

@@ -4,10 +4,10 @@ Per rep: whole-device synchronize, flush L2 (write a buffer twice its size), a s
 that holds the stream (`hold_ms`, as nvbench's blocking kernel) while the forward's launches are
 queued behind it, CUDA events around the call on the current stream, synchronize again. The
 events then time the forward's device work, not the GPU idling while Python queues launches; a
-forward that takes longer than the hold to queue is timed with its launch gaps, as it would run. Input sets rotate between reps so nothing
-keyed on a pointer or the last call looks fast. Event time is the figure; the host time of the
-synchronized rep is kept beside it, so work on side streams or threads (which events on the
-current stream miss) shows up as a gap between the two.
+forward that takes longer than the hold to queue is timed with its launch gaps, as it would run.
+Input sets rotate between reps so nothing keyed on a pointer or the last call looks fast. Event
+time is the figure; the host time of the synchronized rep is kept beside it, so work on side
+streams or threads (which events on the current stream miss) shows up as a gap between the two.
 """
 
 from __future__ import annotations

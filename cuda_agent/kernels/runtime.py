@@ -231,7 +231,8 @@ def _runtime():
                     raise TypeError(f"{where} expects {want}, got {arg.dtype}")
                 if not arg.is_contiguous():
                     raise ValueError(
-                        f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass its strides to your kernel and index with them)"
+                        f"{where} expects {want}, got a non-contiguous tensor (make the output contiguous, or pass "
+                        "its strides to your kernel and index with them)"
                     )
                 if cuda:
                     if not arg.is_cuda:

@@ -110,7 +110,8 @@ class RunLog:
         return line
 
     def draw(self) -> Path | None:
-        """reward.png from the log: each rollout's reward, the step's mean, the correct rate; None without matplotlib."""
+        """reward.png from the log: each rollout's reward, the step's mean, the correct rate; None without
+        matplotlib."""
         try:
             from matplotlib.backends.backend_agg import FigureCanvasAgg
             from matplotlib.figure import Figure

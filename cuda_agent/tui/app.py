@@ -178,7 +178,8 @@ class RunApp(Steering, App):
         if call is not None:
             self.w["call-text"].update(
                 Text(
-                    f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n{call.observation}"
+                    f"{call.name} [{call.status}] {call.seconds:.2f} s\narguments: {call.arguments}\n\n"
+                    f"{call.observation}"
                 )
             )
 

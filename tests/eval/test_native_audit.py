@@ -553,7 +553,10 @@ def judged(src: str) -> dict[str, str | None]:
             "in fill",
         ),
         (
-            f"void f(const float* x, long n) {{ {ALGO_MAP} cublasLtMatmulAlgo_t a; memcpy(&a, &x, 8); m.emplace(n, a); }}",
+            (
+                f"void f(const float* x, long n) {{ {ALGO_MAP} "
+                "cublasLtMatmulAlgo_t a; memcpy(&a, &x, 8); m.emplace(n, a); }"
+            ),
             "stores something",
         ),
         (f"void f(const float* x, long n) {{ {ALGO_MAP} m[n].data[0] = (uint64_t)x; }}", "vendor did not make"),

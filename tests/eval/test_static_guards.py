@@ -248,7 +248,10 @@ def test_python_rule(src, guard):
 @pytest.mark.parametrize(
     "src",
     [
-        "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\nimport math\nfrom typing import Optional",
+        (
+            "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n"
+            "import math\nfrom typing import Optional"
+        ),
         "from __future__ import annotations\nimport kernel_runtime\nkernels = kernel_runtime.load_kernels()",
         '"""Faster than model.py: no try/except, no .half(), no torch.cuda.synchronize patching."""',
         "# torch.cuda.synchronize = lambda: None\n# import os\n# x.half()",

@@ -1,8 +1,9 @@
 """The jail's limits (cuda_agent/jail_limits.py), attacked: a fork bomb and a thread bomb (as root
-with the pids cgroup, as an ordinary user; a bounded fork tree as root without a cgroup), /tmp, /dev/shm and /dev filled, the
-scratch folder filled with one file, many files, many folders; each stopped at its limit with a
-one-line note, while the host goes on. Each runs also in the jails the judge and the shell use on a
-GPU machine (GPU-marked). Timeouts: a limit that stops holding fails the test instead of hanging it."""
+with the pids cgroup, as an ordinary user; a bounded fork tree as root without a cgroup), /tmp,
+/dev/shm and /dev filled, the scratch folder filled with one file, many files, many folders; each
+stopped at its limit with a one-line note, while the host goes on. Each runs also in the jails the
+judge and the shell use on a GPU machine (GPU-marked). Timeouts: a limit that stops holding fails
+the test instead of hanging it."""
 
 from __future__ import annotations
 

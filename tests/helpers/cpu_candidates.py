@@ -18,7 +18,10 @@ def slow_honest(root: Path) -> Path:
         cu.write_text(
             cu.read_text().replace(
                 "for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
-                "for (volatile int r = 0; r < 50; ++r)\n        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];",
+                (
+                    "for (volatile int r = 0; r < 50; ++r)\n"
+                    "        for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];"
+                ),
             )
         )
     return cand

@@ -3,8 +3,9 @@
 Script it with `reply(...)` (a chat completion, with content and/or tool calls) and `fail(...)`
 (an HTTP error, or a slow answer to trip a client timeout); each POST takes the next step.
 `model_info` adds fields to the model's GET /models entry (a window: {"max_model_len": 8192}), `props`
-answers GET /props (llama-server's). Every request is recorded (path, lower-cased headers, parsed body). When the script is empty it answers
-400 so a test that asks for more than it scripted fails fast instead of retrying.
+answers GET /props (llama-server's). Every request is recorded (path, lower-cased headers, parsed
+body). When the script is empty it answers 400 so a test that asks for more than it scripted fails
+fast instead of retrying.
 """
 
 from __future__ import annotations

@@ -125,7 +125,10 @@ def test_a_race_split_over_lines_and_the_hazard_report_mode():
             f"{P}     and Read access at buggy(float *, int)+0x890 in memory_errors.cu:31",
             f"{P}     [4080 hazards]",
             P,
-            f"{P} Warning: (Warp Level Programming) Potential RAW hazard detected at __shared__ 0x8c in block (0,0,0) :",
+            (
+                f"{P} Warning: (Warp Level Programming) Potential RAW hazard detected at __shared__ 0x8c in block "
+                "(0,0,0) :"
+            ),
             f"{P}     Write Thread (35,0,0) at sumKernel(int *, int *)+0x90 in warp_error.cu:44",
             f"{P}     Read Thread (32,0,0) at sumKernel(int *, int *)+0x120 in warp_error.cu:56",
             f"{P}     Current Value : 35",
