@@ -2,6 +2,7 @@
 the commands are told to run on the CPU (CUDA_AGENT_EVAL__DEVICE=cpu)."""
 
 import os
+import signal
 import sys
 import tempfile
 from pathlib import Path
@@ -10,6 +11,12 @@ import pytest
 
 # builders shared by several test folders (e.g. fake_run: a run folder with fixed content)
 sys.path.insert(0, str(Path(__file__).parent / "helpers"))
+
+# pytest started with SIGINT ignored (`nohup`, `cmd &` in a script) passes that on to every process the
+# Ctrl-C tests start, and Python then never raises KeyboardInterrupt: those tests test Ctrl-C, so the
+# suite restores it rather than depend on how it was started
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 _HAS_GPU = None
 
