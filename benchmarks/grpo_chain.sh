@@ -34,6 +34,11 @@ if ! command -v bwrap >/dev/null && ls .deb/bubblewrap_*.deb >/dev/null 2>&1; th
 fi
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-$OUT/cache} CUDA_AGENT_EVAL__SERVER_IDLE_S=0
 MODEL=${MODEL:-tiny}
+# WIDTH (and LAYERS, default 4): train a random model of that size instead, made here from MODEL's tokenizer
+# and chat template (e.g. MODEL=.tiny WIDTH=256). The tiny model (width 32, one layer) is about a bigram
+# model: it can run the path, but it cannot learn to copy a tool call's JSON from the demonstrations
+WIDTH=${WIDTH:-}
+LAYERS=${LAYERS:-4}
 EXAMPLE=${EXAMPLE:-examples/scale_add_small}
 TASKS=${TASKS:-examples}
 STEPS=${STEPS:-10}
@@ -50,6 +55,28 @@ COMPLETION=${COMPLETION:-4096}  # tokens a rollout may generate in all (a random
 EVAL=(${EVAL_FLAGS:-})
 cli=(python3 -m cuda_agent.cli)
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader 2>/dev/null || echo "no GPU"
+
+if [ -n "$WIDTH" ]; then
+  python3 - "$MODEL" "$OUT/base" "$WIDTH" "$LAYERS" <<'EOF' || exit 1
+import sys
+
+import torch
+from transformers import AutoTokenizer, LlamaForCausalLM
+
+from cuda_agent.train.tiny_model import tiny_config
+
+src, out, width, layers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
+ids = {f"{k}_token_id": getattr(tok, f"{k}_token_id") for k in ("pad", "bos", "eos")}
+torch.manual_seed(0)
+model = LlamaForCausalLM(tiny_config(len(tok), hidden=width, layers=layers, **ids))
+model.generation_config.eos_token_id, model.generation_config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+model.save_pretrained(out)
+tok.save_pretrained(out)
+print(f"a random {layers}-layer model of width {width}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")
+EOF
+  MODEL=$OUT/base
+fi
 
 echo "== 1. an MCP session on $EXAMPLE"
 python3 benchmarks/mcp_session.py --example "$EXAMPLE" ${CANDIDATE:+--candidate "$CANDIDATE"} --out "$OUT/recorded" \
