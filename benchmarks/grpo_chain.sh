@@ -35,8 +35,8 @@ fi
 export PYTHONUNBUFFERED=1 CUDA_AGENT_CACHE=${CUDA_AGENT_CACHE:-$OUT/cache} CUDA_AGENT_EVAL__SERVER_IDLE_S=0
 MODEL=${MODEL:-tiny}
 # WIDTH (and LAYERS, default 4): train a random model of that size instead, made here from MODEL's tokenizer
-# and chat template (e.g. MODEL=.tiny WIDTH=256). The tiny model (width 32, one layer) is about a bigram
-# model: it can run the path, but it cannot learn to copy a tool call's JSON from the demonstrations
+# and chat template (e.g. MODEL=.tiny WIDTH=256). The tiny model (width 32, one layer) runs the path, but
+# has little room to learn a tool call's JSON from the demonstrations
 WIDTH=${WIDTH:-}
 LAYERS=${LAYERS:-4}
 EXAMPLE=${EXAMPLE:-examples/scale_add_small}
