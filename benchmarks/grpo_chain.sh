@@ -62,17 +62,13 @@ if [ -n "$WIDTH" ]; then
   python3 - "$MODEL" "$OUT/base" "$WIDTH" "$LAYERS" <<'EOF' || exit 1
 import sys
 
-import torch
-from transformers import AutoTokenizer, LlamaForCausalLM
+from transformers import AutoTokenizer
 
-from cuda_agent.train.tiny_model import tiny_config
+from cuda_agent.train.tiny_model import build_tiny
 
 src, out, width, layers = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 tok = AutoTokenizer.from_pretrained(src, local_files_only=True)
-ids = {f"{k}_token_id": getattr(tok, f"{k}_token_id") for k in ("pad", "bos", "eos")}
-torch.manual_seed(0)
-model = LlamaForCausalLM(tiny_config(len(tok), hidden=width, layers=layers, **ids))
-model.generation_config.eos_token_id, model.generation_config.pad_token_id = tok.eos_token_id, tok.pad_token_id
+model, tok = build_tiny(tokenizer=tok, hidden=width, layers=layers)
 model.save_pretrained(out)
 tok.save_pretrained(out)
 print(f"a random {layers}-layer model of width {width}: {sum(p.numel() for p in model.parameters()) / 1e6:.1f} M parameters")

