@@ -77,8 +77,10 @@ EOF
 fi
 
 echo "== 1. an MCP session on $EXAMPLE"
+# with the rollouts' step limit: the task prompt states it, and a warm-up on one demonstration copies its
+# calls only after that prompt (the tiny model called no tool after "at most 6 steps" where it trained on 50)
 python3 benchmarks/mcp_session.py --example "$EXAMPLE" ${CANDIDATE:+--candidate "$CANDIDATE"} --out "$OUT/recorded" \
-  --json-out "$OUT/mcp_session.json" -- "${EVAL[@]}" > "$OUT/mcp_session.log" 2>&1
+  --json-out "$OUT/mcp_session.json" -- --max-steps "$TURNS" "${EVAL[@]}" > "$OUT/mcp_session.log" 2>&1
 echo "mcp session rc $?"
 
 echo "== 2. export --format rft"
@@ -115,8 +117,9 @@ for run in ("grpo-before", "grpo"):
     log = out / run / "log.jsonl"
     for line in (json.loads(x) for x in (log.read_text().splitlines() if log.is_file() else [])):
         share = line.get("tool_share")
+        setup = line.get("setup_seconds")
         print(f"{run:12} {line['step']:4d} {str(line['rewards']):>18} {line['correct_rate'] or 0:7.2f} "
               f"{line['evaluations']:5d} {line['evaluations_per_hour'] or 0:8.1f} "
               f"{(share or 0) * 100:6.1f} {line.get('peak_gpu_gib') or 0:8.2f} {line.get('tool_calls') or 0:5.2f} "
-              f"{line['seconds']:6.1f}")
+              f"{line['seconds']:6.1f}" + (f"  (set-up before it: {setup:.1f} s)" if setup is not None else ""))
 EOF

@@ -100,7 +100,7 @@ def test_baselines_say_which_task_of_how_many_and_what_is_timed(tmp_path, monkey
     tasks.mkdir()
     shutil.copy(TASK / "model.py", tasks / "a.py")
     (tasks / "b.py").write_text((TASK / "model.py").read_text().replace("N = 1 << 15", "N = 1 << 14"))
-    (tmp_path / "eval.json").write_text(json.dumps({"timing_sets": 1, "timing": {"warmup_ms": 5, "budget_ms": 30}}))
+    (tmp_path / "eval.json").write_text(json.dumps({"timing": {"warmup_ms": 5, "budget_ms": 30}}))
     args = [
         "baselines",
         str(tasks),
@@ -115,10 +115,12 @@ def test_baselines_say_which_task_of_how_many_and_what_is_timed(tmp_path, monkey
     assert [line for line in r.stderr.splitlines() if line.startswith("baselines")] == [
         "baselines of a on cpu (1 of 2)",
         "baselines of a on cpu (1 of 2): loading the task and its reference outputs",
-        "baselines of a on cpu (1 of 2): timing eager on 1 input set (what the cache holds is read instead)",
+        "baselines of a on cpu (1 of 2): timing eager in batches of fresh inputs "
+        "(what the cache holds is read instead)",
         "baselines of b on cpu (2 of 2)",
         "baselines of b on cpu (2 of 2): loading the task and its reference outputs",
-        "baselines of b on cpu (2 of 2): timing eager on 1 input set (what the cache holds is read instead)",
+        "baselines of b on cpu (2 of 2): timing eager in batches of fresh inputs "
+        "(what the cache holds is read instead)",
     ]
     assert [line.split(":")[0] for line in r.stdout.splitlines()[:2]] == ["cpu a", "cpu b"]  # results: stdout
     quiet = CliRunner().invoke(app, [*args, "--quiet"])

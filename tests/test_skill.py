@@ -326,7 +326,7 @@ def test_example_is_correct_on_the_gpu(candidate, tmp_path):
     cfg = EvalConfig(
         cache_dir=tmp_path / "cache",
         baselines=["eager"],
-        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300),
+        timing=TimingConfig(warmup_ms=10, min_batches=2, max_batches=3, budget_ms=300),
     )
     with Evaluator(load_task(str(candidate.parent / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(candidate)

@@ -47,8 +47,7 @@ def time_baselines(entry: TaskEntry, device: str, cfg, say: Callable[[str], None
             if ev.unscorable:
                 out.error = ev.unscorable
                 return out
-            sets = f"{cfg.timing_sets} input set" + "s" * (cfg.timing_sets != 1)
-            say(f"timing {baseline_names(cfg)} on {sets} (what the cache holds is read instead)")
+            say(f"timing {baseline_names(cfg)} in batches of fresh inputs (what the cache holds is read instead)")
             verdict, cached = ev.time_baselines()
             out.cached = cached == len(cfg.baselines)
             out.eager_ms = verdict.eager.median_ms if verdict.eager else None

@@ -1,11 +1,11 @@
 """The pipe between the parent and a jailed evaluation process, both ends.
 
 Requests are JSON lines on the child's stdin; answers are JSON lines on a separate pipe (the
-child's stdout and stderr go to a log, so whatever native code prints there cannot forge an
-answer). Both are typed (protocol.py): each request names the reply it gets, and a reply is parsed
-as that type or the child has failed. JSON only, both ways: nothing a jailed process sends is
-ever unpickled. Tensors never cross: the child draws inputs from seeds and writes outputs as raw
-bytes into files the parent names. What a child answers is its claim, never evidence by itself.
+child's stdout and stderr go to a log). Both are typed (protocol.py): each request names the reply
+it gets, and a reply is parsed as that type or the child has failed. JSON only, both ways: nothing
+a jailed process sends is ever unpickled. A judge's answers are still the candidate's to write (its
+code shares the process): what a verdict needs is in memory the parent lends for each call
+(handover.py), passed as a file descriptor on a socket of its own, and timed by the parent's clock.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ import json
 import os
 import select
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,7 +57,15 @@ def exit_text(code: int | None) -> str:
 class JailedChild:
     """A jailed `python -m MODULE ARGS...` that answers requests; started ahead of need."""
 
-    def __init__(self, module: str, args: list[str], jail: Jail, scratch: Path, start_timeout: float = 120.0):
+    def __init__(
+        self,
+        module: str,
+        args: list[str],
+        jail: Jail,
+        scratch: Path,
+        start_timeout: float = 120.0,
+        handover: bool = False,
+    ):
         self.scratch = scratch
         self.name = module.rsplit(".", 1)[-1]  # recorder, judge
         self.log_path = scratch / f"{self.name}.log"
@@ -66,19 +75,30 @@ class JailedChild:
             self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600
         )
         read_fd, write_fd = os.pipe()
+        self.sock: socket.socket | None = None  # where lent blocks go (handover.py)
+        theirs: socket.socket | None = None
+        extra, passed = [], [write_fd]
+        if handover:
+            self.sock, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            extra, passed = ["--handover-fd", str(theirs.fileno())], [write_fd, theirs.fileno()]
         try:
             self.proc = jail.popen(
-                [sys.executable, "-m", module, "--reply-fd", str(write_fd), *args],
+                [sys.executable, "-m", module, "--reply-fd", str(write_fd), *extra, *args],
                 stdin=subprocess.PIPE,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
-                pass_fds=(write_fd,),
+                pass_fds=tuple(passed),
             )
         except BaseException:
             for fd in (self._log, read_fd, write_fd):
                 os.close(fd)
+            for end in (self.sock, theirs):
+                if end is not None:
+                    end.close()
             raise
         os.close(write_fd)
+        if theirs is not None:
+            theirs.close()
         assert self.proc.stdin is not None  # stdin=PIPE
         self._stdin = self.proc.stdin
         self._reply: int | None = read_fd
@@ -96,14 +116,51 @@ class JailedChild:
             self._ready = msg
         return self._ready
 
-    def request(self, req: Request, timeout: float) -> Any:
-        """Send `req` and wait up to `timeout` s for its reply, parsed as `type(req).reply`."""
+    def request(self, req: Request, timeout: float, lend: int | None = None) -> Any:
+        """Send `req` (with `lend`, a block's descriptor first) and wait up to `timeout` s for its
+        reply, parsed as `type(req).reply`."""
         self.wait_ready()
+        self.send(req, lend)
+        return self.answer(req, timeout)
+
+    def send(self, req: Request, lend: int | None = None) -> None:
+        """The request alone (`answer` waits for its reply): the parent's clock may start in between.
+        `lend`: a block's file descriptor, passed on the handover socket before the request."""
+        if lend is not None:
+            from cuda_agent.eval.handover import send_fd
+
+            if self.sock is None:
+                raise ValueError(f"the {self.name} was started without a handover socket: nothing can be lent")
+            try:
+                send_fd(self.sock, lend)
+            except OSError:
+                pass  # it died: the answer says how
         try:
             self._stdin.write(req.model_dump_json().encode() + b"\n")
             self._stdin.flush()
         except (BrokenPipeError, OSError):
             pass  # it died: _receive says how
+
+    def answered(self, seconds: float) -> bool:
+        """Whether a whole reply has arrived within `seconds`; it stays for `answer` to read. False
+        also when the child has died (then `answer` says how); never kills it."""
+        fd = self._reply
+        deadline = time.monotonic() + seconds
+        while fd is not None and b"\n" not in self._buf:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            ready, _, _ = select.select([fd], [], [], left)
+            if not ready:
+                return False
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                return False
+            self._buf += chunk
+        return b"\n" in self._buf
+
+    def answer(self, req: Request, timeout: float) -> Any:
+        """Wait up to `timeout` s for the reply to `req` (sent by `send`), parsed as `type(req).reply`."""
         return self._receive(timeout, req.doing or req.op, type(req).reply)
 
     def _receive(self, timeout: float, what: str, reply: type[R]) -> R:
@@ -186,6 +243,9 @@ class JailedChild:
         if self._log is not None:
             os.close(self._log)
             self._log = None
+        if self.sock is not None:
+            self.sock.close()
+            self.sock = None
         remove_tree(self.scratch)  # nested 3000 folders deep by the candidate, too
 
     def close(self) -> None:
@@ -247,7 +307,7 @@ def serve(reply_fd: int, start: Callable[[], dict[str, Callable[[Any], dict]]], 
 # after these requests the child holds nothing the next one reuses: the allocator's cached blocks go
 # back to the device, so the parent's references and the next process fit beside it (never
 # between a timed loop's requests: those reuse their blocks)
-RELEASE_AFTER = frozenset({"run", "time_collect", "time_reference"})
+RELEASE_AFTER = frozenset({"run"})
 
 
 def release_cached() -> None:
@@ -272,5 +332,15 @@ def _gpu_peak() -> int:
 
 def reply_fd_arg(argv: list[str]) -> tuple[int, list[str]]:
     """Split `--reply-fd N` off a child's argv."""
-    i = argv.index("--reply-fd")
+    fd, rest = fd_arg(argv, "--reply-fd")
+    if fd is None:
+        raise SystemExit("started by the evaluator only: --reply-fd is required")
+    return fd, rest
+
+
+def fd_arg(argv: list[str], flag: str) -> tuple[int | None, list[str]]:
+    """Split `FLAG N` (a descriptor the parent passed) off a child's argv; None when absent."""
+    if flag not in argv:
+        return None, argv
+    i = argv.index(flag)
     return int(argv[i + 1]), argv[:i] + argv[i + 2 :]

@@ -1,21 +1,34 @@
-"""The parent's checks on what the judge handed back: outputs, mutated inputs, timed outputs and the
-wall clock. Everything here runs in the judge's process on buffers it allocated itself.
+"""The parent's checks on what a judge's call left in the parent's memory: outputs, inputs, timed
+outputs, and the judge's thread count (read from /proc, outside the jail). Everything here runs in
+the parent, on memory it allocated itself.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel, ConfigDict
+
 from cuda_agent.eval.compare import compare_output
 from cuda_agent.eval.precision import downgrade_signature, precision_finding
-from cuda_agent.eval.protocol import OutputMeta, RunResult
 from cuda_agent.eval.tolerance import Tolerances
-from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult, Timing
+from cuda_agent.eval.verdict import Finding, OutputCheck, SetResult
 from cuda_agent.eval.zero_trap import zero_trap as _zero_trap
-from cuda_agent.untrusted_files import open_regular
+
+
+class OutputMeta(BaseModel):
+    """What the checked plan says of one output forward returns (batch.output_meta): checked
+    against the reference's own shape, dtype and strides before its values are compared."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    plain: bool = False
+    type: str = "?"
+    shape: list[int] | None = None
+    stride: list[int] | None = None
+    dtype: str | None = None
 
 
 def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, str | None]:
@@ -52,60 +65,11 @@ def audit_native(build: Any, extra_symbols: list[str]) -> list[Finding]:
     return audit_library(build, extra_symbols=extra_symbols)
 
 
-def output_files(scratch: Path, stem: str, n: int) -> list[Path]:
-    """Where the judge writes each output of one run (raw bytes, in its scratch folder)."""
-    return [scratch / f"{stem}-out{j}.bin" for j in range(n)]
-
-
-def read_outputs(files: list[Path], meta: list[OutputMeta] | None, refs: list) -> list:
-    """The judge's outputs as tensors shaped like the references, on their device; an output
-    whose bytes do not fit its reference comes back as poison (it fails the comparison)."""
-    import torch
-
-    out = []
-    for j, (path, ref) in enumerate(zip(files, refs)):
-        want = ref.numel() * ref.element_size()
-        ok_meta = meta is None or (j < len(meta) and meta[j].dtype == str(ref.dtype).removeprefix("torch."))
-        data = _output_bytes(path, want) if ok_meta else None
-        if data is not None and want:
-            out.append(torch.frombuffer(data, dtype=ref.dtype).view(ref.shape).to(ref.device))
-        elif data is not None:
-            out.append(torch.empty_like(ref))
-        else:
-            out.append(poisoned_like(ref))
-        path.unlink(missing_ok=True)
-    return out
-
-
-def _output_bytes(path: Path, want: int) -> bytearray | None:
-    """The `want` bytes of one output file the judge wrote, or None: missing, another size, or not
-    a regular file (the judge's folder is its own: a symlink or a FIFO there is never opened)."""
-    try:
-        fd = open_regular(path, root=path.parent)  # the scratch folder the parent made
-    except OSError:
-        return None
-    try:
-        if os.fstat(fd).st_size != want:
-            return None
-        data, got = bytearray(want), 0
-        while got < want and (n := os.readv(fd, [memoryview(data)[got:]])):  # into place: outputs can be GBs
-            got += n
-        return data if got == want else None
-    finally:
-        os.close(fd)
-
-
 def new_threads(before: int, after: int) -> list[Finding]:
     """Threads the judge's process tree gained, counted from outside the jail (/proc)."""
-    from cuda_agent.eval.dynamic_guards import side_work_findings
+    from cuda_agent.eval.dynamic_guards import thread_findings
 
-    return side_work_findings(0.0, None, after - before)
-
-
-def side_work(timing: Timing) -> list[Finding]:
-    from cuda_agent.eval.dynamic_guards import side_work_findings
-
-    return side_work_findings(timing.median_ms, timing.host_median_ms, 0)
+    return thread_findings(after - before)
 
 
 def libraries(build: Any) -> set[str]:
@@ -159,7 +123,7 @@ def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str 
 
 def check_set(
     seed: int,
-    resp: RunResult,
+    meta: list[OutputMeta],
     bufs: list,
     ref32: list,
     ref64: list | None,
@@ -169,18 +133,17 @@ def check_set(
     allow_precision: bool,
     probe: list | None = None,
 ) -> tuple[SetResult, list[Finding]]:
-    """Compare what the judge wrote into `bufs` with the references, after checking what it says
-    of them; `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None.
-    Returns the set's result and what it found (a subclass output, a precision downgrade)."""
+    """Compare the outputs in `bufs` (views of the parent's own block, or copies of them) with the
+    references, after checking what the checked plan says of them (`meta`, one per output);
+    `probe` is Reference.downgrade_probe's for this set (the TF32 signature), or None. Returns the
+    set's result and what it found (a subclass output, a precision downgrade)."""
     outputs: list[OutputCheck] = []
     found: list[Finding] = []
-    if resp.n_outputs != len(ref32) or len(resp.outputs) != len(ref32):
+    if len(meta) != len(ref32) or len(bufs) != len(ref32):
         return SetResult(
-            seed=seed,
-            ok=False,
-            error=f"forward returned {resp.n_outputs} output(s); the reference returns {len(ref32)}",
+            seed=seed, ok=False, error=f"forward returned {len(meta)} output(s); the reference returns {len(ref32)}"
         ), found
-    for j, (m, buf, r) in enumerate(zip(resp.outputs, bufs, ref32)):
+    for j, (m, buf, r) in enumerate(zip(meta, bufs, ref32)):
         want_shape, want_dtype = list(r.shape), str(r.dtype).removeprefix("torch.")
         reason = None
         if not m.plain:
@@ -244,29 +207,3 @@ def timed_output_mismatch(
                 ),
             )
     return None
-
-
-def wall_clock_bound(
-    timing: Timing, wall_ms: float, reps: int, overhead_ms: float | None, per_rep_slack_ms: float = 0.05
-) -> list[Finding]:
-    """Our own clock bounds what the judge reported. The measured loop is a request of its own,
-    of exactly `reps` reps that we chose; `overhead_ms` is the judge's cost of one rep around
-    nothing, timed by us before any candidate code was loaded. What the loop took beyond that
-    overhead was the forward's: a claim far below it is a finding. Generous on purpose (pipe
-    latency and a loaded host stretch the wall time; each rep also poisons its outputs, which costs
-    less than the kernels writing them; `per_rep_slack_ms` covers the judge's Python per rep where
-    no stream hold hides it, on the CPU): it catches gross under-reporting."""
-    if overhead_ms is None or reps <= 0:
-        return []
-    implied = (wall_ms - 5.0 - 0.05 * wall_ms) / reps - overhead_ms - per_rep_slack_ms
-    if implied > 0 and timing.mean_ms < 0.25 * implied:
-        return [
-            Finding(
-                guard="timing_mismatch",
-                message=(
-                    f"the judge reported {timing.mean_ms:.4f} ms per call but our clock implies at least "
-                    f"{implied:.4f} ms: timing was tampered with or work ran outside the measured region"
-                ),
-            )
-        ]
-    return []

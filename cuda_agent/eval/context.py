@@ -26,7 +26,6 @@ class EvalContext:
     budget_bytes: int  # GPU memory of one evaluation, fixed when the evaluator started
     baseline_cache: BaselineCache
     state_nbytes: dict[str, int] = field(default_factory=dict)  # each parameter's and buffer's storage size
-    overhead_ms: float | None = None  # the judge's cost per timed rep around nothing, by the parent's clock
 
     @property
     def device(self) -> str:
@@ -37,5 +36,5 @@ class EvalContext:
         return self.cfg.device.startswith("cuda")
 
     def plan_budget(self) -> int:
-        """What one forward's plan may allocate, and the judge's timing sets may take together."""
+        """What one forward's plan may allocate, and one timed batch's block may hold (its parameters once)."""
         return int(self.budget_bytes * self.cfg.memory_fraction)

@@ -99,27 +99,16 @@ def kernel_findings(
     ]
 
 
-def side_work_findings(event_ms: float, host_ms: float | None, threads_delta: int) -> list[Finding]:
-    """Events on the current stream vs a whole-device synchronize: a large gap is work elsewhere."""
-    out = []
-    if host_ms is not None and host_ms - event_ms > max(event_ms, 0.2):
-        out.append(
-            Finding(
-                guard="side_stream",
-                message=(
-                    f"the device stayed busy {host_ms - event_ms:.3f} ms beyond the timed stream ({event_ms:.3f} ms by "
-                    f"events, {host_ms:.3f} ms to synchronize): launch all work on the stream passed to your launcher"
-                ),
-            )
+def thread_findings(threads_delta: int) -> list[Finding]:
+    """Threads the judge's process tree gained once the library was loaded: work beside the call."""
+    if threads_delta <= 0:
+        return []
+    return [
+        Finding(
+            guard="side_stream",
+            message=(
+                f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
+                "in the caller's thread, on the stream passed to your launcher"
+            ),
         )
-    if threads_delta > 0:
-        out.append(
-            Finding(
-                guard="side_stream",
-                message=(
-                    f"the judge's process had {threads_delta} more thread(s) after your code ran: do all work "
-                    "in the caller's thread, on the stream passed to your launcher"
-                ),
-            )
-        )
-    return out
+    ]

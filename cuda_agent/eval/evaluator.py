@@ -9,19 +9,22 @@ Three kinds of process, and no process that ever ran candidate Python holds judg
 - the recorder (recorder.py, jailed, no GPU): imports model_new.py and writes down what forward
   does, per input set, as a plan (plan.py), which the parent checks.
 - the judge (judge.py, jailed): never imports model_new.py; loads the built library and replays
-  the plans on inputs it draws from the parent's seeds; outputs come back as raw bytes.
+  the checked plans on memory the parent lends it per call (handover.py): inputs, parameters and
+  allocations the parent made and reads back itself. Once the library is loaded, the judge's
+  process is the candidate's: nothing it reports decides a verdict.
 
-Order of one evaluation: static guards -> build -> native audit -> record plans -> n input sets
-(fresh seeds; reference here; outputs poisoned and compared here; inputs checked for mutation)
--> timing on fresh sets (a loop the parent's clock brackets; the timed outputs checked too)
--> baselines (cached; or timed beside the candidate in interleaved rounds: EvalConfig.baseline_rounds)
--> milestone reward.
+Order of one evaluation: static guards -> build -> native audit -> record the first set's plan ->
+calibrate the parent's clock on its layout (before the library is loaded) -> n input sets (fresh
+seeds; references here; outputs, inputs and parameters read and compared here) -> timing of the
+checked plan in batches of fresh inputs the parent's clock measures (sampled outputs checked) ->
+baselines the same way (cached; or beside the candidate: EvalConfig.baseline_rounds) -> milestone reward.
 
 This module holds the order; the steps live beside it and see only what they need: an
 EvalContext (context.py: the task, its reference, the settings, the processes, the budgets) and
 the Draft of the verdict (draft.py, the one writer of a verdict: phases report to it, it scores).
 The steps: spares.py (the recorder and judge processes), recording.py (plans), correctness_phase.py,
-timing_phase.py (candidate and baselines); what the parent and those processes say to each other
+timing_phase.py (candidate and baselines; clocked.py, batch.py and handover.py: the parent's clock,
+the batches' layout and the memory lent); what the parent and those processes say to each other
 is typed in protocol.py.
 """
 
@@ -33,11 +36,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from cuda_agent.eval import checks
+from cuda_agent.eval import checks, handover
 from cuda_agent.eval.baselines import BaselineCache
 from cuda_agent.eval.channel import ChildError, JailedChild
 from cuda_agent.eval.context import EvalContext
-from cuda_agent.eval.correctness_phase import check_sets
+from cuda_agent.eval.correctness_phase import check_sets, first_set
 from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.guards.static import check_build_inputs, check_candidate_static
 from cuda_agent.eval.protocol import LoadLibrary
@@ -47,7 +50,7 @@ from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.spares import Ahead, Spares
 from cuda_agent.eval.task_code import TaskCodeError, is_out_of_memory
-from cuda_agent.eval.timing_phase import calibrate, fill_baselines, time_candidate
+from cuda_agent.eval.timing_phase import calibrate_clock, fill_baselines, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
 from cuda_agent.filenames import candidate_symlinks
 from cuda_agent.jail import JailUnavailable, jail_problem
@@ -132,6 +135,7 @@ class Evaluator:
             import torch
 
             torch.cuda.reset_peak_memory_stats(self.device)
+        handover.held.reset_peak()
         seconds: dict[str, float] = self.phases()
         if self.refusal:
             return Verdict(status="error", error=self.refusal)
@@ -184,9 +188,9 @@ class Evaluator:
         except TaskError as e:  # the judge's copy of the task no longer hashes to what was snapshotted
             draft.fail("error", str(e))
             return self._scored(draft, seconds, t_start)
-        seeds: list[int] = []
+        timed = False
         try:
-            seeds = self._run(recorder, judge, candidate_dir, build, draft, seconds, timing)
+            timed = self._run(recorder, judge, candidate_dir, build, draft, seconds, timing)
         except ChildError as e:
             draft.fail("timeout" if e.kind == "timeout" else "runtime_error", str(e))
         except TaskCodeError as e:  # the reference failed on a fresh input set: no candidate can pass
@@ -199,7 +203,7 @@ class Evaluator:
                 "error",
                 f"out of GPU memory in the parent (references and comparisons): "
                 f"{str(e).splitlines()[0]}; free the GPU of other processes or lower eval.n_sets / "
-                "eval.timing_sets",
+                "eval.timing.max_batch_reps",
             )
         finally:
             t = time.perf_counter()
@@ -207,11 +211,11 @@ class Evaluator:
             judge.kill()
             seconds["kill"] = time.perf_counter() - t
             draft.memory("judge", judge.peak_bytes)
-        if seeds and draft.ok:
+        if timed and draft.ok:
             # after the candidate's processes are gone: their GPU memory is free for the baselines'
             t = time.perf_counter()
             if draft.baselines is None:  # not timed beside the candidate (timing_phase.interleave)
-                fill_baselines(ctx, seeds, draft, fresh=bool(self.cfg.baseline_rounds))
+                fill_baselines(ctx, draft, fresh=bool(self.cfg.baseline_rounds))
             seconds["baselines"] = time.perf_counter() - t
         return self._scored(draft, seconds, t_start)
 
@@ -229,8 +233,7 @@ class Evaluator:
         if self.unscorable or self.ctx is None:
             return Verdict(status="unscorable", error=self.unscorable), 0
         draft = Draft()
-        seeds = [secrets.randbits(31) for _ in range(self.cfg.timing_sets)]
-        cached = fill_baselines(self.ctx, seeds, draft)
+        cached = fill_baselines(self.ctx, draft)
         return draft.score({}), cached
 
     def close(self) -> None:
@@ -253,8 +256,8 @@ class Evaluator:
         draft: Draft,
         seconds: dict,
         timing: bool,
-    ) -> list[int]:
-        """Correctness, then timing; the seeds of the timed sets (for the baselines), [] if none."""
+    ) -> bool:
+        """Correctness, then timing; True when the candidate was timed (the baselines follow)."""
         assert self.ctx is not None  # evaluate() runs no step without a reference
         ctx = self.ctx
         t = time.perf_counter()
@@ -266,32 +269,39 @@ class Evaluator:
         for k, v in ready.started.items():
             seconds[f"judge_start_{k}"] = v
         t = time.perf_counter()
-        calibrate(ctx, judge)
         spec = checks.spec(build)
         if not load_recorder(ctx, recorder, candidate_dir, spec, draft):
-            return []
+            return False
+        first = first_set(ctx, recorder, spec, draft)
+        if first is None:
+            return False
+        # the parent's clock, calibrated on the plan's layout while the judge holds no candidate code
+        overhead = calibrate_clock(ctx, judge, first.plan, first.described) if timing else None
+        if timing and overhead is None:
+            draft.fail("error", f"the judge failed while the harness calibrated its clock{judge.log_tail()}")
+            return False
         threads = judge.threads()
         resp = judge.request(LoadLibrary(build_dir=str(build.out_dir)), self.cfg.timeout_s)
         seconds["load"] = time.perf_counter() - t
         if not resp.ok:
             draft.fail("runtime_error", resp.error_text())
-            return []
+            return False
         t = time.perf_counter()
-        plans: dict[str, dict] = {}
-        out_tols = check_sets(ctx, recorder, judge, build, spec, draft, threads, plans)
+        out_tols = check_sets(ctx, recorder, judge, build, spec, draft, threads, first)
         seconds["correctness"] = time.perf_counter() - t
-        if not draft.ok or not timing:
-            return []
+        if not draft.ok or not timing or overhead is None:
+            return False
         t = time.perf_counter()
-        seeds = time_candidate(ctx, judge, plans, out_tols, draft, threads)
+        timed = time_candidate(ctx, judge, first.plan, first.described, overhead, out_tols, draft, threads)
         seconds["timing"] = time.perf_counter() - t
-        return seeds
+        return timed
 
     def _scored(self, draft: Draft, seconds: dict, t_start: float) -> Verdict:
         if self.cuda:
             import torch
 
             draft.memory("parent", torch.cuda.max_memory_allocated(self.device))
+        draft.memory("blocks", handover.held.peak)  # lent to the judge: the parent's memory, outside torch's count
         seconds["total"] = time.perf_counter() - t_start
         return draft.score(seconds)
 

@@ -1,117 +1,95 @@
-"""The judge: replays a candidate's launch plan on real data, jailed, and never imports its Python.
+"""The judge: replays a candidate's launch plan on memory the parent lends it, jailed, and never
+imports its Python.
 
-    python -m cuda_agent.eval.judge --reply-fd N --device D --task PATH::Class [--inputs F] --init-seed S
+    python -m cuda_agent.eval.judge --reply-fd N --handover-fd M --device D --task PATH::Class [--inputs F]
 
 Started ahead of need. Before any candidate code is loaded it imports torch, starts the CUDA
-context, loads the task from the judge's private copy and builds the reference's parameters
-(the same seed as the parent). Then `load_library` binds the built library's launchers with
-ctypes (the library passed the native audit: no load-time code, no symbols outside the
-allowlist), and `run` / `time` replay plans: inputs drawn here from the parent's seeds,
-allocations poisoned, outputs written as raw bytes into files the parent named. The parent
-compares them with references it computed itself and bounds the reported times with its own
-clock. A judge that times baselines (`time_reference`) never loads a library.
+context and loads the task from the judge's private copy (for baselines). Then `load_library`
+binds the built library's launchers with ctypes (the library passed the native audit), `prepare`
+binds a checked plan to a layout, and `run` / `batch` replay it: the parent has put every rep's
+inputs, the parameters and the allocations into a block (handover.py) and passes its descriptor
+with the request; the judge maps it, runs every rep back to back, synchronizes and unmaps it.
+Nothing it answers decides a verdict: the outputs are in the parent's memory, and the parent's
+clock brackets the request. A judge that times baselines (`prepare_reference`) never loads a library.
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import sys
 import time
 from pathlib import Path
 
+from cuda_agent.eval.handover import strided
 from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Call, Fill, Plan, Pointer
-from cuda_agent.eval.protocol import Calibrate, LoadLibrary, Run, TimeCollect, TimeLoop, TimePrepare, TimeReference
+from cuda_agent.eval.protocol import Keep, LayoutSpec, LoadLibrary, Prepare, PrepareReference, Run, RunBatch, Settle
 from cuda_agent.kernels.binding import RawLibrary
 
 
 class Replay:
-    """One validated plan bound to this judge's parameters and a library."""
+    """One checked plan bound to a library and a layout: per rep, the launcher calls with their
+    pointers as offsets into the block (the block's address is known only once it is lent)."""
 
-    def __init__(self, torch, plan: Plan, lib: RawLibrary, state: dict, device: str):
-        self.torch, self.plan, self.device = torch, plan, device
-        self.params = {i: state[s.name] for i, s in enumerate(plan.storages) if s.kind == "param"}
-        self.allocs = [i for i, s in enumerate(plan.storages) if s.kind == "alloc"]
+    def __init__(self, torch, plan: Plan, lib: RawLibrary | None, layout: LayoutSpec, device: str):
+        self.torch, self.plan, self.device, self.lib = torch, plan, device, lib
         self.cuda = device.startswith("cuda")
-        self.calls = [
-            (step, *lib.fns[step.launcher]) if isinstance(step, Call) else (step, None, False) for step in plan.steps
+        self.noop = lib is None  # the calibration's replay: the same layout, nothing run
+        self.stream = torch.cuda.current_stream().cuda_stream if self.cuda else None
+        self.rows: list[list[int]] = layout.reps
+        self.sizes: list[int] = layout.sizes
+        self.nbytes: int = layout.nbytes
+        # allocations that start filled: filled inside the call, as forward would
+        self.fills = [
+            (i, s.fill, s.dtype) for i, s in enumerate(plan.storages) if s.kind == "alloc" and s.fill != POISON
         ]
-        self.lib = lib
-
-    def allocate(self) -> dict[int, object]:
-        """This call's allocations, every byte poisoned (NaN for floats): unwritten stays garbage."""
-        torch = self.torch
-        return {
-            i: torch.empty(self.plan.storages[i].nbytes, dtype=torch.uint8, device=self.device).fill_(0xFF)
-            for i in self.allocs
-        }
+        self.steps = []
+        for step in plan.steps:
+            if isinstance(step, Fill):
+                self.steps.append((step, None, False, None))
+                continue
+            fn, checked = lib.fns[step.launcher] if lib is not None else (None, False)
+            args = [
+                None if a is None else (a.storage, a.offset) if isinstance(a, Pointer) else a.value for a in step.args
+            ]
+            pointers = [k for k, a in enumerate(step.args) if isinstance(a, Pointer)]
+            self.steps.append((step, fn, checked, (args, pointers)))
 
     def _typed(self, buf, dtype: str):
         size = ELEMENT_SIZE[dtype]
         return buf[: (buf.numel() // size) * size].view(getattr(self.torch, dtype))
 
-    def execute(self, inputs: list, bufs: dict) -> list:
-        """The forward: allocation fills, then each step in order; returns the output views."""
-        torch = self.torch
-        bases = {}
-        for i, s in enumerate(self.plan.storages):
-            if s.kind == "input":
-                t = inputs[s.index]
-                if t.untyped_storage().nbytes() != s.nbytes:
-                    raise RuntimeError(f"input {s.index} changed layout between recording and replay")
-                bases[i] = t.untyped_storage().data_ptr()
-            elif s.kind == "param":
-                bases[i] = self.params[i].untyped_storage().data_ptr()
-            else:
-                bases[i] = bufs[i].data_ptr()
-                if s.fill != POISON:
-                    self._typed(bufs[i], s.dtype).fill_(s.fill)
-        stream = torch.cuda.current_stream().cuda_stream if self.cuda else None
-        for step, fn, checked in self.calls:
-            if isinstance(step, Fill):
+    def rep(self, block, base: int, r: int) -> None:
+        """One forward of rep `r`: allocation fills, then each step in order."""
+        if self.noop:
+            return
+        row = self.rows[r]
+        for i, value, dtype in self.fills:
+            self._typed(block[row[i] : row[i] + self.sizes[i]], dtype).fill_(value)
+        stream = self.stream
+        for step, fn, checked, bound in self.steps:
+            if bound is None:
                 v = step.view
-                self._typed(self._storage(v.storage, inputs, bufs), v.dtype).as_strided(
-                    v.shape, v.stride, v.offset
+                i = v.storage
+                strided(
+                    self._typed(block[row[i] : row[i] + self.sizes[i]], v.dtype), v.shape, v.stride, v.offset
                 ).fill_(step.value)
                 continue
-            args = [
-                None if a is None else (bases[a.storage] + a.offset if isinstance(a, Pointer) else a.value)
-                for a in step.args
-            ]
+            args, pointers = bound
+            args = list(args)
+            for k in pointers:
+                storage, offset = args[k]
+                args[k] = base + row[storage] + offset
             rc = fn(*args, stream)
             if checked and rc:
                 raise RuntimeError(f"{step.launcher} returned {rc}")
-            self.lib.check_error(step.launcher)
-        return [
-            self._typed(bufs[o.storage], o.dtype).as_strided(o.shape, o.stride, o.offset) for o in self.plan.outputs
-        ]
+            if not self.cuda:  # host-only: whether this call launched a kernel (which does nothing there)
+                self.lib.check_error(step.launcher)
 
-    def _storage(self, i: int, inputs: list, bufs: dict):
-        s = self.plan.storages[i]
-        if s.kind == "alloc":
-            return bufs[i]
-        t = inputs[s.index] if s.kind == "input" else self.params[i]
-        return self.torch.empty(0, dtype=self.torch.uint8, device=self.device).set_(t.untyped_storage())
-
-
-def write_outputs(torch, outs: list, paths: list[str]) -> list[dict]:
-    meta = []
-    for o, path in zip(outs, paths):
-        meta.append(
-            {
-                "plain": True,
-                "type": "Tensor",
-                "shape": list(o.shape),
-                "stride": list(o.stride()),
-                "dtype": str(o.dtype).removeprefix("torch."),
-                "device": str(o.device),
-            }
-        )
-        flat = o.contiguous().reshape(-1)
-        if flat.numel():
-            torch.from_file(path, shared=True, size=flat.numel(), dtype=o.dtype).copy_(flat)
-        else:
-            Path(path).write_bytes(b"")
-    return meta
+    def check_errors(self) -> None:
+        """On a GPU, CUDA's error state once per batch (launch errors, and faults once they surface)."""
+        if self.cuda and not self.noop:
+            self.lib.check_error(", ".join(sorted({s.launcher for s, *_ in self.steps if isinstance(s, Call)})))
 
 
 class _Judge:
@@ -122,6 +100,7 @@ class _Judge:
         inputs_path: str | None,
         init_seed: int,
         task_hash: str | None,
+        handover: socket.socket,
         trace: bool = False,
     ):
         import torch
@@ -143,12 +122,15 @@ class _Judge:
         self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None, expected_hash=task_hash)
         init = self.task.init_inputs(init_seed)
         self.model = self.task.build_model(init, device, init_seed)
-        self.state = {k: v.detach() for k, v in self.model.state_dict().items()}
         self.started["task"] = time.perf_counter() - t - self.started["context"]
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
-        self.spin = getattr(torch.cuda, "_sleep", None) if self.cuda else None
         self.lib: RawLibrary | None = None
-        self._timing: tuple | None = None
+        self.handover = handover  # where the parent's blocks arrive
+        self._prepared: Replay | _Forward | None = None
+        self._kept = None  # Keep: the data block batches with a `k` run on, and the flag block
+        self._flags = None
+        self._loaded = None  # the prepared layout whose kernels a queued batch has launched once
+        self._queued_events: list | None = None  # around the last queued batch's reps, for Settle
         self._compiled: dict[str, object] = {}  # compile mode -> torch.compile(model)
         t = time.perf_counter()
         if self.cuda and trace:
@@ -159,17 +141,20 @@ class _Judge:
         self.started["paths"] = time.perf_counter() - t
 
     def _warm_paths(self) -> None:
-        """Run the harness's own code paths once (input draw, poison, the output file, the mutation
-        check), so thread pools they start exist before the library is loaded: the parent counts
-        this process's threads from then on, and new ones are the library's."""
-        import tempfile
+        """Run the harness's own code paths once (a block, its views, events, an input draw), so
+        thread pools they start exist before the library is loaded: the parent counts this
+        process's threads from then on, and new ones are the library's."""
+        from cuda_agent.eval.handover import Block
 
-        inputs = self.task.draw_inputs(0, self.device)
-        tensors = [x for x in inputs if isinstance(x, self.torch.Tensor)]
-        buf = self.torch.empty(1 << 20, dtype=self.torch.uint8, device=self.device).fill_(0xFF)
-        with tempfile.TemporaryDirectory() as tmp:
-            write_outputs(self.torch, [buf.view(self.torch.float32)] + tensors[:1], [f"{tmp}/a", f"{tmp}/b"])
-        self._mutated(inputs, 0)
+        self.task.draw_inputs(0, self.device)
+        with Block(1 << 20, self.device) as block:  # the judge's own: the same code as a lent one
+            block.tensor.fill_(0xFF)
+            block.tensor[:4096].view(self.torch.float32).as_strided([32, 32], [32, 1], 0).fill_(1.0)
+            if self.cuda:
+                a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
+                a.record()
+                b.record()
+            self.sync()
         self.sync()
 
     def _warm_profiler(self) -> None:
@@ -180,136 +165,181 @@ class _Judge:
             self.torch.empty(1024, device=self.device).zero_()
             self.sync()
 
-    def _timer(self, fn, sets: list, cfg: dict, before_rep=None):
-        from cuda_agent.eval.timing import RepTimer, TimingConfig
-
-        return RepTimer(
-            fn,
-            sets,
-            self.device,
-            TimingConfig(**cfg),
-            synchronize=self.sync,
-            event_cls=self.torch.cuda.Event if self.cuda else None,
-            perf_counter=time.perf_counter,
-            spin=self.spin,
-            before_rep=before_rep,
-        )
-
     # -- requests ------------------------------------------------------------------------------
-    def calibrate(self, req: Calibrate) -> dict:
-        """The timing loop around nothing, exactly `reps` reps, before any candidate code is here:
-        the parent's clock over this request is the harness's own cost per rep."""
-        timer = self._timer(lambda: None, [[]], req.config)
-        timer.measure(req.reps)
-        return {"ok": True}
-
     def load_library(self, req: LoadLibrary) -> dict:
         self.lib = RawLibrary(Path(req.build_dir), self.cuda)
         return {"ok": True}
 
-    def _replay(self, plan: dict) -> Replay:
-        if self.lib is None:
+    def prepare(self, req: Prepare) -> dict:
+        """Bind a checked plan to a layout (`noop`: the same layout with no launcher called, which
+        is how the parent calibrates its clock before any candidate code is here)."""
+        if self.lib is None and not req.noop:
             raise RuntimeError("no kernel library loaded: a candidate needs kernels/*.cu")
-        return Replay(self.torch, Plan(**plan), self.lib, self.state, self.device)
+        self._prepared = Replay(self.torch, Plan(**req.plan), None if req.noop else self.lib, req.layout, self.device)
+        return {"ok": True}
 
-    def run(self, req: Run) -> dict:
-        replay = self._replay(req.plan)
-        inputs = self.task.draw_inputs(req.seed, self.device)
-        bufs = replay.allocate()
-        self.sync()
-        kernels: list[str] = []
-        t0 = time.perf_counter()
-        if req.trace and self.cuda:
-            from torch.profiler import ProfilerActivity, profile
-
-            with profile(activities=[ProfilerActivity.CUDA]) as prof:
-                outs = replay.execute(inputs, bufs)
-                self.sync()
-            kernels = [e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name]
-        else:
-            outs = replay.execute(inputs, bufs)
-        self.sync()
-        ms = (time.perf_counter() - t0) * 1e3
-        meta = write_outputs(self.torch, outs, req.files)
-        n_outputs = len(outs)
-        del outs, bufs  # in the parent's files now: the mutation check's fresh draw takes their place
-        return {
-            "ok": True,
-            "n_outputs": n_outputs,
-            "outputs": meta,
-            "kernels": kernels,
-            "ms": ms,
-            "mutated": self._mutated(inputs, req.seed),
-        }
-
-    def _mutated(self, inputs: list, seed: int) -> list[int]:
-        from cuda_agent.eval.checks import mutated_inputs
-
-        return mutated_inputs(inputs, self.task.draw_inputs(seed, self.device))
-
-    def time_prepare(self, req: TimePrepare) -> dict:
-        """Draw the timing sets, bind their plans, warm up; returns the estimate per call. The
-        measured loop is its own request (`time_loop`), so the parent's clock sees it alone."""
-        sets = [(self.task.draw_inputs(s.seed, self.device), self._replay(s.plan)) for s in req.sets]
-        pending: dict = {}
-
-        def before(k: int) -> None:
-            pending["bufs"] = sets[k][1].allocate()
-
-        def fn(k: int):
-            inputs, replay = sets[k]
-            return replay.execute(inputs, pending["bufs"])
-
-        self._timing = (req, sets, self._timer(fn, [[k] for k in range(len(sets))], req.config, before))
-        return {"ok": True, "per_call_ms": self._timing[2].warm_up()}
-
-    def time_loop(self, req: TimeLoop) -> dict:
-        _, _, timer = self._timing
-        return {"ok": True, "timing": self._describe(timer.measure(req.reps), req.nvml_index)}
-
-    def time_collect(self, req: TimeCollect) -> dict:
-        """The last output of every timing set into the parent's files; inputs checked unchanged."""
-        prep, sets, timer = self._timing
-        self.sync()
-        for outs, files in zip(timer.last, req.files):
-            if outs is not None:
-                write_outputs(self.torch, outs, files)
-        timer.last = []  # in the parent's files now
-        mutated = [k for k, (inputs, _) in enumerate(sets) if self._mutated(inputs, prep.sets[k].seed)]
-        self._timing = None  # the timing sets' inputs: nothing later reuses them
-        return {"ok": True, "mutated_sets": mutated}
-
-    def time_reference(self, req: TimeReference) -> dict:
+    def prepare_reference(self, req: PrepareReference) -> dict:
+        """Bind the task's own forward (eager, or torch.compile in `compile_mode`) to a layout of
+        its tensor inputs. A judge that does this never loads a library."""
+        if self.lib is not None:
+            raise RuntimeError("a judge that loaded a candidate's library times no baseline")
         model = self.model
         if mode := req.compile_mode:  # compiled once per judge: interleaved rounds time it again
             if mode not in self._compiled:
                 self._compiled[mode] = self.torch.compile(model, mode=None if mode == "default" else mode)
             model = self._compiled[mode]
-        sets = [self.task.draw_inputs(seed, self.device) for seed in req.seeds]
+        self._prepared = _Forward(self.torch, model, req.inputs, req.layout, noop=req.noop)
+        return {"ok": True}
 
-        def fn(*xs):
+    def _lent(self, nbytes: int):
+        from cuda_agent.eval.handover import Block, receive_fd
+
+        return Block(nbytes, self.device, receive_fd(self.handover))
+
+    def _ready(self) -> Replay | _Forward:
+        if self._prepared is None:
+            raise RuntimeError("nothing prepared: a run or a batch follows a prepare request")
+        return self._prepared
+
+    def run(self, req: Run) -> dict:
+        """One checked call (correctness): rep 0 of the prepared layout, on the lent block."""
+        replay = self._ready()
+        kernels: list[str] = []
+        with self._lent(replay.nbytes) as block:
+            t0 = time.perf_counter()
+            if req.trace and self.cuda:
+                from torch.profiler import ProfilerActivity, profile
+
+                with profile(activities=[ProfilerActivity.CUDA]) as prof:
+                    replay.rep(block.tensor, block.base, 0)
+                    self.sync()
+                kernels = [
+                    e.name for e in prof.events() if str(getattr(e, "device_type", "")).endswith("CUDA") and e.name
+                ]
+            else:
+                replay.rep(block.tensor, block.base, 0)
+            self.sync()
+            replay.check_errors()
+            ms = (time.perf_counter() - t0) * 1e3
+        return {"ok": True, "kernels": kernels, "ms": ms}
+
+    def keep(self, req: Keep) -> dict:
+        """Map the block lent with the request and keep it (the flag block, or the data block that
+        replaces the last one)."""
+        block = self._lent(req.nbytes)
+        old, self._flags, self._kept = (
+            (self._flags, block, self._kept) if req.flags else (self._kept, self._flags, block)
+        )
+        if old is not None:
+            old.close()
+        return {"ok": True}
+
+    def queued_batch(self, k: int) -> dict:
+        """The reps on the kept block, queued behind a wait for the flag block's `go` word to reach
+        k and followed by a write of k to its `done` word; answered without synchronizing (the
+        parent's events bracket the batch; Settle reports its faults)."""
+        from cuda_agent.eval.handover import wait_value, write_value
+
+        prepared = self._ready()
+        if self._kept is None or self._flags is None or not self.cuda:
+            raise RuntimeError("a queued batch needs a GPU, a kept block and the flag block (Keep)")
+        base, tensor = self._kept.base, self._kept.tensor
+        if self._loaded is not prepared:
+            # one rep first, not queued: with CUDA's lazy module loading a kernel's first launch loads
+            # its module and waits for the device, which behind the wait on `go` would never return
+            prepared.rep(tensor, base, 0)
+            self.sync()
+            self._loaded = prepared
+        stream = self.torch.cuda.current_stream().cuda_stream
+        go, done = self._flags.base, self._flags.base + 4
+        events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
+        wait_value(stream, go, k)
+        events[0].record()
+        for r in range(len(prepared.rows)):
+            prepared.rep(tensor, base, r)
+        events[1].record()
+        write_value(stream, done, k)
+        self._queued_events = events
+        return {"ok": True}
+
+    def settle(self, req: Settle) -> dict:
+        """The queued batch's end: its faults, and its events (the parent's tripwire, never its figure
+        unless its own clock agrees)."""
+        self.sync()
+        self._ready().check_errors()
+        events, self._queued_events = self._queued_events, None
+        return {"ok": True, "event_ms": events[0].elapsed_time(events[1]) if events else None}
+
+    def batch(self, req: RunBatch) -> dict:
+        """Every rep of the prepared layout back to back on the lent block, then synchronize: the
+        parent's wall clock brackets this request (the host; on a GPU every batch is queued, with
+        `k`: queued_batch). `phases` say where the judge's own time went (for benchmarks: not
+        evidence)."""
+        if req.k is not None:
+            return self.queued_batch(req.k)
+        prepared = self._ready()
+        t = [time.perf_counter()]
+        block = self._lent(prepared.nbytes)
+        try:
+            t.append(time.perf_counter())
+            base, tensor = block.base, block.tensor
+            for r in range(len(prepared.rows)):
+                prepared.rep(tensor, base, r)
+            t.append(time.perf_counter())
+            self.sync()
+            t.append(time.perf_counter())
+            prepared.check_errors()
+        finally:
+            block.close()
+        t.append(time.perf_counter())
+        phases = {k: (b - a) * 1e3 for k, a, b in zip(("map_ms", "queue_ms", "sync_ms", "unmap_ms"), t, t[1:])}
+        return {"ok": True, "phases": phases}
+
+
+class _Forward:
+    """The task's own forward bound to a layout: each rep's inputs are views of the lent block."""
+
+    def __init__(self, torch, model, described: list, layout: LayoutSpec, noop: bool = False):
+        self.torch, self.model, self.described, self.noop = torch, model, described, noop
+        self.rows, self.sizes, self.nbytes = layout.reps, layout.sizes, layout.nbytes
+
+    def _inputs(self, block, row: list[int]) -> list:
+        torch = self.torch
+        k = iter(range(len(row)))
+
+        def build(d):
+            if "tensor" in d:
+                t, i = d["tensor"], next(k)
+                size = ELEMENT_SIZE[t["dtype"]]
+                region = block[row[i] : row[i] + (t["nbytes"] // size) * size].view(getattr(torch, t["dtype"]))
+                return strided(region, t["shape"], t["stride"], t["offset"])
+            if "tuple" in d or "list" in d:
+                items = [build(v) for v in d.get("tuple", d.get("list"))]
+                return tuple(items) if "tuple" in d else items
+            return float(d["float"]) if "float" in d else d["value"]
+
+        return [build(d) for d in self.described]
+
+    def check_errors(self) -> None:
+        pass  # torch raises its own
+
+    def rep(self, block, base: int, r: int) -> None:
+        inputs = self._inputs(block, self.rows[r])
+        if not self.noop:
             with self.torch.no_grad():
-                return model(*xs)
-
-        timer = self._timer(fn, sets, req.config)
-        summary = timer.measure(timer.reps_for(timer.warm_up()))
-        return {"ok": True, "timing": self._describe(summary, req.nvml_index)}
-
-    def _describe(self, summary: dict, nvml_index: int) -> dict:
-        from cuda_agent.eval.timing import read_clocks
-
-        summary["clocks"] = read_clocks(nvml_index) if self.cuda else {}
-        summary["device"] = self.torch.cuda.get_device_name(self.device) if self.cuda else "cpu"
-        return summary
+                self.model(*inputs)
 
 
 def main(argv: list[str] | None = None) -> None:
     import argparse
 
-    from cuda_agent.eval.channel import reply_fd_arg, serve
+    from cuda_agent.eval.channel import fd_arg, reply_fd_arg, serve
     from cuda_agent.eval.protocol import JudgeRequest
 
     fd, rest = reply_fd_arg(list(sys.argv[1:] if argv is None else argv))
+    lend_fd, rest = fd_arg(rest, "--handover-fd")
+    if lend_fd is None:
+        raise SystemExit("the judge is started by the evaluator: --reply-fd and --handover-fd are required")
     ap = argparse.ArgumentParser(prog="python -m cuda_agent.eval.judge")
     ap.add_argument("--device", required=True)
     ap.add_argument("--task", required=True)
@@ -322,15 +352,16 @@ def main(argv: list[str] | None = None) -> None:
         os.environ["CUDA_AGENT_HOST_ONLY"] = "1"
 
     def start():
-        j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash, args.trace)
+        handover = socket.socket(fileno=lend_fd)
+        j = _Judge(args.device, args.task, args.inputs, args.init_seed, args.task_hash, handover, args.trace)
         return {
-            "calibrate": j.calibrate,
             "load_library": j.load_library,
+            "prepare": j.prepare,
+            "prepare_reference": j.prepare_reference,
             "run": j.run,
-            "time_prepare": j.time_prepare,
-            "time_loop": j.time_loop,
-            "time_collect": j.time_collect,
-            "time_reference": j.time_reference,
+            "batch": j.batch,
+            "keep": j.keep,
+            "settle": j.settle,
             "_started": j.started,
         }
 

@@ -89,15 +89,10 @@ class Record(Request):
     inputs: list[Any]  # one input set, described
 
 
-# the judge (judge.py): loads the built library, replays checked plans, times
-class Calibrate(Request):
-    doing: ClassVar[str] = "calibrating its timer"
-    reply: ClassVar[type[Reply]] = Reply
-    op: Literal["calibrate"] = "calibrate"
-    config: dict[str, Any]  # timing.TimingConfig
-    reps: int = Field(ge=1)
-
-
+# the judge (judge.py): loads the built library and replays checked plans on memory the parent
+# lends it for each call (handover.py: the block's descriptor goes on a socket of its own, beside
+# the request). Outputs stay in the parent's memory and the parent's clock times the call, so what
+# the judge answers here is at most an estimate, never evidence.
 class LoadLibrary(Request):
     doing: ClassVar[str] = "loading the built library"
     reply: ClassVar[type[Reply]] = Reply
@@ -105,92 +100,105 @@ class LoadLibrary(Request):
     build_dir: str
 
 
-class OutputMeta(BaseModel):
-    """What the judge says of one output it wrote: read next to the bytes, checked against the
-    checked plan's and the reference's own shape, dtype and strides."""
+class LayoutSpec(BaseModel):
+    """Where each rep's storages lie in a lent block (batch.Layout, as the judge is told it)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="forbid")
 
-    plain: bool = False
-    type: str = "?"
-    shape: list[int] | None = None
-    stride: list[int] | None = None
-    dtype: str | None = None
+    nbytes: int = Field(ge=1)
+    reps: list[list[int]]  # per rep: one offset per storage
+    sizes: list[int]  # bytes per storage
+
+
+class Prepare(Request):
+    """Bind a checked plan to a layout; `noop`: the same layout with no launcher called (how the
+    parent calibrates its clock before any candidate code is in the judge)."""
+
+    doing: ClassVar[str] = "preparing a checked plan"
+    reply: ClassVar[type[Reply]] = Reply
+    op: Literal["prepare"] = "prepare"
+    plan: dict[str, Any]
+    layout: LayoutSpec
+    noop: bool = False
+
+
+class PrepareReference(Request):
+    """Bind the task's own forward (eager, or torch.compile in `compile_mode`) to a layout of its
+    tensor inputs: a baseline, in a judge that never loads a library."""
+
+    doing: ClassVar[str] = "preparing a baseline"
+    reply: ClassVar[type[Reply]] = Reply
+    op: Literal["prepare_reference"] = "prepare_reference"
+    inputs: list[Any]  # the task's inputs, described (plan.describe)
+    layout: LayoutSpec
+    compile_mode: str | None = None  # None: eager
+    noop: bool = False
 
 
 class RunResult(Reply):
-    n_outputs: int | None = None
-    outputs: list[OutputMeta] = Field(default_factory=list)
     kernels: list[str] = Field(default_factory=list)  # GPU kernels the replay launched (first set)
     ms: float | None = None
-    mutated: list[int] = Field(default_factory=list)  # inputs no longer equal to a fresh draw
 
 
 class Run(Request):
+    """One checked call (correctness): rep 0 of the prepared layout, on the block lent with it."""
+
     doing: ClassVar[str] = "running an input set"
     reply: ClassVar[type[Reply]] = RunResult
     op: Literal["run"] = "run"
-    plan: dict[str, Any]
-    seed: int
-    files: list[str]  # where each output's raw bytes go (the judge's scratch folder)
     trace: bool = False  # list the kernels launched
 
 
-class TimedSet(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+def sane_ms(v: Any) -> float | None:
+    """A figure a judge reported, where it is one finite non-negative number; else None."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        return None
+    return float(v) if math.isfinite(v) and v >= 0 else None
 
-    seed: int
-    plan: dict[str, Any]
 
+class Batched(Reply):
+    # the judge's CUDA events around the batch's reps (ms, all reps): an estimate the parent uses
+    # only where its own clock agrees; anything but one sane number is no estimate
+    event_ms: float | None = None
+    phases: dict[str, float] = Field(default_factory=dict)  # where the judge's time went (benchmarks)
 
-class Prepared(Reply):
-    per_call_ms: float | None = None  # the warm-up's estimate: the parent picks the reps from it
-
-    @field_validator("per_call_ms")
+    @field_validator("event_ms", mode="before")
     @classmethod
-    def _finite(cls, v: float | None) -> float | None:
-        return v if v is None or (math.isfinite(v) and v > 0) else None
+    def _one_number(cls, v: Any) -> float | None:
+        return sane_ms(v)
 
 
-class TimePrepare(Request):
-    doing: ClassVar[str] = "preparing the timed sets"
-    reply: ClassVar[type[Reply]] = Prepared
-    op: Literal["time_prepare"] = "time_prepare"
-    sets: list[TimedSet]
-    config: dict[str, Any]
+class RunBatch(Request):
+    """Every rep of the prepared layout back to back, then synchronize: on a lent block, the
+    parent's clock running from lending it to holding copies of the outputs it checks. With `k`
+    (a GPU): on the kept block, queued behind a wait until the flag block's `go` word reaches k,
+    followed by a write of k to its `done` word, answered once queued, without synchronizing: the
+    parent's own events bracket the batch on the GPU's timeline (clocked.py)."""
+
+    doing: ClassVar[str] = "in a timed batch"
+    reply: ClassVar[type[Reply]] = Batched
+    op: Literal["batch"] = "batch"
+    k: int | None = Field(None, ge=1)
 
 
-class Timed(Reply):
-    timing: dict[str, Any] | None = None  # verdict.Timing's fields: validated there
+class Keep(Request):
+    """Map the block lent with this request and keep it for the batches that follow (`flags`: the
+    small block whose words order the batches, kept for the judge's life; else the prepared
+    layout's data block, which replaces the last one)."""
+
+    doing: ClassVar[str] = "mapping a kept block"
+    reply: ClassVar[type[Reply]] = Reply
+    op: Literal["keep"] = "keep"
+    nbytes: int = Field(ge=1)
+    flags: bool = False
 
 
-class TimeLoop(Request):
-    doing: ClassVar[str] = "in the timed loop"
-    reply: ClassVar[type[Reply]] = Timed
-    op: Literal["time_loop"] = "time_loop"
-    reps: int = Field(ge=1)
-    nvml_index: int = 0
+class Settle(Request):
+    """Wait for the queued batch's work to end and report a fault it raised."""
 
-
-class Collected(Reply):
-    mutated_sets: list[int] = Field(default_factory=list)
-
-
-class TimeCollect(Request):
-    doing: ClassVar[str] = "writing the timed outputs"
-    reply: ClassVar[type[Reply]] = Collected
-    op: Literal["time_collect"] = "time_collect"
-    files: list[list[str]]  # per timing set, one file per output
-
-
-class TimeReference(Request):
-    doing: ClassVar[str] = "timing a baseline"
-    reply: ClassVar[type[Reply]] = Timed
-    op: Literal["time_reference"] = "time_reference"
-    seeds: list[int]
-    config: dict[str, Any]
-    compile_mode: str | None = None  # None: eager
-    nvml_index: int = 0
+    doing: ClassVar[str] = "finishing a timed batch"
+    reply: ClassVar[type[Reply]] = Batched  # with the judge's events around the queued reps
+    op: Literal["settle"] = "settle"
 
 
 class Exit(Request):
@@ -200,8 +208,7 @@ class Exit(Request):
 
 RecorderRequest = Annotated[Union[Load, Record, Exit], Field(discriminator="op")]
 JudgeRequest = Annotated[
-    Union[Calibrate, LoadLibrary, Run, TimePrepare, TimeLoop, TimeCollect, TimeReference, Exit],
-    Field(discriminator="op"),
+    Union[LoadLibrary, Prepare, PrepareReference, Run, RunBatch, Keep, Settle, Exit], Field(discriminator="op")
 ]
 R = TypeVar("R", bound=Reply)
 

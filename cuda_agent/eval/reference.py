@@ -136,6 +136,11 @@ class Reference:
         with self._code(f"{task.class_name}(...) (its __init__)"):
             self.model = task.build_model(self.init_inputs, device, init_seed)
         self.state_dict = {k: v.detach().clone() for k, v in self.model.state_dict().items()}
+        # buffers the task's own forward writes (BatchNorm's running statistics in training mode):
+        # their values after the last reference forward, which started from state_dict as a
+        # candidate's call does; a candidate's call must leave them the same
+        self.state_after: dict = {}
+        self.updated_buffers: set[str] = set()
         self.notes: list[str] = []
         try:
             self.model64 = copy.deepcopy(self.model).double()
@@ -180,8 +185,18 @@ class Reference:
         import torch
 
         with torch.no_grad():
+            buffers = dict(self.model.named_buffers())
+            for name, buf in buffers.items():  # every call starts from the state a candidate is given
+                if name in self.state_dict:
+                    buf.copy_(self.state_dict[name])
             with self._code("forward"):
                 ref = [o.detach() for o in flatten(self.model(*inputs))]
+            self.state_after = {
+                name: buf.detach().clone()
+                for name, buf in buffers.items()
+                if name in self.state_dict and not torch.equal(buf, self.state_dict[name])
+            }
+            self.updated_buffers |= set(self.state_after)
             ref64 = None
             if self.model64 is not None:
                 doubles = _to_doubles(inputs)

@@ -17,8 +17,7 @@ class EvalConfig(BaseModel):
 
     device: str = "cuda:0"  # "cpu" runs the same pipeline on CPU tensors (host-only kernels; tests)
     n_sets: int = Field(5, ge=1)  # correctness input sets, seeds drawn anew each evaluation
-    timing_sets: int = Field(3, ge=1)  # input sets rotated while timing (fewer if memory is short)
-    # of the memory budget: what a candidate's forward may allocate, and the timing sets the judge holds
+    # of the memory budget: what a candidate's forward may allocate, and what one timed batch may hold
     memory_fraction: float = 0.5
     # GPU memory (GiB) one evaluation may use, all its processes together; None: what the GPU has free
     # when the evaluator starts. A task that cannot fit is `unscorable` before any candidate runs

@@ -86,7 +86,7 @@ class Spares:
             args += ["--inputs", str(self.task.inputs_path)]
         if self.cfg.trace_kernels:
             args += ["--trace"]
-        return JailedChild("cuda_agent.eval.judge", args, jail, scratch)
+        return JailedChild("cuda_agent.eval.judge", args, jail, scratch, handover=True)
 
     def take(self, kind: str) -> JailedChild:
         """The longest-waiting process; with refill a new one starts now, ready by a later evaluation."""

@@ -1,178 +1,343 @@
-"""The timing phase of an evaluation: the candidate on input sets correctness never showed, in a
-loop the parent's clock brackets, then the eager and torch.compile baselines: cached (timed once
-per task, GPU and torch version) during a run; timed again beside the candidate, in interleaved
-rounds (candidate, eager, compile), where `baseline_rounds` asks for it (the final re-verification),
-so one baseline sample taken hours earlier cannot decide a reward near the 5% line."""
+"""The timing phase of an evaluation: the checked plan on inputs no earlier call saw, in batches
+the parent's clock measures (clocked.py), then the eager and torch.compile baselines timed the
+same way: cached (timed once per task, GPU and torch version) during a run; timed again beside
+the candidate, in interleaved rounds (candidate, eager, compile), where `baseline_rounds` asks
+for it (the final re-verification), so one baseline sample taken hours earlier cannot decide a
+reward near the 5% line."""
 
 from __future__ import annotations
 
+import itertools
+import random
 import secrets
+import statistics
 import time
+from typing import Any, Callable
 
+from cuda_agent.eval import batch as lay
 from cuda_agent.eval import checks
 from cuda_agent.eval.baselines import BaselineCache, timing_from
 from cuda_agent.eval.channel import ChildError, JailedChild
+from cuda_agent.eval.clocked import (
+    Batch,
+    Batches,
+    Overhead,
+    calibrate,
+    figure,
+    prepare,
+    run_batch,
+    secret_sample,
+    timeline_for,
+)
 from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.device_lock import device_lock, nvml_index
 from cuda_agent.eval.draft import Draft
-from cuda_agent.eval.plan import describe
-from cuda_agent.eval.protocol import Calibrate, TimeCollect, Timed, TimedSet, TimeLoop, TimePrepare, TimeReference
+from cuda_agent.eval.handover import Block
+from cuda_agent.eval.plan import Plan, describe
+from cuda_agent.eval.protocol import Prepare, PrepareReference, Reply
 from cuda_agent.eval.reference import verify_snapshot
+from cuda_agent.eval.timing import summarize
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
 
-ROTATION_BYTES = 2 << 30  # timing sets that together stay under this are all kept (the budget allowing)
+BLOCK_BYTES = 2 << 30  # one batch's block stays under this (the memory budget allowing)
+# how the host's wall clock is calibrated in a judge with no candidate code: "noop" (batches of the
+# measured layout in which nothing runs, on one block) or "noop-fresh" (a new block for each, as
+# measured batches have); the GPU timeline calibrates its own way (clocked.calibrate_timeline)
+CALIBRATION = "noop"
+REDRAWS = 20  # fresh draws tried for inputs of the checked plan's shapes (tasks whose shapes vary)
+Check = Callable[[Block, lay.Layout, Batch], Finding | None]  # after each measured batch (a finding stops it)
 
 
-def calibrate(ctx: EvalContext, judge: JailedChild) -> None:
-    """The judge's cost per timed rep around nothing, by our clock, before any candidate code is
-    loaded there (once per evaluator: the machine does not change)."""
-    if ctx.overhead_ms is not None:
-        return
-    reps = 50
-    t0 = time.perf_counter()
-    resp = judge.request(Calibrate(config=ctx.cfg.timing.model_dump(), reps=reps), 60)
-    if resp.ok:
-        ctx.overhead_ms = (time.perf_counter() - t0) * 1e3 / reps
+class ShapesVary(TaskError):
+    """get_inputs() drew no input set of the checked plan's shapes: the task cannot be timed."""
 
 
-def time_candidate(
-    ctx: EvalContext, judge: JailedChild, plans: dict[str, dict], out_tols: dict, draft: Draft, threads: int
-) -> list[int]:
-    """Time on input sets the correctness phase never showed; returns their seeds. Each set is
-    replayed with the plan checked for its input layout (`plans`, from the correctness phase): the
-    recorder is not asked again, so a forward that changes what it launches after the checked sets
-    changes nothing timed. The judge holds every timing set's inputs and outputs through the loop;
-    the parent holds none of them: each set's references are made after the loop, one set at a
-    time, and compared with what the judge wrote (inputs are a pure function of their seed)."""
-    per_set = ctx.ref.eager_bytes or 2 * ctx.ref.input_bytes  # one set in the judge: inputs, outputs
-    kept: list[TimedSet] = []
-    for _ in range(timing_set_count(per_set, ctx.plan_budget(), ctx.cfg.timing_sets)):
-        found = _checked_layout(ctx, plans)
-        if found is None:
-            draft.fail(
-                "unscorable",
-                (
-                    f"get_inputs() drew no input set of a checked layout in {REDRAWS} tries: a task whose input "
-                    "shapes vary from draw to draw cannot be timed on the plans its correctness sets checked"
-                ),
-            )
-            return []
-        kept.append(found)
-    ctx.ref.release_cached()  # the sets just drawn to describe them: the judge's timing sets need the room
-    cfg = ctx.cfg.timing
-    resp = judge.request(TimePrepare(sets=kept, config=cfg.model_dump()), ctx.cfg.timeout_s + cfg.warmup_ms / 1e3 * 4)
-    if not resp.ok:
-        draft.fail("runtime_error", resp.error_text())
-        return []
-    per_call = max(resp.per_call_ms or 1e-3, 1e-3)
-    reps = int(min(cfg.max_reps, max(cfg.min_reps, cfg.budget_ms / per_call)))
-    timing = _timed_loop(ctx, judge, reps, draft)
-    if timing is None:
-        return []
-    draft.timed(timing)
-    seeds = [k.seed for k in kept]
-    if ctx.cfg.baseline_rounds and not draft.failing and _both_fit(ctx, per_set * len(kept)):
-        interleave(ctx, judge, reps, seeds, draft)
-        if draft.status != "correct":
-            return []
-    files = [checks.output_files(judge.scratch, f"timed{k}", len(s.plan["outputs"])) for k, s in enumerate(kept)]
-    collected = judge.request(TimeCollect(files=[[str(f) for f in fs] for fs in files]), ctx.cfg.timeout_s)
-    if not collected.ok:
-        draft.fail("runtime_error", collected.error_text())
-        return []
-    draft.find(*checks.new_threads(threads, judge.threads()))
-    if collected.mutated_sets:
-        draft.find(
-            Finding(
-                guard="input_mutation",
-                message=(
-                    "forward changed its inputs during timing: inputs are read-only; write results to new outputs"
-                ),
-            )
-        )
-    for k, (fs, s) in enumerate(zip(files, kept)):
-        ref32, ref64 = ctx.ref.outputs(ctx.ref.inputs(s.seed))
-        bufs = checks.read_outputs(fs, None, ref32)
-        mismatch = checks.timed_output_mismatch(k, bufs, ref32, ref64, out_tols, ctx.cfg.tolerances)
-        del bufs, ref32, ref64
-        if mismatch:
-            draft.find(mismatch)
-            for f in (f for rest in files[k + 1 :] for f in rest):
-                f.unlink(missing_ok=True)
-            break
-    ctx.ref.release_cached()  # the baselines' judge starts next: what the comparisons cached
-    return seeds
+def _max_reps(ctx: EvalContext, layout: lay.Layout, shared: int) -> int:
+    per_rep = max(1, layout.nbytes - shared)
+    # on a GPU the parent fills a private block and copies it into the one the judge keeps: two of them
+    budget = ctx.plan_budget() // (2 if ctx.cuda else 1)
+    room = min(budget, BLOCK_BYTES) - shared  # parameters: once a block
+    return max(1, min(ctx.cfg.timing.max_batch_reps, room // per_rep))
 
 
-REDRAWS = 20  # fresh draws tried for an input set whose layout a correctness set checked
-
-
-def _checked_layout(ctx: EvalContext, plans: dict[str, dict]) -> TimedSet | None:
-    """A fresh seed whose input set has a layout the correctness phase checked, with that plan."""
+def _inputs_like(ctx: EvalContext, described: list) -> tuple[int, list]:
+    """A fresh seed whose input set has the layout `described` (the checked plan's)."""
     for _ in range(REDRAWS):
         seed = secrets.randbits(31)
         inputs = ctx.ref.inputs(seed)
-        plan = plans.get(repr([describe(x) for x in inputs]))
-        del inputs
-        if plan is not None:
-            return TimedSet(seed=seed, plan=plan)
-    return None
-
-
-def timing_set_count(per_set: int, budget: int, wanted: int) -> int:
-    """How many input sets the judge rotates through while timing: `wanted` as far as the budget
-    holds them, and two once together they pass ROTATION_BYTES. The judge keeps them all through
-    the loop, and at the final re-verification a baselines' judge keeps as many beside it: on
-    KernelBench's 6 GB tasks a third set is 12 GiB more in each, and two sets rotate as well."""
-    room = min(budget, max(2 * per_set, ROTATION_BYTES))
-    return max(1, min(wanted, room // max(per_set, 1)))
-
-
-def _timed_loop(ctx: EvalContext, judge: JailedChild, reps: int, draft: Draft) -> Timing | None:
-    """One measured loop of the prepared timing sets, bounded by the parent's clock; None (and
-    a runtime_error draft) when the judge failed or its figures are not a timing."""
-    cfg = ctx.cfg.timing
-    with device_lock(ctx.cache_dir / "locks", ctx.device):
-        t0 = time.perf_counter()
-        resp = judge.request(
-            TimeLoop(reps=reps, nvml_index=nvml_index(ctx.device)), ctx.cfg.timeout_s + cfg.budget_ms / 1e3 * 4
-        )
-        wall_ms = (time.perf_counter() - t0) * 1e3
-    timing = _claimed_timing(resp, draft)
-    if timing is None:
-        return None
-    seen = draft.guards()
-    draft.find(
-        *[
-            f
-            for f in checks.side_work(timing)
-            + checks.wall_clock_bound(
-                timing, wall_ms, reps, ctx.overhead_ms, per_rep_slack_ms=0.05 if ctx.cuda else 1.0
-            )
-            if f.guard not in seen
-        ]
+        if [describe(x) for x in inputs] == described:
+            return seed, inputs
+    raise ShapesVary(
+        f"get_inputs() drew no input set of the checked shapes in {REDRAWS} tries: a task whose "
+        "input shapes vary from draw to draw cannot be timed"
     )
-    return timing
 
 
-def _claimed_timing(resp: Timed, draft: Draft) -> Timing | None:
-    """The judge's figures as a Timing, or None with the draft saying why (it failed, or what it
-    sent is not a timing: a claim the parent cannot even read counts as the candidate's failure)."""
+def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, described: list) -> Batches:
+    checked = Plan(**plan)
+    shared = sum(s.nbytes for s in checked.storages if s.kind == "param")
+
+    def fill_rep(block: Block, layout: lay.Layout, r: int) -> int:
+        seed, inputs = _inputs_like(ctx, described)
+        lay.fill_plan_rep(block, checked, layout, r, inputs)
+        return seed
+
+    slots: list[list] = []  # where the sampled reps' outputs are copied: made once, reused by every batch
+
+    def snapshot(block: Block, layout: lay.Layout, reps: list[int]) -> dict:
+        import torch
+
+        while len(slots) < len(reps):
+            slots.append([torch.empty_like(v) for v in lay.output_views(block, checked, layout, 0)])
+        return {r: lay.snapshot(block, checked, layout, r, into=slot) for r, slot in zip(reps, slots)}
+
+    b = Batches(
+        judge=judge,
+        device=ctx.device,
+        timeout_s=ctx.cfg.timeout_s,
+        prepare=lambda layout, noop: Prepare(plan=plan, layout=layout.request(), noop=noop),
+        layout=lambda reps: lay.plan_layout(checked, reps),
+        fill_shared=lambda block, layout: lay.fill_params(block, checked, layout, ctx.ref.state_dict),
+        fill_rep=fill_rep,
+        snapshot=snapshot,
+        timeline=timeline_for(judge, ctx.device, ctx.cfg.timeout_s),
+    )
+    b.max_reps = _max_reps(ctx, b.layout(1), shared)
+    return b
+
+
+def reference_batches(ctx: EvalContext, judge: JailedChild, mode: str) -> Batches:
+    sample = ctx.ref.inputs(secrets.randbits(31))
+    described = [describe(x) for x in sample]
+    sizes = [t.untyped_storage().nbytes() for t in lay.tensor_inputs(sample)]
+    del sample
+
+    def fill_rep(block: Block, layout: lay.Layout, r: int) -> int:
+        seed, inputs = _inputs_like(ctx, described)
+        lay.fill_input_rep(block, layout, r, inputs)
+        return seed
+
+    compile_mode = None if mode == "eager" else ctx.cfg.compile_mode
+    b = Batches(
+        judge=judge,
+        device=ctx.device,
+        timeout_s=ctx.cfg.baseline_timeout_s,
+        prepare=lambda layout, noop: PrepareReference(
+            inputs=described, layout=layout.request(), compile_mode=compile_mode, noop=noop
+        ),
+        layout=lambda reps: lay.input_layout(sizes, reps),
+        fill_shared=lambda block, layout: None,
+        fill_rep=fill_rep,
+        timeline=timeline_for(judge, ctx.device, ctx.cfg.baseline_timeout_s),
+    )
+    b.max_reps = _max_reps(ctx, b.layout(1), 0)
+    return b
+
+
+def calibrate_clock(
+    ctx: EvalContext, judge: JailedChild, plan: dict | None = None, described: list | None = None
+) -> Overhead | None:
+    """The overhead of one batch, measured in `judge` before any candidate code is loaded: on the
+    checked plan's layout (given) or the task's inputs' (a baselines' judge)."""
+    fresh = CALIBRATION.endswith("-fresh")
+    if plan is None or described is None:
+        return calibrate(reference_batches(ctx, judge, "eager"), fresh=fresh)
+    return calibrate(candidate_batches(ctx, judge, plan, described), fresh=fresh)
+
+
+def measure(
+    ctx: EvalContext, b: Batches, overhead: Overhead, draft: Draft, check: Check | None = None
+) -> Timing | None:
+    """Warm up (one block reused, growing R until a batch lasts `batch_ms`), then the measured
+    batches, each on a block of fresh inputs, each checked by `check(block, layout, batch)` (a
+    finding stops the loop). None, with the draft saying why, when the judge failed."""
+    cfg = ctx.cfg.timing
+    rng = random.SystemRandom()
+    with device_lock(ctx.cache_dir / "locks", ctx.device):
+        reps, per_call, warm, t0, grow = 1, 1.0, 0, time.perf_counter(), True
+        while grow:  # a new R: a new layout; two batches at the final R at least
+            layout = b.layout(reps)
+            if not _prepared(b, layout, draft):
+                return None
+            with Block(layout.nbytes, ctx.device) as block:
+                b.fill_shared(block, layout)
+                for r in range(reps):
+                    b.fill_rep(block, layout, r)
+                for k in itertools.count(1):
+                    done, resp = run_batch(b, layout, overhead, [reps - 1], block=block)
+                    if not resp.ok:
+                        _failed(draft, resp)
+                        return None
+                    warm += reps
+                    per_call = figure(done, overhead)[0]
+                    # R grows until a batch lasts batch_ms by the clock itself (overhead and all): a
+                    # per-call estimate from a short batch is mostly the overhead's noise
+                    want = min(b.max_reps, cfg.max_batch_reps, reps * max(1, round(cfg.batch_ms / done.wall_ms)))
+                    grow = want >= 2 * reps
+                    if grow or (k >= 2 and (time.perf_counter() - t0) * 1e3 >= cfg.warmup_ms):
+                        break
+            reps = want if grow else reps
+        n = max(cfg.min_batches, min(cfg.max_batches, round(cfg.budget_ms / max(reps * per_call, 1e-3))))
+        layout = b.layout(reps)
+        if not _prepared(b, layout, draft):
+            return None
+        figures: list[float] = []
+        parents: list[float] = []
+        events: list[float] = []
+        gaps: list[float] = []
+        clocks: dict[str, float] = {}
+        for _ in range(n):
+            sample = secret_sample(reps, rng)
+            holder: dict[str, Finding | None] = {}
+
+            def after(block: Block, done: Batch) -> None:
+                holder["finding"] = check(block, layout, done) if check is not None else None
+
+            done, resp = run_batch(b, layout, overhead, sample, after=after)
+            if not resp.ok:
+                _failed(draft, resp)
+                return None
+            if holder.get("finding"):
+                draft.find(holder["finding"])
+                return None
+            value, gap = figure(done, overhead)
+            figures.append(value)
+            parents.append(done.per_call_ms)
+            gaps.append(gap)
+            if done.event_ms is not None:
+                events.append(done.event_ms)
+    if ctx.cuda:
+        from cuda_agent.eval.timing import read_clocks
+
+        clocks = read_clocks(nvml_index(ctx.device))
+    gaps.sort()
+    if gaps[len(gaps) // 2] > 0:  # most batches: not one noisy one
+        draft.find(
+            Finding(
+                guard="timing_mismatch",
+                message=(
+                    f"the judge's events read {sorted(events)[len(events) // 2]:.4f} ms per call but the parent's "
+                    f"clock measured {sorted(parents)[len(parents) // 2]:.4f} ms: the timer in the judge was changed "
+                    "or work ran outside the timed stream; launch all work on the stream passed to your launcher"
+                ),
+            )
+        )
+    summary = summarize(figures, reps * n, warm)
+    return Timing(
+        **summary,
+        batch_reps=reps,
+        parent_median_ms=statistics.median(parents),
+        event_median_ms=statistics.median(events) if events else None,
+        clocks=clocks,
+        device=_device_name(ctx),
+    )
+
+
+def _device_name(ctx: EvalContext) -> str:
+    if not ctx.cuda:
+        return "cpu"
+    import torch
+
+    return torch.cuda.get_device_name(ctx.device)
+
+
+def _prepared(b: Batches, layout: lay.Layout, draft: Draft) -> bool:
+    resp = prepare(b, layout, False)
     if not resp.ok:
-        draft.fail("runtime_error", resp.error_text())
+        _failed(draft, resp)
+    return bool(resp.ok)
+
+
+def _failed(draft: Draft, resp: Reply) -> None:
+    """The judge failed a request: the candidate's runtime_error (its code shares the process)."""
+    draft.fail("runtime_error", resp.error_text())
+
+
+def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
+    """After each measured batch, outside the clock: the sampled reps' outputs (copied when the
+    judge answered) against references on the same inputs, their inputs unchanged, and the
+    parameters unchanged (buffers the task's own forward updates aside)."""
+    checked = Plan(**plan)
+    meta = lay.output_meta(checked)
+    tol = ctx.cfg.tolerances
+    rng = random.SystemRandom()
+
+    def check(block: Block, layout: lay.Layout, done: Batch) -> Finding | None:
+        for r in sorted(done.snaps):
+            fresh = ctx.ref.inputs(done.seeds[r])
+            if lay.changed_inputs(block, checked, layout, r, fresh):
+                return Finding(
+                    guard="input_mutation",
+                    message=(
+                        "forward changed its inputs during timing: inputs are read-only; write results to new outputs"
+                    ),
+                )
+            ref32, ref64 = ctx.ref.outputs(fresh)
+            mismatch = checks.timed_output_mismatch(r, done.snaps[r], ref32, ref64, out_tols, tol)
+            # precision as on the checked sets, the TF32 signature on a secret third of the samples
+            probe = ctx.ref.downgrade_probe(done.seeds[r], ref64) if ref64 and rng.random() < 1 / 3 else None
+            _, found = checks.check_set(
+                done.seeds[r],
+                meta,
+                done.snaps[r],
+                ref32,
+                ref64,
+                out_tols,
+                tol,
+                ctx.ref.fp32,
+                ctx.cfg.allow_precision,
+                probe=probe,
+            )
+            del ref32, ref64, probe
+            if mismatch:
+                return mismatch
+            failing = [f for f in found if f.severity == "fail"]
+            if failing:
+                return Finding(guard="precision", message=f"during timing: {failing[0].message}")
+        written = [
+            n for n in lay.changed_state(block, checked, layout, ctx.ref.state_dict) if n not in ctx.ref.updated_buffers
+        ]
+        if written:
+            return Finding(
+                guard="state_write",
+                message=(
+                    f"forward wrote {', '.join(written)} (a parameter or buffer of Model) during timing: "
+                    "parameters are read-only; keep scratch data in allocations of forward's own"
+                ),
+            )
         return None
+
+    return check
+
+
+def time_candidate(
+    ctx: EvalContext,
+    judge: JailedChild,
+    plan: dict,
+    described: list,
+    overhead: Overhead,
+    out_tols: dict,
+    draft: Draft,
+    threads: int,
+) -> bool:
+    """Time the checked plan; True when it was timed (the baselines follow)."""
+    b = candidate_batches(ctx, judge, plan, described)
+    check = candidate_check(ctx, plan, out_tols)
     try:
-        return Timing(**(resp.timing or {}))
-    except (TypeError, ValueError) as e:
-        draft.fail("runtime_error", f"the judge's timing does not follow the protocol: {str(e).splitlines()[0]}")
-        return None
-
-
-def _both_fit(ctx: EvalContext, judge_bytes: int) -> bool:
-    """Whether a baselines' judge (one eager forward per timing set) fits beside the candidate's
-    judge, which keeps its timing sets through the rounds."""
-    return not ctx.cuda or 2 * judge_bytes <= ctx.budget_bytes
+        timing = measure(ctx, b, overhead, draft, check)
+    except ShapesVary as e:
+        draft.fail("unscorable", str(e))
+        return False
+    finally:
+        ctx.ref.release_cached()
+    if timing is None:
+        return False
+    draft.timed(timing)
+    draft.find(*checks.new_threads(threads, judge.threads()))
+    if ctx.cfg.baseline_rounds and not draft.failing:
+        interleave(ctx, b, overhead, check, draft)
+    return draft.status == "correct"
 
 
 def _middle(timings: list[Timing]) -> Timing:
@@ -181,32 +346,32 @@ def _middle(timings: list[Timing]) -> Timing:
     return ranked[(len(ranked) - 1) // 2]
 
 
-def interleave(ctx: EvalContext, judge: JailedChild, reps: int, seeds: list[int], draft: Draft) -> None:
-    """`baseline_rounds` rounds of candidate, eager, compile, one after the other, each under the
-    GPU lock: the candidate in its judge (its first round is the loop just measured), the baselines
-    on the same input sets in a judge that never loads a candidate's library, started now and
-    killed after. Each figure is its median round's; the baseline cache is neither read nor
-    written. When a baseline fails here, draft.baselines stays None (the caller times them
-    after the candidate's processes are gone)."""
+def interleave(ctx: EvalContext, b: Batches, overhead: Overhead, check: Check, draft: Draft) -> None:
+    """`baseline_rounds` rounds of candidate, eager, compile, one after the other: the candidate in
+    its judge (its first round is the loop just measured), the baselines in a judge that never
+    loads a candidate's library, started now and killed after. Each figure is its median round's;
+    the baseline cache is neither read nor written. When a baseline fails here, draft.baselines
+    stays None (the caller times them after the candidate's processes are gone)."""
     rounds = max(1, ctx.cfg.baseline_rounds)
-    assert draft.timing is not None  # the first round: the loop time_candidate just measured
+    assert draft.timing is not None  # the first round: the batches time_candidate just measured
     times: dict[str, list[Timing]] = {"candidate": [draft.timing]} | {mode: [] for mode in ctx.cfg.baselines}
     base: JailedChild | None = None
+    base_overhead: dict[str, Overhead] = {}
     try:
         for r in range(rounds):
             if r:  # the candidate's judge: its failures are the candidate's (runtime_error, raised on)
-                timing = _timed_loop(ctx, judge, reps, draft)
+                timing = measure(ctx, b, overhead, draft, check)
                 if timing is None:
                     return
                 times["candidate"].append(timing)
             try:
                 base = base or ctx.spares.start("judge")
                 for mode in ctx.cfg.baselines:
-                    entry = _time_reference(ctx, base, seeds, mode)
-                    if entry is None:
+                    found = _time_reference(ctx, base, mode, base_overhead)
+                    if found is None:
                         draft.note(f"{mode} baseline failed beside the candidate: {base.log_tail()[-300:]}")
                         return
-                    times[mode].append(Timing(**entry["timing"]))
+                    times[mode].append(found)
             except (ChildError, TaskError) as e:
                 draft.note(f"baselines beside the candidate failed: {e}")
                 return
@@ -222,12 +387,12 @@ def interleave(ctx: EvalContext, judge: JailedChild, reps: int, seeds: list[int]
     medians = "; ".join(f"{name} " + "/".join(f"{t.median_ms:.4f}" for t in ts) for name, ts in times.items())
     draft.note(
         f"baselines timed again beside the candidate: {rounds} interleaved round"
-        f"{'s' * (rounds != 1)} of {', '.join(times)} on the same input sets, each figure the "
+        f"{'s' * (rounds != 1)} of {', '.join(times)}, each on fresh inputs, each figure the "
         f"median round's (ms per round: {medians})"
     )
 
 
-def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: bool = False) -> int:
+def fill_baselines(ctx: EvalContext, draft: Draft, *, fresh: bool = False) -> int:
     """Fill the draft's eager / compiled figures, timing what the cache lacks (in a judge that never
     loads a candidate's library); returns how many modes were found in the cache. `fresh`: time
     every mode now and neither read nor write the cache."""
@@ -235,6 +400,7 @@ def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: b
 
     device_name = torch.cuda.get_device_name(ctx.device) if ctx.cuda else "cpu"
     judge: JailedChild | None = None
+    overheads: dict[str, Overhead] = {}
     cached = 0
     draft.baselines_from("fresh" if fresh else "cached")
     notes: list[str] = []  # what the cache says of its entries, each once
@@ -248,19 +414,20 @@ def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: b
                 mode if mode == "eager" else f"compile:{ctx.cfg.compile_mode}",
                 ctx.cfg.timing,
             )
-            entry = None if fresh else ctx.baseline_cache.get(key, notes)
+            entry: dict[str, Any] | None = None if fresh else ctx.baseline_cache.get(key, notes)
             cached += entry is not None
             if entry is None:
                 judge = judge or ctx.spares.start("judge")
-                entry = _time_reference(ctx, judge, seeds, mode)
-                if entry is None:
+                timing = _time_reference(ctx, judge, mode, overheads)
+                if timing is None:
                     draft.note(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
                     continue
+                entry = {"timing": timing.model_dump(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
                 verify_snapshot(ctx.task)  # never cache a time measured on a changed task copy
                 if not fresh:
                     ctx.baseline_cache.put(key, entry)
-            if (timing := timing_from(entry)) is not None:
-                draft.baseline(mode, timing)
+            if (found := timing_from(entry)) is not None:
+                draft.baseline(mode, found)
     except (ChildError, TaskError) as e:
         draft.note(f"baseline process failed: {e}")
     finally:
@@ -272,19 +439,16 @@ def fill_baselines(ctx: EvalContext, seeds: list[int], draft: Draft, *, fresh: b
     return cached
 
 
-def _time_reference(ctx: EvalContext, judge: JailedChild, seeds: list[int], mode: str) -> dict | None:
-    """One baseline timed in a judge that never loads a candidate's library (its figures are the
-    harness's own); None when it failed."""
-    with device_lock(ctx.cache_dir / "locks", ctx.device):
-        resp = judge.request(
-            TimeReference(
-                seeds=seeds,
-                config=ctx.cfg.timing.model_dump(),
-                compile_mode=None if mode == "eager" else ctx.cfg.compile_mode,
-                nvml_index=nvml_index(ctx.device),
-            ),
-            ctx.cfg.baseline_timeout_s,
-        )
-    if not resp.ok or resp.timing is None:
-        return None
-    return {"timing": resp.timing, "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
+def _time_reference(ctx: EvalContext, judge: JailedChild, mode: str, overheads: dict[str, Overhead]) -> Timing | None:
+    """One baseline by the same protocol as the candidate: the overhead calibrated in this judge
+    (which never loads a library) on the baseline's own layout, once per judge."""
+    b = reference_batches(ctx, judge, mode)
+    judge.wait_ready()
+    if "layout" not in overheads:
+        found = calibrate_clock(ctx, judge)
+        if found is None:
+            return None
+        overheads["layout"] = found
+    timing = measure(ctx, b, overheads["layout"], Draft())  # a baseline's failure is a note, not the candidate's
+    ctx.ref.release_cached()
+    return timing

@@ -69,8 +69,10 @@ class Timing(BaseModel):
     reps: int
     warmup: int
     input_sets: int
-    host_median_ms: float | None = None  # whole-device synchronize around each rep
-    hold_ms: float = 0.0  # the spin kernel queued before each rep (docs/harness.md, timing)
+    batches: int = 0  # batches the figures are over (docs/harness.md, timing)
+    batch_reps: int = 0  # calls per batch
+    parent_median_ms: float | None = None  # the parent's clock alone, per call
+    event_median_ms: float | None = None  # the judge's CUDA events, per call (an estimate, not evidence)
     clocks: dict[str, float] = Field(default_factory=dict)  # NVML: sm/mem MHz, temperature C
     device: str = ""
 

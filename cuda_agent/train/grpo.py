@@ -194,8 +194,13 @@ def _callbacks(log: RunLog, book, stop: StopOnInterrupt, display, evaluations: i
     class RunCallbacks(TrainerCallback):
         def __init__(self):
             self.evaluations, self.elapsed, self.mark = evaluations, elapsed, time.monotonic()
+            self.setup: float | None = None  # the trainer's set-up, logged apart from the first step
             self.lines: list[dict] = []
             self.plot: Path | None = None
+
+        def on_train_begin(self, args, state, control, **kw):
+            now = time.monotonic()
+            self.setup, self.mark = now - self.mark, now
 
         def on_step_end(self, args, state, control, **kw):
             if stop.requested:
@@ -217,7 +222,9 @@ def _callbacks(log: RunLog, book, stop: StopOnInterrupt, display, evaluations: i
                 self.evaluations,
                 self.elapsed,
                 peak_gpu_gib=_peak_gpu_gib(),
+                setup_seconds=self.setup,
             )
+            self.setup = None
             self.evaluations, self.elapsed, self.mark = line["evaluations_total"], line["elapsed_s"], now
             self.lines.append(line)
             self.plot = log.draw()
@@ -244,12 +251,17 @@ def _peak_gpu_gib() -> float | None:
     return round(peak, 3)
 
 
-def _trainer_class(display):
+def _trainer_class(display, schemas: list[dict]):
     """GRPOTrainer, telling the display what it does: a turn generated (for the rollouts still going),
-    the rewards read, the loss. Hooks only: if TRL renames a method, the display says less, nothing else."""
+    the rewards read, the loss. Hooks only: if TRL renames a method, the display says less, nothing else.
+    The rollouts' prompts show `schemas` (show_schemas)."""
     from trl import GRPOTrainer
 
     class CudaAgentGRPOTrainer(GRPOTrainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            show_schemas(self, schemas)
+
         def _generate_single_turn(self, prompt_ids, *args, **kwargs):
             if display is not None:
                 display.generating(len(prompt_ids))
@@ -266,6 +278,17 @@ def _trainer_class(display):
             return super().compute_loss(*args, **kwargs)
 
     return CudaAgentGRPOTrainer
+
+
+def show_schemas(trainer, schemas: list[dict]) -> None:
+    """Render the tools in the rollouts' prompts as `schemas`, in the registry's order: what `train sft`
+    trained on and what the agent shows. TRL would render the environment's methods (sorted by name,
+    get_json_schema's form), a tools block the warm-up never saw: a warmed-up policy then calls no tool.
+    Only the rendering (and TRL's argument typing) reads `_env_tools`; the calls still go to the methods."""
+    tools = getattr(trainer, "_env_tools", None)
+    if not isinstance(tools, dict):
+        raise RuntimeError("this TRL keeps no _env_tools: the rollouts would not see the agent's tool schemas")
+    trainer._env_tools = {name: list(schemas) for name in tools}
 
 
 def train_grpo(
@@ -378,12 +401,13 @@ def train_grpo(
     )
     stop = StopOnInterrupt(say)
     callbacks = _callbacks(log, book, stop, display, evaluations, elapsed)
-    trainer = _trainer_class(display)(
+    schemas = tool_schemas(episode_settings)
+    trainer = _trainer_class(display, schemas)(
         model=model,
         args=config,
         train_dataset=to_dataset(tasks.rows),
         processing_class=tokenizer,
-        environment_factory=environment_factory(book, tool_schemas(episode_settings)),
+        environment_factory=environment_factory(book, schemas),
         callbacks=[callbacks],
     )
     trainer.remove_callback(PrinterCallback)  # our log and display say what it would print

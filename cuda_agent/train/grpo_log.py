@@ -9,7 +9,8 @@ A step's line:
 - `correct_rate`: the share of the step's rollouts that found a correct version (reward >= 1).
 - `evaluations`: verify/benchmark calls that produced a verdict in the step; `evaluations_total`
   since the run started; `evaluations_per_hour`: the step's, over its wall time (`seconds`);
-  `elapsed_s`: the run's training time, resumed runs included.
+  `elapsed_s`: the run's training time, resumed runs included; `setup_seconds` (on a run's first
+  step only): from building the trainer to its first step (loading, TRL's set-up), in no step.
 - `loss`, `grad_norm`, `learning_rate`, `completion_tokens` (mean tokens the model generated per
   rollout, observations not counted), `tool_calls` (mean per rollout): from TRL's own log; `trl`
   holds every figure TRL logged for the step.
@@ -66,6 +67,7 @@ class RunLog:
         evaluations_before: int,
         elapsed_before: float,
         peak_gpu_gib: float | None = None,
+        setup_seconds: float | None = None,
     ) -> dict:
         rewards = [e["reward"] for e in episodes]
         evaluations = sum(e["evaluations"] for e in episodes)
@@ -81,6 +83,8 @@ class RunLog:
             "step": step,
             "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
             "seconds": round(seconds, 2),
+            # before the run's first step (loading, the trainer's set-up): not in any step's seconds
+            "setup_seconds": None if setup_seconds is None else round(setup_seconds, 2),
             "elapsed_s": round(elapsed_before + seconds, 2),
             "episodes": len(episodes),
             "reward": mean,

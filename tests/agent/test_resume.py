@@ -35,10 +35,9 @@ def new_env(tmp_path: Path) -> Environment:
     cfg = EvalConfig(
         device="cpu",
         n_sets=2,
-        timing_sets=1,
         baselines=["eager"],
         timeout_s=60,
-        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        timing=TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=30),
         cache_dir=tmp_path / "cache",
     )
     return Environment.create(load_task(str(TASK / "model.py")), runs_dir=tmp_path / "runs", eval_config=cfg)

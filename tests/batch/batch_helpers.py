@@ -15,12 +15,11 @@ TASK_SRC = (CPU_TASK / "model.py").read_text()
 SEGFAULT = "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n" + TASK_SRC
 HANG = "import time\ntime.sleep(3600)\n" + TASK_SRC
 NO_MODEL = "import torch\n\n\nclass Other(torch.nn.Module):\n    pass\n"
-# small timing (tests/results/conftest.py explains the 800 reps); 2 correctness sets
+# small timing (few, short batches); 2 correctness sets
 EVAL_CONFIG = {
     "n_sets": 2,
-    "timing_sets": 1,
     "timeout_s": 60,
-    "timing": {"warmup_ms": 5, "min_reps": 800, "max_reps": 800, "budget_ms": 30},
+    "timing": {"warmup_ms": 5, "min_batches": 2, "max_batches": 3, "budget_ms": 30},
 }
 
 

@@ -205,19 +205,32 @@ def test_a_task_that_cannot_fit_the_memory_budget_is_unscorable_before_any_candi
     assert "--memory-budget" in said
 
 
-def test_timing_sets_are_sized_by_memory():
-    """The judge keeps its timing sets through the loop (and at the final re-verification a
-    baselines' judge as many beside it): small tasks rotate through all of them, KernelBench's
-    6 GB tasks through two (H200, 80 GiB budget: a third set was 12 GiB more in each judge)."""
-    from cuda_agent.eval.timing_phase import timing_set_count
+def test_a_timed_batch_is_sized_by_memory():
+    """One batch's block (fresh inputs and outputs of every rep, the parameters once) stays within
+    the memory budget's share and BLOCK_BYTES; a task too big for two reps still gets one."""
+    from types import SimpleNamespace
 
-    gib, budget = 2**30, 40 * 2**30  # --memory-budget 80 at the default memory_fraction 0.5
-    assert timing_set_count(gib // 4, budget, 3) == 3  # examples/layernorm: 0.25 GiB a set
-    assert timing_set_count(12 * gib, budget, 3) == 2  # 19_ReLU: input and output, 6 GiB each
-    assert timing_set_count(15 * gib, budget, 3) == 2  # 36_RMSNorm_
-    assert timing_set_count(12 * gib, 20 * gib, 3) == 1  # a tight budget: one set
-    assert timing_set_count(50 * gib, budget, 3) == 1  # never none: the eval's own check refuses such tasks
-    assert timing_set_count(gib // 4, budget, 1) == 1  # eval.timing_sets = 1 stays 1
+    from cuda_agent.eval.batch import Layout
+    from cuda_agent.eval.context import EvalContext
+    from cuda_agent.eval.timing import TimingConfig
+    from cuda_agent.eval.timing_phase import BLOCK_BYTES, _max_reps
+
+    gib = 2**30
+
+    def ev(budget):  # an EvalContext's budget and settings, its plan_budget() the real one's
+        ctx = SimpleNamespace(budget_bytes=budget, cfg=SimpleNamespace(memory_fraction=0.5, timing=TimingConfig()))
+        ctx.plan_budget = lambda: EvalContext.plan_budget(ctx)
+        return ctx
+
+    def one_rep(nbytes):
+        return Layout(reps=[[0]], nbytes=nbytes, sizes=[nbytes])
+
+    assert _max_reps(ev(80 * gib), one_rep(gib // 4), 0) == BLOCK_BYTES // (gib // 4)  # layernorm: 8 reps
+    assert _max_reps(ev(2 * gib), one_rep(gib // 4), 0) == 4  # a tight budget: its half
+    assert _max_reps(ev(80 * gib), one_rep(12 * gib), 0) == 1  # 19_ReLU's 12 GiB: one rep, never none
+    assert _max_reps(ev(80 * gib), one_rep(1 << 10), 0) == TimingConfig().max_batch_reps  # tiny: the cap
+    # parameters are in a block once, not once per rep
+    assert _max_reps(ev(80 * gib), one_rep(gib // 4 + gib), gib) == (BLOCK_BYTES - gib) // (gib // 4)
 
 
 def test_memory_budget_is_a_flag_of_eval_and_batch_and_a_setting(tmp_path, monkeypatch):

@@ -23,7 +23,7 @@ def evaluator(tmp_path_factory):
         cache_dir=tmp_path_factory.mktemp("faults"),
         baselines=[],
         timeout_s=20,
-        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100),
+        timing=TimingConfig(warmup_ms=10, min_batches=2, max_batches=3, budget_ms=100),
     )
     with Evaluator(load_task(str(ROOT / "tests" / "adversarial" / "task.py")), cfg) as ev:
         yield ev

@@ -33,7 +33,7 @@ def ev(tmp_path_factory):
         cache_dir=tmp_path_factory.mktemp("patch"),
         baselines=["eager"],
         timeout_s=60,
-        timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=100, budget_ms=300),
+        timing=TimingConfig(warmup_ms=10, min_batches=2, max_batches=3, budget_ms=300),
     )
     with Evaluator(load_task(str(ADV / "task.py")), cfg) as e:
         yield e
@@ -71,7 +71,7 @@ def gemm_ev(tmp_path_factory):
         cache_dir=tmp_path_factory.mktemp("gemm"),
         baselines=["eager"],
         timeout_s=120,
-        timing=TimingConfig(warmup_ms=20, min_reps=20, max_reps=50, budget_ms=300),
+        timing=TimingConfig(warmup_ms=20, min_batches=2, max_batches=3, budget_ms=300),
     )
     with Evaluator(load_task(str(GEMM / "model.py")), cfg) as e:
         yield e

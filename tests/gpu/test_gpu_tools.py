@@ -111,7 +111,10 @@ def test_hang_and_illegal_address_are_observations_and_the_next_call_works(tmp_p
         create("model_new.py", (HONEST / "model_new.py").read_text()),
     ]
     cfg = config(
-        tmp_path, baselines=[], timeout_s=20, timing=TimingConfig(warmup_ms=10, min_reps=20, max_reps=50, budget_ms=100)
+        tmp_path,
+        baselines=[],
+        timeout_s=20,
+        timing=TimingConfig(warmup_ms=10, min_batches=2, max_batches=3, budget_ms=100),
     )
     with Environment.create(load_task(str(FAULT_TASK)), runs_dir=tmp_path / "runs", eval_config=cfg) as env:
         results = [(name, env.step(name, args)) for name, args in steps]

@@ -232,11 +232,10 @@ def _evaluator(tmp_path, **timing):
 
     cfg = EvalConfig(
         device="cpu",
-        timing_sets=1,
         baselines=["eager"],
         timeout_s=60,
         baseline_timeout_s=120,
-        timing=TimingConfig(**{"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30, **timing}),
+        timing=TimingConfig(**{"warmup_ms": 5, "min_batches": 2, "max_batches": 3, "budget_ms": 30, **timing}),
         cache_dir=tmp_path / "cache",
     )
     return Evaluator(load_task(str(TASK)), cfg, ahead="none")
@@ -285,7 +284,7 @@ def test_the_verdict_says_the_entry_was_timed_again(tmp_path):
         assert REJECTED_NOTE in verdict.notes
 
 
-@pytest.mark.parametrize("change", [{"flush_l2": False}, {"hold_ms": 0.0}, {"warmup_ms": 1.0}, {"max_reps": 15}])
+@pytest.mark.parametrize("change", [{"batch_ms": 1.0}, {"max_batch_reps": 64}, {"warmup_ms": 1.0}, {"max_batches": 4}])
 def test_a_baseline_timed_another_way_is_not_reused(tmp_path, change):
     """Without the L2 flush (a warm cache) or with less warm-up (clocks still ramping) the same
     reference times differently: a cached figure is only compared with a candidate timed the same way."""

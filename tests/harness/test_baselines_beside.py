@@ -22,16 +22,14 @@ STALE_MS = 1000.0  # a cached eager figure no CPU run of this task comes near
 
 
 def config(tmp_path) -> EvalConfig:
-    # 800 reps: the parent's wall-clock bound stays quiet on a loaded 2-core machine (tests/results/conftest.py)
     return EvalConfig(
         device="cpu",
         n_sets=2,
-        timing_sets=1,
         baselines=["eager"],
         timeout_s=60,
         baseline_timeout_s=120,
         cache_dir=tmp_path / "cache",
-        timing=TimingConfig(warmup_ms=5, min_reps=800, max_reps=800, budget_ms=30),
+        timing=TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=30),
     )
 
 
@@ -49,9 +47,16 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
     calls: list[tuple[int, str]] = []
     request = JailedChild.request
 
-    def spy(self, req, timeout):
+    def spy(self, req, timeout, lend=None):
         calls.append((id(self), req.op))
-        return request(self, req, timeout)
+        return request(self, req, timeout, lend)
+
+    send = JailedChild.send
+
+    def spy_send(self, req, lend=None):  # the timed batches: sent, then answered
+        if req.op == "batch":
+            calls.append((id(self), "batch"))
+        return send(self, req, lend)
 
     with Evaluator(load_task(str(TASK / "model.py")), config(tmp_path), ahead="none") as ev:
         key = stale_cache(ev)
@@ -66,30 +71,22 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
 
         ev.cfg = ev.cfg.model_copy(update={"baseline_rounds": 3})
         monkeypatch.setattr(JailedChild, "request", spy)
+        monkeypatch.setattr(JailedChild, "send", spy_send)
         final = ev.evaluate(TASK / "honest")
         assert final.status == "correct", (final.error, final.findings)
         assert final.baselines == "interleaved" and final.eager.median_ms < STALE_MS / 10
         assert final.speedup_vs_eager == final.eager.median_ms / final.timing.median_ms
         assert ev.baseline_cache.get(key)["timing"]["median_ms"] == STALE_MS  # nothing written back
-        timed = [(who, op) for who, op in calls if op in ("time_loop", "time_reference")]
-        candidate, baselines = timed[0][0], timed[1][0]
+        timed = [who for who, op in calls if op == "batch"]
+        runs = [who for k, who in enumerate(timed) if k == 0 or timed[k - 1] != who]  # who ran batches, in turn
+        candidate, baselines = runs[0], runs[1]
         assert candidate != baselines
-        assert timed == [(candidate, "time_loop"), (baselines, "time_reference")] * 3  # interleaved, 3 rounds
+        assert runs == [candidate, baselines] * 3  # interleaved, 3 rounds
         loaded = {who for who, op in calls if op == "load_library"}
         assert loaded == {candidate}  # the baselines' judge never loads the candidate's library
         (note,) = [n for n in final.notes if n.startswith("baselines timed again beside the candidate")]
         assert "3 interleaved rounds of candidate, eager" in note and note.count("/") == 4
         assert "(timed again beside your kernel, in interleaved rounds)" in verdict_text(final)
-
-
-def test_without_room_for_both_judges_the_baselines_are_timed_after_but_not_from_the_cache(tmp_path, monkeypatch):
-    monkeypatch.setattr("cuda_agent.eval.timing_phase._both_fit", lambda ev, judge_bytes: False)
-    cfg = config(tmp_path).model_copy(update={"baseline_rounds": 3})
-    with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
-        stale_cache(ev)
-        v = ev.evaluate(TASK / "honest")
-        assert v.status == "correct", (v.error, v.findings)
-        assert v.baselines == "fresh" and v.eager.median_ms < STALE_MS / 10
 
 
 def test_each_figure_is_its_median_round():
@@ -107,7 +104,7 @@ def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
     import torch
 
     from cuda_agent.eval.judge import _Judge
-    from cuda_agent.eval.protocol import TimeReference
+    from cuda_agent.eval.protocol import LayoutSpec, PrepareReference
 
     compiled: list[object] = []
 
@@ -118,12 +115,14 @@ def test_the_baselines_judge_compiles_once_for_all_rounds(monkeypatch):
     monkeypatch.setattr(torch, "compile", fake_compile)
     threads = torch.get_num_threads()
     try:
-        judge = _Judge("cpu", f"{TASK / 'model.py'}::Model", None, 0, None)  # sets one thread on the CPU
+        judge = _Judge("cpu", f"{TASK / 'model.py'}::Model", None, 0, None, None)  # sets one thread on the CPU
     finally:
         torch.set_num_threads(threads)
-    cfg = TimingConfig(warmup_ms=1, min_reps=3, max_reps=3, budget_ms=1).model_dump()
+    layout = LayoutSpec(nbytes=256, reps=[[0]], sizes=[16])
+    described = [{"tensor": {"shape": [4], "stride": [1], "offset": 0, "dtype": "float32", "nbytes": 16}}]
     for _ in range(3):
-        assert judge.time_reference(TimeReference(seeds=[1], config=cfg, compile_mode="default"))["ok"]
+        req = PrepareReference(inputs=described, layout=layout, compile_mode="default")
+        assert judge.prepare_reference(req)["ok"]
     assert compiled == [None]
 
 

@@ -33,10 +33,9 @@ def _config(tmp_path: Path) -> EvalConfig:
     return EvalConfig(
         device="cpu",
         n_sets=2,
-        timing_sets=1,
         baselines=["eager"],
         timeout_s=60,
-        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        timing=TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=30),
         cache_dir=tmp_path / "cache",
     )
 
@@ -56,12 +55,17 @@ def test_patching_the_harness_from_model_new_changes_nothing(tmp_path, no_static
 
 
 def test_patched_clocks_in_the_recorder_do_not_move_the_timing(tmp_path, no_static_guard):
-    """An honest kernel whose Python patches every clock it can reach: timed as usual, by the judge."""
+    """An honest kernel whose Python patches every clock it can reach: timed as usual, by the
+    parent's clock (the patches live in the recorder only). As usual: at least min_batches measured
+    batches, every call of them counted (R, the calls per batch, depends on the machine's load)."""
     cand = _candidate(tmp_path, None, PATCHES)
-    with Evaluator(load_task(str(HERE / "model.py")), _config(tmp_path)) as ev:
+    cfg = _config(tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         v = ev.evaluate(cand)
     assert v.status == "correct", (v.error, v.findings)
-    assert v.timing is not None and v.timing.median_ms > 0 and v.timing.reps >= 10
+    t = v.timing
+    assert t is not None and t.median_ms > 0 and t.batches >= cfg.timing.min_batches, t
+    assert t.reps == t.batches * t.batch_reps == t.input_sets, t
 
 
 def test_signals_from_the_candidate_reach_no_process_of_ours(tmp_path, no_static_guard):
@@ -78,13 +82,13 @@ def test_signals_from_the_candidate_reach_no_process_of_ours(tmp_path, no_static
 
 
 def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, monkeypatch):
-    """As if native code had slowed the judge's clock 1000x (the review's constructor attack, which
-    the native audit now rejects): the times it reports are a thousandth of the truth. The parent
-    timed the measured loop itself and calls it `timing_mismatch`."""
+    """As if native code had slowed the judge's clock 1000x, or written the judge's answers itself:
+    the events it reports are a thousandth of the truth. The figure is the parent's own clock's,
+    and the gap is `timing_mismatch`."""
     from cpu_candidates import slow_honest
 
     judge_clock_reads_low(monkeypatch)
-    cfg = _config(tmp_path).model_copy(update={"timing": TimingConfig(warmup_ms=5, min_reps=20, max_reps=20)})
+    cfg = _config(tmp_path).model_copy(update={"timing": TimingConfig(warmup_ms=5, min_batches=2, max_batches=3)})
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         cand = slow_honest(tmp_path)  # ~50x the honest kernel; 20x more, so the lie is far above noise
         cu = cand / "kernels" / "scale_add.cu"
@@ -92,6 +96,8 @@ def test_a_judge_whose_clock_reads_low_is_caught_by_the_parents_clock(tmp_path, 
         honest = ev.evaluate(cand)
     assert honest.status == "guard_violation", (honest.status, honest.findings)
     assert "timing_mismatch" in {f.guard for f in honest.failing_findings}
+    t = honest.timing
+    assert t.median_ms == pytest.approx(t.parent_median_ms) and t.event_median_ms < t.parent_median_ms / 100
 
 
 def test_the_agent_killed_with_9_leaves_no_evaluation_process_behind(tmp_path):
@@ -158,6 +164,43 @@ def test_scratch_of_a_killed_evaluator_is_swept_by_the_next(tmp_path):
     assert not gone.exists() and mine.exists() and other.exists()
 
 
+@pytest.mark.parametrize("name", ["lazy_after_checks", "pointer_cache", "value_cache"])
+def test_state_across_calls_gains_nothing_unseen_with_every_static_rule_off(
+    tmp_path, no_static_guard, monkeypatch, name
+):
+    """With the source guards and the library audit off (as if a new route past them were found), a
+    launcher that keeps state across calls: a call counter that stops working after the checked
+    sets, a result cache keyed by the input's address, one keyed by sampled input values. Every
+    call has inputs no earlier call saw and sampled outputs are checked: a cache that serves a call
+    is a wrong output (`incorrect`, `timed_output_mismatch`), and one that never serves is no faster."""
+    from cuda_agent.eval import checks
+
+    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
+    cfg = _config(tmp_path).model_copy(
+        update={"timing": TimingConfig(warmup_ms=5, min_batches=12, max_batches=12, max_batch_reps=1)}
+    )
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        honest = ev.evaluate(HERE / "honest")
+        v = ev.evaluate(HERE / name)
+    assert honest.correct, honest.findings
+    caught = v.reward == -1 and (
+        "timed_output_mismatch" in {f.guard for f in v.failing_findings} or v.status == "incorrect"
+    )  # a served call on a checked set
+    if name == "value_cache":  # every call a miss, ~1000 passes where honest makes one: no copy was ever timed
+        # (the fastest batch of each: on a loaded 2-core machine a median can be anyone's)
+        assert v.correct and v.timing.min_ms > 8 * honest.timing.min_ms, (v.findings, v.timing, honest.timing)
+    else:
+        assert caught, (v.status, v.findings, v.timing)
+
+
+@pytest.mark.parametrize("name", ["pointer_cache", "value_cache"])
+def test_a_result_cache_in_a_static_is_still_flagged_by_the_audit(tmp_path, name):
+    """The rule that stays -1: writable static state in the library (docs/guards.md)."""
+    with Evaluator(load_task(str(HERE / "model.py")), _config(tmp_path)) as ev:
+        v = ev.evaluate(HERE / name)
+    assert v.reward == -1 and "static_state" in {f.guard for f in v.failing_findings}, v.findings
+
+
 def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_path, monkeypatch, no_static_guard):
     """The review's counter in model_new.py: the real plan for the first recordings, a forward that
     launches nothing and returns nothing after. The recorder is asked once per correctness set and
@@ -168,10 +211,10 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
     records: list[str] = []
     request = JailedChild.request
 
-    def spy(self, req, timeout):
+    def spy(self, req, timeout, lend=None):
         if req.op == "record":
             records.append(self.name)
-        return request(self, req, timeout)
+        return request(self, req, timeout, lend)
 
     monkeypatch.setattr(JailedChild, "request", spy)
     counter = (
@@ -184,4 +227,4 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         v = ev.evaluate(cand)
     assert records == ["recorder"] * cfg.n_sets, records
-    assert v.correct and v.timing is not None and v.timing.reps > 0, (v.findings, v.timing)
+    assert v.correct and v.timing is not None and v.timing.reps >= v.timing.batches, (v.findings, v.timing)

@@ -23,10 +23,9 @@ def evaluator(tmp_path_factory):
     cfg = EvalConfig(
         device="cpu",
         n_sets=3,
-        timing_sets=2,
         baselines=["eager"],
         timeout_s=60,
-        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=30, budget_ms=50),
+        timing=TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=50),
         cache_dir=tmp_path_factory.mktemp("cache"),
     )
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
@@ -42,7 +41,8 @@ def test_honest_candidate_is_correct_timed_and_rewarded(evaluator):
     assert v.status == "correct", (v.error, v.findings, v.sets)
     assert v.correct and len(v.sets) == 3 and all(s.ok for s in v.sets)
     assert len({s.seed for s in v.sets}) == 3  # fresh seeds per set
-    assert v.timing is not None and v.timing.reps >= 10 and v.timing.median_ms > 0
+    t = v.timing
+    assert t is not None and t.batches >= 2 and t.reps == t.batches * t.batch_reps == t.input_sets and t.median_ms > 0
     assert v.eager is not None and v.speedup_vs_eager is not None
     assert v.reward in (1, 2)  # no compile baseline here: 3 is out of reach
     assert max(o.max_abs_err for s in v.sets for o in s.outputs) < 1e-5
@@ -64,8 +64,9 @@ def test_the_parent_holds_one_input_sets_references_at_a_time(evaluator, monkeyp
     monkeypatch.setattr(evaluator.ref, "outputs", outputs)
     v = evaluator.evaluate(HERE / "honest")
     assert v.status == "correct", (v.error, v.findings)
-    assert len(alive_at_call) == 3 + 2  # the correctness sets, then the timing sets after the timed loop
-    assert alive_at_call == [0] * 5, alive_at_call
+    # the correctness sets, then the sampled reps after each timed batch
+    assert len(alive_at_call) >= 3 + v.timing.batches, (len(alive_at_call), v.timing)
+    assert alive_at_call == [0] * len(alive_at_call), alive_at_call
 
 
 def test_seeds_are_fresh_each_evaluation(evaluator):
@@ -97,26 +98,26 @@ def test_bad_candidates_are_rejected_for_the_right_reason(evaluator, name, statu
         assert guard in guards(v), [f.guard for f in v.findings]
 
 
-def test_timed_outputs_are_judged_against_references_made_after_the_loop(evaluator, monkeypatch):
-    """The parent keeps no timing set's references through the loop: it draws each set again from
-    its seed afterwards. A timed output the judge wrote wrong (here: changed on the way back) is
-    still caught, for the set it came from."""
-    from cuda_agent.eval import checks
+def test_timed_outputs_are_judged_against_references_made_after_the_batch(evaluator, monkeypatch):
+    """The parent keeps no input set's references through a timed batch: it draws the sampled reps
+    again from their seeds afterwards. A timed output that was wrong (here: changed after the
+    judge answered, in one batch only) is caught, for that batch."""
+    from cuda_agent.eval import batch as lay
+    from cuda_agent.eval.clocked import CALIBRATION_REPS
 
-    real = checks.read_outputs
+    real = lay.snapshot
+    calibration = 2 * CALIBRATION_REPS  # two sampled reps per calibration batch: before the library
     seen: list[int] = []
 
-    def timed_ones_off(files, meta, refs):
-        bufs = real(files, meta, refs)
-        if meta is not None:  # the correctness runs pass the judge's metadata; the timed ones do not
-            return bufs
-        seen.append(len(seen))
-        return [b + 1.0 for b in bufs] if len(seen) == 2 else bufs  # only the second timing set
+    def one_batch_off(block, plan, layout, rep, into=None):
+        snaps = real(block, plan, layout, rep, into=into)
+        seen.append(rep)
+        return [s + 1.0 for s in snaps] if len(seen) > calibration else snaps
 
-    monkeypatch.setattr(checks, "read_outputs", timed_ones_off)
+    monkeypatch.setattr(lay, "snapshot", one_batch_off)
     v = evaluator.evaluate(HERE / "honest")
+    assert len(seen) > calibration
     assert "timed_output_mismatch" in guards(v) and v.reward == -1
-    assert "input set 1" in next(f.message for f in v.findings if f.guard == "timed_output_mismatch")
 
 
 def test_what_a_forward_may_allocate_is_a_share_of_the_budget_fixed_at_the_start(evaluator, monkeypatch):

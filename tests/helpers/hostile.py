@@ -43,18 +43,25 @@ def hostile_copy(honest: Path, dest: Path, prelude: str, forward_body: str | Non
 
 
 def judge_clock_reads_low(monkeypatch, factor: float = 1000.0) -> None:
-    """As if native code in the judge had slowed its clocks: every time the judge reports for the
-    measured loop is `factor` times too small (what the parent's own clock must catch)."""
-    from cuda_agent.eval import channel
+    """As if native code in the judge had slowed its clocks, or written its own answers: every
+    timed batch comes back with events `factor` times faster than the parent's clock saw (what
+    the parent must catch, and never count)."""
+    from cuda_agent.eval import channel, clocked
 
-    real = channel.JailedChild.request
+    real_send, real_answer = channel.JailedChild.send, channel.JailedChild.answer
+    started: dict[int, float] = {}
 
-    def lying(self, req, timeout):
-        resp = real(self, req, timeout)
-        if req.op == "time_loop" and resp.ok:
-            t = resp.timing
-            for k in ("median_ms", "mean_ms", "min_ms", "max_ms", "p20_ms", "p80_ms", "host_median_ms"):
-                t[k] = t[k] / factor if t.get(k) else t.get(k)
+    def send(self, req, lend=None):
+        if req.op == "batch":
+            started[id(self)] = clocked.time.perf_counter()
+        return real_send(self, req, lend)
+
+    def answer(self, req, timeout):
+        resp = real_answer(self, req, timeout)
+        if req.op in ("batch", "settle") and resp.ok:  # on a GPU the queued batch's events come with Settle
+            took = (clocked.time.perf_counter() - started[id(self)]) * 1e3
+            resp.event_ms = took / factor  # the batch's events, as the judge reports them
         return resp
 
-    monkeypatch.setattr(channel.JailedChild, "request", lying)
+    monkeypatch.setattr(channel.JailedChild, "send", send)
+    monkeypatch.setattr(channel.JailedChild, "answer", answer)

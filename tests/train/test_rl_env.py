@@ -53,10 +53,9 @@ def test_rewards_match_eval_and_the_episode_scores_the_best_version(tmp_path):
     cfg = EvalConfig(
         device="cpu",
         n_sets=2,
-        timing_sets=1,
         baselines=["eager"],
         cache_dir=tmp_path / "cache",
-        timing=TimingConfig(warmup_ms=5, min_reps=10, max_reps=20, budget_ms=30),
+        timing=TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=30),
     )
     env = KernelEnv(tmp_path / "runs", eval_config=cfg, max_steps=30)
     first = env.reset(load_task(str(TASK / "model.py")))

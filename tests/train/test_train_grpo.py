@@ -39,10 +39,9 @@ HONEST, WRONG = TASK / "honest", TASK / "wrong"
 NAME = "model.layers.0.self_attn.q_proj.weight"
 QUICK = {  # the harness's settings, as a user sets them in the environment: fewer sets, short timing on a CPU
     "CUDA_AGENT_EVAL__N_SETS": "2",
-    "CUDA_AGENT_EVAL__TIMING_SETS": "1",
     "CUDA_AGENT_EVAL__TIMING__WARMUP_MS": "5",
-    "CUDA_AGENT_EVAL__TIMING__MIN_REPS": "5",
-    "CUDA_AGENT_EVAL__TIMING__MAX_REPS": "10",
+    "CUDA_AGENT_EVAL__TIMING__MIN_BATCHES": "3",
+    "CUDA_AGENT_EVAL__TIMING__MAX_BATCHES": "5",
     "CUDA_AGENT_EVAL__TIMING__BUDGET_MS": "20",
 }
 
@@ -179,6 +178,7 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
         line["tool_seconds"] / line["seconds"], abs=2e-3
     )
     assert line["peak_gpu_gib"] is None
+    assert line["setup_seconds"] > 0  # the trainer's set-up, measured apart: not in the step's seconds
     episodes = [json.loads(x) for x in (out / "episodes.jsonl").read_text().splitlines()]
     for ep in episodes:  # each reward is its episode's verdict ledger's, and the kernel decides it
         run = Path(ep["run_dir"])
@@ -310,6 +310,68 @@ def test_the_tools_trl_sees_are_ours_and_run_through_our_dispatch(tmp_path):
     with pytest.raises(Exception, match="not the task"):
         env.reset(**bad)
     book.close()
+
+
+def test_a_rollout_starts_from_the_prompt_the_warm_up_trained_on(tmp_path, monkeypatch):
+    """The prompt a rollout generates from is the one `train sft` renders for the same messages: the
+    tools block shows the agent's schemas in the registry's order, as the exported runs hold them, not
+    TRL's rendering of the environment's methods (sorted by name, reworded). On that other block the
+    warmed-up tiny model called no tool in any rollout (an H100 run: 10 steps, all -1)."""
+    import torch
+    from transformers import LlamaForCausalLM
+
+    from cuda_agent.agent.prompts import system_message
+    from cuda_agent.tools.registry import default_tools, schemas
+    from cuda_agent.tools.settings import ToolSettings
+    from cuda_agent.train.grpo_env import CudaAgentEnvironment
+    from cuda_agent.train.sft_data import Conversation
+    from cuda_agent.train.sft_tokens import _render, training_template
+    from cuda_agent.train.tiny_model import tiny_tokenizer
+
+    tok = tiny_tokenizer()
+    prompts, tasks = [], []
+    reset = CudaAgentEnvironment.reset
+
+    def recorded_reset(self, **row):
+        tasks.append(reset(self, **row))
+        return tasks[-1]
+
+    def recorded_generate(self, input_ids=None, attention_mask=None, **kwargs):
+        prompts.extend(tok.decode(ids[mask.bool()]) for ids, mask in zip(input_ids, attention_mask))
+        end = torch.full((len(input_ids), 1), tok.eos_token_id, dtype=input_ids.dtype, device=input_ids.device)
+        return torch.cat([input_ids, end], dim=1)  # each rollout ends its turn at once: no tool call
+
+    monkeypatch.setattr(CudaAgentEnvironment, "reset", recorded_reset)
+    monkeypatch.setattr(LlamaForCausalLM, "generate", recorded_generate)
+    r = cli(
+        "train",
+        "grpo",
+        TASK / "model.py",
+        "--model",
+        "tiny",
+        "--out",
+        tmp_path / "grpo",
+        "--device",
+        "cpu",
+        "--no-compile-baseline",
+        "--num-generations",
+        "2",
+        "--max-steps",
+        "1",
+        "--max-completion-length",
+        "16",
+        "--no-gradient-checkpointing",
+    )
+    assert r.exit_code == 0, r.output
+    assert len(prompts) == 2 and len(tasks) == 2
+    messages = [
+        {"role": "system", "content": system_message(native_tools=True)},
+        {"role": "user", "content": tasks[0]},
+    ]
+    tools = schemas(default_tools(ToolSettings()))  # what the agent offers and an export records
+    conv = Conversation(run="r", messages=messages, tools=tools, trained=[False, False], form="native")
+    trained_on = _render(tok, conv, len(messages), training_template(tok), generation_prompt=True)
+    assert prompts[0] == trained_on
 
 
 def test_the_log_keeps_what_the_checkpoint_holds(tmp_path):

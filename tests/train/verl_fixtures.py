@@ -148,10 +148,9 @@ def eval_settings(cache: Path) -> dict:
     return {
         "device": "cpu",
         "n_sets": 2,
-        "timing_sets": 1,
         "baselines": ["eager"],
         "cache_dir": str(cache),
-        "timing": {"warmup_ms": 5, "min_reps": 10, "max_reps": 20, "budget_ms": 30},
+        "timing": {"warmup_ms": 5, "min_batches": 2, "max_batches": 3, "budget_ms": 30},
     }
 
 

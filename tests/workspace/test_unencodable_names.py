@@ -86,9 +86,7 @@ def test_the_trajectory_writer_escapes_what_utf8_cannot_carry(tmp_path):
 
 
 def test_a_run_holding_such_a_name_resumes_and_the_model_can_delete_it(task, tmp_path):
-    cfg = EvalConfig(
-        device="cpu", n_sets=2, timing_sets=1, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache"
-    )
+    cfg = EvalConfig(device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path / "cache")
     env = Environment.create(task, runs_dir=tmp_path / "runs", eval_config=cfg)
     run_dir = env.workspace.root.parent
     make_raw(env.workspace.root)

@@ -1,0 +1,178 @@
+"""One batch of calls laid out in a lent block (handover.py): where each rep's inputs, the
+parameters and each rep's allocations live, how the parent fills the block before it lends it,
+and the views it reads back after. Parent side only; the judge gets the offsets and a plan.
+
+A rep's storages follow the plan's storage list: an input's bytes (its whole storage, as
+forward sees it), a parameter's or buffer's (one copy per batch, shared by its reps), or an
+allocation (poisoned: unwritten bytes stay NaN). Baselines have no plan: their reps hold the
+task's tensor inputs only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from cuda_agent.eval.checks import OutputMeta
+from cuda_agent.eval.handover import Block, pack, strided
+from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Plan, Storage
+from cuda_agent.eval.protocol import LayoutSpec
+
+POISON_BYTE = 0xFF  # NaN in every float dtype, the extreme in the integer ones
+
+
+@dataclass
+class Layout:
+    nbytes: int
+    reps: list[list[int]]  # per rep: one offset per storage (a plan's, or the task's tensor inputs)
+    sizes: list[int]  # bytes per storage
+
+    def request(self) -> LayoutSpec:
+        """The layout as the judge is told it (Prepare, PrepareReference)."""
+        return LayoutSpec(nbytes=self.nbytes, reps=self.reps, sizes=self.sizes)
+
+
+def plan_layout(plan: Plan, reps: int) -> Layout:
+    """Parameters once, then each rep's inputs and allocations."""
+    sizes = [s.nbytes for s in plan.storages]
+    shared = [i for i, s in enumerate(plan.storages) if s.kind == "param"]
+    own = [i for i, s in enumerate(plan.storages) if s.kind != "param"]
+    offsets, total = pack([sizes[i] for i in shared] + [sizes[i] for _ in range(reps) for i in own])
+    shared_at = dict(zip(shared, offsets))
+    rows, k = [], len(shared)
+    for _ in range(reps):
+        row = [0] * len(sizes)
+        for i in shared:
+            row[i] = shared_at[i]
+        for i in own:
+            row[i] = offsets[k]
+            k += 1
+        rows.append(row)
+    return Layout(total, rows, sizes)
+
+
+def input_layout(tensor_bytes: list[int], reps: int) -> Layout:
+    """Each rep's tensor inputs (their storages), for a baseline."""
+    offsets, total = pack([n for _ in range(reps) for n in tensor_bytes])
+    n = len(tensor_bytes)
+    return Layout(total, [offsets[r * n : (r + 1) * n] for r in range(reps)], list(tensor_bytes))
+
+
+def storage_bytes(t: Any):
+    """A tensor's whole storage as uint8 (what a plan's pointers index)."""
+    import torch
+
+    return torch.empty(0, dtype=torch.uint8, device=t.device).set_(t.untyped_storage())
+
+
+def tensor_inputs(inputs: list) -> list:
+    """The tensors of an input set, in order (nested tuples and lists walked), as a baseline lays them out."""
+    import torch
+
+    out: list = []
+    for x in inputs:
+        if isinstance(x, torch.Tensor):
+            out.append(x)
+        elif isinstance(x, (tuple, list)):
+            out += tensor_inputs(list(x))
+    return out
+
+
+def _index(s: Storage) -> int:
+    """An input storage's position in the input set (a checked plan's always has one: plan.check_plan)."""
+    if s.index is None:
+        raise ValueError("an input storage without its input's position: the plan was not checked")
+    return s.index
+
+
+def _name(s: Storage) -> str:
+    """A parameter storage's state_dict name (a checked plan's always has one: plan.check_plan)."""
+    if s.name is None:
+        raise ValueError("a parameter storage without its name: the plan was not checked")
+    return s.name
+
+
+def fill_plan_rep(block: Block, plan: Plan, layout: Layout, rep: int, inputs: list) -> None:
+    """Rep `rep`'s inputs copied in and its allocations poisoned (parameters: fill_params)."""
+    row = layout.reps[rep]
+    for i, s in enumerate(plan.storages):
+        if s.kind == "input":
+            block.region(row[i], s.nbytes).copy_(storage_bytes(inputs[_index(s)]))
+        elif s.kind == "alloc":
+            block.region(row[i], s.nbytes).fill_(POISON_BYTE)
+
+
+def fill_params(block: Block, plan: Plan, layout: Layout, state: dict) -> None:
+    row = layout.reps[0]
+    for i, s in enumerate(plan.storages):
+        if s.kind == "param":
+            block.region(row[i], s.nbytes).copy_(storage_bytes(state[_name(s)]))
+
+
+def fill_input_rep(block: Block, layout: Layout, rep: int, inputs: list) -> None:
+    for off, t in zip(layout.reps[rep], tensor_inputs(inputs)):
+        block.region(off, t.untyped_storage().nbytes()).copy_(storage_bytes(t))
+
+
+def _typed(region: Any, dtype: str):
+    import torch
+
+    size = ELEMENT_SIZE[dtype]
+    return region[: (region.numel() // size) * size].view(getattr(torch, dtype))
+
+
+def output_views(block: Block, plan: Plan, layout: Layout, rep: int) -> list:
+    """Rep `rep`'s outputs as the plan says forward returns them, viewing the block."""
+    row = layout.reps[rep]
+    return [
+        strided(_typed(block.region(row[o.storage], layout.sizes[o.storage]), o.dtype), o.shape, o.stride, o.offset)
+        for o in plan.outputs
+    ]
+
+
+def output_meta(plan: Plan) -> list[OutputMeta]:
+    """What the checks compare with the reference's outputs: the checked plan's own output views."""
+    return [
+        OutputMeta(plain=True, type="Tensor", shape=list(o.shape), stride=list(o.stride), dtype=o.dtype)
+        for o in plan.outputs
+    ]
+
+
+def snapshot(block: Block, plan: Plan, layout: Layout, rep: int, into: list | None = None) -> list:
+    """Copies of rep `rep`'s outputs, made the moment the judge says it is done: what it writes
+    after that cannot count. `into`: buffers of the outputs' shapes to copy into (allocated once,
+    outside the clock: an allocation inside it after the allocator gave its cache back costs
+    about a millisecond on an H200, which a calibration cannot know)."""
+    views = output_views(block, plan, layout, rep)
+    if into is None:
+        return [v.clone() for v in views]
+    for dst, v in zip(into, views):
+        dst.copy_(v)
+    return into
+
+
+def changed_inputs(block: Block, plan: Plan, layout: Layout, rep: int, fresh: list) -> list[int]:
+    """Inputs of rep `rep` whose bytes in the block are no longer those of a fresh draw."""
+    row = layout.reps[rep]
+    return sorted(
+        {
+            _index(s)
+            for i, s in enumerate(plan.storages)
+            if s.kind == "input" and not bool((block.region(row[i], s.nbytes) == storage_bytes(fresh[_index(s)])).all())
+        }
+    )
+
+
+def changed_state(block: Block, plan: Plan, layout: Layout, state: dict) -> list[str]:
+    """Parameters and buffers whose copy in the block the batch changed."""
+    row = layout.reps[0]
+    return [
+        _name(s)
+        for i, s in enumerate(plan.storages)
+        if s.kind == "param" and not bool((block.region(row[i], s.nbytes) == storage_bytes(state[_name(s)])).all())
+    ]
+
+
+def allocation_fills(plan: Plan) -> bool:
+    """Whether any allocation starts filled (the judge fills it per rep, inside the call)."""
+    return any(s.kind == "alloc" and s.fill != POISON for s in plan.storages)
