@@ -217,8 +217,9 @@ def test_a_timed_batch_is_sized_by_memory():
 
     gib = 2**30
 
-    def ev(budget):  # an EvalContext's budget and settings, its plan_budget() the real one's
-        ctx = SimpleNamespace(budget_bytes=budget, cfg=SimpleNamespace(memory_fraction=0.5, timing=TimingConfig()))
+    def ev(budget, cuda=False):  # an EvalContext's budget and settings, its plan_budget() the real one's
+        cfg = SimpleNamespace(memory_fraction=0.5, timing=TimingConfig())
+        ctx = SimpleNamespace(budget_bytes=budget, cfg=cfg, cuda=cuda)
         ctx.plan_budget = lambda: EvalContext.plan_budget(ctx)
         return ctx
 
@@ -227,6 +228,8 @@ def test_a_timed_batch_is_sized_by_memory():
 
     assert _max_reps(ev(80 * gib), one_rep(gib // 4), 0) == BLOCK_BYTES // (gib // 4)  # layernorm: 8 reps
     assert _max_reps(ev(2 * gib), one_rep(gib // 4), 0) == 4  # a tight budget: its half
+    # on a GPU the parent fills a private twin of the block too: half of that
+    assert _max_reps(ev(2 * gib, cuda=True), one_rep(gib // 4), 0) == 2
     assert _max_reps(ev(80 * gib), one_rep(12 * gib), 0) == 1  # 19_ReLU's 12 GiB: one rep, never none
     assert _max_reps(ev(80 * gib), one_rep(1 << 10), 0) == TimingConfig().max_batch_reps  # tiny: the cap
     # parameters are in a block once, not once per rep
