@@ -8,7 +8,14 @@ the harness lends its blocks), so no host latency, pipe or mapping falls inside 
 
 Per batch it prints the child's own events (trusted here: this child is the harness's), the parent's
 E0->E1 and Ef->E1, and the parent's figure (Ef->E1 less the calibrated tail, per rep). Hostile modes
-show what the parent sees when the child answers early or starts before its inputs are there.
+show what the parent sees when the child answers early, starts before its inputs are there, or
+computes every rep's outputs in its first launch (`batch_ahead`: all inputs are in the block at go).
+
+`--per-call` releases each rep's inputs only once the rep before it is done: the parent copies rep r's
+inputs in and writes go = r + 1 after waiting for done >= r, and the child waits for go before each
+rep; what that handover costs per rep, and how steady it is, is the calibration's tail (work "none").
+The parent queues three operations per rep: keep R well under ~600 (a stream holds about 2000 before
+queueing blocks the host, and the parent queues before the child is asked).
 
     python3 benchmarks/gpu_clock_probe.py [--jail] [--batches 20]
 """
@@ -115,6 +122,8 @@ def child(fd: int) -> None:
             assert block is not None
             k, reps, n, work, mode = msg["k"], msg["reps"], msg["n"], msg["work"], msg["mode"]
             same = msg.get("same", False)  # every rep on rep 0's memory: what fresh pages per rep cost
+            # per call: rep r waits for go >= k0 + r + 1 (its inputs released) and writes done = k0 + r + 1
+            per_call, k0 = msg.get("per_call", False), msg.get("k0", k - 1)
             base = block.tensor
             view = base[: 2 * reps * n * 4].view(torch.float32).view(reps, 2, n)
             go, done = flags.base, flags.base + 4
@@ -122,18 +131,27 @@ def child(fd: int) -> None:
                 say("child: batch", k, "received")
             if mode == "early_done":
                 write_value(stream.cuda_stream, done, k)
-            if mode != "no_wait":
+            if mode != "no_wait" and not per_call:
                 wait_value(stream.cuda_stream, go, k)
             if k <= 4:
                 say("child: batch", k, "wait queued")
             e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
             e0.record(stream)
             loud = work != "none" and not said_reps
+            pairs = []  # per call: events around each rep's own work, not its wait
             for r in range(reps):
                 if loud:
                     say("child: batch", k, "rep", r)
+                if per_call:
+                    if mode != "no_wait":
+                        wait_value(stream.cuda_stream, go, k0 + r + 1)
+                    pairs.append((torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)))
+                    pairs[-1][0].record(stream)
                 x, y = view[0 if same else r, 0], view[0 if same else r, 1]
-                if work == "ew":
+                if mode == "batch_ahead":  # every rep's outputs in the first launch, from what the block holds
+                    if r == 0:
+                        torch.mul(view[:, 0], 1.0001, out=view[:, 1])
+                elif work == "ew":
                     torch.mul(x, 1.0001, out=y)
                     y.add_(0.5)
                 elif work == "ew1":  # one kernel: read x, write y
@@ -143,13 +161,17 @@ def child(fd: int) -> None:
                     torch.mm(x.view(m, m), x.view(m, m), out=y.view(m, m))
                 elif work == "none":
                     pass
+                if per_call:
+                    pairs[-1][1].record(stream)
+                    if mode != "early_done":
+                        write_value(stream.cuda_stream, done, k0 + r + 1)
             e1.record(stream)
             said_reps = said_reps or loud
             if k <= 4 or loud:
                 say("child: batch", k, "reps queued")
-            if mode != "early_done":
+            if mode != "early_done" and not per_call:
                 write_value(stream.cuda_stream, done, k)
-            events = [e0, e1]
+            events = [e0, e1, pairs]
             if k <= 2:
                 say("child: batch", k, "queued")
             send(sock, {"queued": True})
@@ -158,13 +180,18 @@ def child(fd: int) -> None:
             if msg.get("k", 0) <= 4:
                 say("child: events of batch", msg.get("k"))
             torch.cuda.synchronize()
-            send(sock, {"ms": events[0].elapsed_time(events[1])})
+            if events[2]:  # per call: the reps' own work, the waits between them left out
+                send(sock, {"ms": sum(a.elapsed_time(b) for a, b in events[2])})
+            else:
+                send(sock, {"ms": events[0].elapsed_time(events[1])})
 
 
 # -- the parent -----------------------------------------------------------------------------
 class Probe:
-    def __init__(self, jail: bool, order: str = "child_first", parent_wait: str = "gpu", same: bool = False):
-        self.order, self.parent_wait, self.same = order, parent_wait, same
+    def __init__(
+        self, jail: bool, order: str = "child_first", parent_wait: str = "gpu", same: bool = False, per_call=False
+    ):
+        self.order, self.parent_wait, self.same, self.per_call = order, parent_wait, same, per_call
         import torch
 
         from cuda_agent.eval.handover import Block, send_fd
@@ -227,17 +254,26 @@ class Probe:
         snap = torch.empty(n, device="cuda")
         s = self.stream
         torch.cuda.synchronize()
-        self.k += 1
+        k0 = self.k
+        self.k += reps if self.per_call else 1  # per call: one release (go) and one done per rep
         k = self.k
         go, done = self.flags.base, self.flags.base + 4
         ev = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
 
         def parent_side() -> None:
             ev[0].record(s)
-            view[:, 0].copy_(staging)
+            if not self.per_call:
+                view[:, 0].copy_(staging)
             view[:, 1].fill_(float("nan"))
             ev[1].record(s)
-            write_value(s.cuda_stream, go, k)
+            if self.per_call:  # each rep's inputs arrive only once the rep before it is done
+                for r in range(reps):
+                    if r:
+                        wait_value(s.cuda_stream, done, k0 + r)
+                    view[r, 0].copy_(staging[r])
+                    write_value(s.cuda_stream, go, k0 + r + 1)
+            else:
+                write_value(s.cuda_stream, go, k)
             if self.parent_wait == "gpu":
                 wait_value(s.cuda_stream, done, k)
                 snap.copy_(view[sample, 1])
@@ -245,7 +281,11 @@ class Probe:
 
         if self.order == "parent_first":  # the child's host queueing falls inside the interval
             parent_side()
-        send(self.sock, {"op": "batch", "k": k, "reps": reps, "n": n, "work": work, "mode": mode, "same": self.same})
+        send(
+            self.sock,
+            {"op": "batch", "k": k, "k0": k0, "reps": reps, "n": n, "work": work, "mode": mode, "same": self.same}
+            | {"per_call": self.per_call},
+        )
         try:
             receive(self.rf, self.proc.pid)  # the child's reps are queued behind its wait on 'go'
         except RuntimeError:
@@ -267,9 +307,9 @@ class Probe:
         child_ms = receive(self.rf, self.proc.pid)["ms"]
         if self.parent_wait == "host":
             snap.copy_(view[sample, 1])
-        if work == "ew":
+        if work == "ew" and mode != "batch_ahead":
             want = staging[sample] * 1.0001 + 0.5
-        elif work == "ew1":
+        elif work == "ew1" or mode == "batch_ahead":
             want = staging[sample] * 1.0001
         elif work == "mm":
             m = int(n**0.5)
@@ -334,6 +374,7 @@ def main() -> None:
     ap.add_argument("--same-region", action="store_true", help="every rep on the same memory (fresh pages cost)")
     ap.add_argument("--cases", default="", help="work:n:R,... (default: the built-in list)")
     ap.add_argument("--order", choices=["child_first", "parent_first"], default="parent_first")
+    ap.add_argument("--per-call", action="store_true", help="each rep's inputs released when the rep before is done")
     args = ap.parse_args()
     if args.child is not None:
         child(args.child)
@@ -345,10 +386,10 @@ def main() -> None:
     faulthandler.dump_traceback_later(60, exit=True)
     torch.backends.cuda.matmul.allow_tf32 = False
     smoke()
-    p = Probe(args.jail, args.order, args.parent_wait, args.same_region)
+    p = Probe(args.jail, args.order, args.parent_wait, args.same_region, args.per_call)
     print(
         f"{torch.cuda.get_device_name()}, child {'in bwrap (own PID, IPC, net ns)' if p.jailed else 'unjailed'}, "
-        f"{args.order}, parent waits on the {args.parent_wait}"
+        f"{args.order}, parent waits on the {args.parent_wait}, {'per-call release' if args.per_call else 'one go'}"
     )
     cases = [
         ("ew", 1 << 20, 64),
@@ -400,7 +441,8 @@ def main() -> None:
         )
     # hostile children: an early 'done' and a start before the inputs are there
     p.lend(8, 1 << 22)
-    for mode in ("early_done", "no_wait"):
+    # batch_ahead: every rep's outputs in the first launch (right where all inputs are there at go)
+    for mode in ("early_done", "no_wait", "batch_ahead"):
         got = [p.batch(8, 1 << 22, "ew", mode) for _ in range(5)]
         print(
             f"hostile {mode}: parent after_fill {statistics.median(g['after_fill'] for g in got):.4f} ms, "
