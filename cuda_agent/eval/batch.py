@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda_agent.eval.checks import OutputMeta
-from cuda_agent.eval.handover import Block, pack, strided
-from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Plan, Storage
+from cuda_agent.eval.handover import Block, pack, strided, typed
+from cuda_agent.eval.plan import POISON, Plan, Storage
 from cuda_agent.eval.protocol import LayoutSpec
 
 POISON_BYTE = 0xFF  # NaN in every float dtype, the extreme in the integer ones
@@ -114,18 +114,11 @@ def fill_input_rep(block: Block, layout: Layout, rep: int, inputs: list) -> None
         block.region(off, t.untyped_storage().nbytes()).copy_(storage_bytes(t))
 
 
-def _typed(region: Any, dtype: str):
-    import torch
-
-    size = ELEMENT_SIZE[dtype]
-    return region[: (region.numel() // size) * size].view(getattr(torch, dtype))
-
-
 def output_views(block: Block, plan: Plan, layout: Layout, rep: int) -> list:
     """Rep `rep`'s outputs as the plan says forward returns them, viewing the block."""
     row = layout.reps[rep]
     return [
-        strided(_typed(block.region(row[o.storage], layout.sizes[o.storage]), o.dtype), o.shape, o.stride, o.offset)
+        strided(typed(block.region(row[o.storage], layout.sizes[o.storage]), o.dtype), o.shape, o.stride, o.offset)
         for o in plan.outputs
     ]
 

@@ -132,7 +132,7 @@ class Timeline:
         self.scrub = torch.empty(2 * max(l2, 1 << 20), dtype=torch.uint8, device=device)
         self.lead_ms = LEAD_MS[1]
         self.cycles_per_ms = self._spin_rate()
-        self._sync()
+        _sync(device)
         if not judge.request(Keep(nbytes=4096, flags=True), timeout, lend=self.flags.fd).ok:
             raise ChildError("crash", "the judge could not map the flag block")
 
@@ -158,11 +158,6 @@ class Timeline:
         """The judge said its reps were queued `seconds` after the request: the next batch's lead."""
         self.lead_ms = min(LEAD_MS[2], max(LEAD_MS[0], 1.5 * seconds * 1e3 + 0.2))
 
-    def _sync(self) -> None:
-        import torch
-
-        torch.cuda.synchronize(self.device)
-
     @property
     def go(self) -> int:
         return self.flags.base
@@ -178,7 +173,7 @@ class Timeline:
         self.close_kept()
         self.kept = Block(nbytes, self.device)
         self.kept.tensor.fill_(0xFF)
-        self._sync()
+        _sync(self.device)
         return judge.request(Keep(nbytes=nbytes), timeout, lend=self.kept.fd)
 
     def release(self) -> None:

@@ -32,15 +32,20 @@ class FirstSet:
     plan: dict
 
 
+def _recorded(ctx: EvalContext, recorder: JailedChild, described: list, spec: dict, draft: Draft) -> dict | None:
+    """The plan the recorder made for inputs like `described`; None with the draft failed (a guard
+    violation where the recording itself said nothing worse)."""
+    plan = record_plan(ctx, recorder, described, spec, draft)
+    if plan is None and draft.status == "correct":
+        draft.fail("guard_violation")
+    return plan
+
+
 def first_set(ctx: EvalContext, recorder: JailedChild, spec: dict, draft: Draft) -> FirstSet | None:
     seed = secrets.randbits(31)
     described = [describe(x) for x in ctx.ref.inputs(seed)]
-    plan = record_plan(ctx, recorder, described, spec, draft)
-    if plan is None:
-        if draft.status == "correct":
-            draft.fail("guard_violation")
-        return None
-    return FirstSet(seed, described, plan)
+    plan = _recorded(ctx, recorder, described, spec, draft)
+    return None if plan is None else FirstSet(seed, described, plan)
 
 
 def check_sets(
@@ -63,10 +68,8 @@ def check_sets(
             seed = secrets.randbits(31)
             inputs = ctx.ref.inputs(seed)
             described = [describe(x) for x in inputs]
-            recorded = record_plan(ctx, recorder, described, spec, draft)
+            recorded = _recorded(ctx, recorder, described, spec, draft)
             if recorded is None:
-                if draft.status == "correct":
-                    draft.fail("guard_violation")
                 return out_tols
             plan = recorded
             if plans.setdefault(repr(described), plan) != plan:

@@ -28,6 +28,16 @@ def pack(sizes: list[int]) -> tuple[list[int], int]:
     return offsets, max(end, ALIGN)
 
 
+def typed(region, dtype: str):
+    """A uint8 region viewed as `dtype` (a plan's dtype name), its tail short of one element left out."""
+    import torch
+
+    from cuda_agent.eval.plan import ELEMENT_SIZE
+
+    size = ELEMENT_SIZE[dtype]
+    return region[: (region.numel() // size) * size].view(getattr(torch, dtype))
+
+
 def strided(typed, shape: list[int], stride: list[int], offset: int):
     """A view of `typed` (a typed view of one region) at `offset` elements from the region's start:
     as_strided's own offset counts from the start of the whole block."""
@@ -53,7 +63,6 @@ def receive_fd(sock: socket.socket, timeout: float = 30.0) -> int:
 class _HostMemory:
     def __init__(self, nbytes: int, fd: int | None = None):
         self.nbytes = nbytes
-        self.owned = fd is None
         if fd is None:
             fd = os.memfd_create("cuda-agent-block", os.MFD_CLOEXEC)
             os.ftruncate(fd, nbytes)
@@ -167,7 +176,6 @@ class _DeviceMemory:
         self.size = -(-nbytes // gran.value) * gran.value
         self.nbytes = nbytes
         self.handle = ctypes.c_ulonglong()
-        self.owned = fd is None
         if fd is None:
             _cu(
                 "cuMemCreate",

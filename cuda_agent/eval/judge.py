@@ -21,8 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-from cuda_agent.eval.handover import strided
-from cuda_agent.eval.plan import ELEMENT_SIZE, POISON, Call, Fill, Plan, Pointer
+from cuda_agent.eval.handover import strided, typed
+from cuda_agent.eval.plan import POISON, Call, Fill, Plan, Pointer
 from cuda_agent.eval.protocol import Keep, LayoutSpec, LoadLibrary, Prepare, PrepareReference, Run, RunBatch, Settle
 from cuda_agent.kernels.binding import RawLibrary
 
@@ -55,25 +55,21 @@ class Replay:
             pointers = [k for k, a in enumerate(step.args) if isinstance(a, Pointer)]
             self.steps.append((step, fn, checked, (args, pointers)))
 
-    def _typed(self, buf, dtype: str):
-        size = ELEMENT_SIZE[dtype]
-        return buf[: (buf.numel() // size) * size].view(getattr(self.torch, dtype))
-
     def rep(self, block, base: int, r: int) -> None:
         """One forward of rep `r`: allocation fills, then each step in order."""
         if self.noop:
             return
         row = self.rows[r]
         for i, value, dtype in self.fills:
-            self._typed(block[row[i] : row[i] + self.sizes[i]], dtype).fill_(value)
+            typed(block[row[i] : row[i] + self.sizes[i]], dtype).fill_(value)
         stream = self.stream
         for step, fn, checked, bound in self.steps:
             if bound is None:
                 v = step.view
                 i = v.storage
-                strided(
-                    self._typed(block[row[i] : row[i] + self.sizes[i]], v.dtype), v.shape, v.stride, v.offset
-                ).fill_(step.value)
+                strided(typed(block[row[i] : row[i] + self.sizes[i]], v.dtype), v.shape, v.stride, v.offset).fill_(
+                    step.value
+                )
                 continue
             args, pointers = bound
             args = list(args)
@@ -154,7 +150,6 @@ class _Judge:
                 a, b = self.torch.cuda.Event(enable_timing=True), self.torch.cuda.Event(enable_timing=True)
                 a.record()
                 b.record()
-            self.sync()
         self.sync()
 
     def _warm_profiler(self) -> None:
@@ -304,14 +299,12 @@ class _Forward:
         self.rows, self.sizes, self.nbytes = layout.reps, layout.sizes, layout.nbytes
 
     def _inputs(self, block, row: list[int]) -> list:
-        torch = self.torch
         k = iter(range(len(row)))
 
         def build(d):
             if "tensor" in d:
                 t, i = d["tensor"], next(k)
-                size = ELEMENT_SIZE[t["dtype"]]
-                region = block[row[i] : row[i] + (t["nbytes"] // size) * size].view(getattr(torch, t["dtype"]))
+                region = typed(block[row[i] : row[i] + t["nbytes"]], t["dtype"])
                 return strided(region, t["shape"], t["stride"], t["offset"])
             if "tuple" in d or "list" in d:
                 items = [build(v) for v in d.get("tuple", d.get("list"))]
