@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The training recipe on one GPU in one call, with its figures:
 #   1. $SESSIONS MCP sessions (benchmarks/mcp_session.py, the SDK's stdio client) record trajectories on $EXAMPLE;
-#   2. `export --format rft --include-external` makes it warm-up data;
+#   2. `export --format sft --min-reward 1 --include-external` makes them warm-up data (every rewarded session:
+#      `rft` would keep one run per task);
 #   3. `train grpo` from the base model, $STEPS_BEFORE steps (the rewards before the warm-up);
 #   4. `train sft` on the RFT data (the warm-up), $SFT_STEPS steps at $SFT_LR;
 #   5. `train grpo` from the warm-up, $STEPS steps on $TASKS, rewarded by the judge;
@@ -81,8 +82,8 @@ fi
 
 steps_logged() { grep -c . "$1/log.jsonl" 2>/dev/null || echo 0; }
 
-if [ -s "$OUT/rft.jsonl" ]; then
-  echo "== 1-2. done before: $OUT/rft.jsonl"
+if [ -s "$OUT/warmup.jsonl" ]; then
+  echo "== 1-2. done before: $OUT/warmup.jsonl"
 else
   echo "== 1. $SESSIONS MCP session(s) on $EXAMPLE"
   # with the rollouts' step limit: the task prompt states it, and a warm-up on one demonstration copies its
@@ -96,8 +97,10 @@ else
     echo "mcp session $i rc $?"
   done
 
-  echo "== 2. export --format rft"
-  "${cli[@]}" export "$OUT/recorded" --format rft --include-external --min-reward 1 --out "$OUT/rft.jsonl" 2>&1 | tail -3
+  echo "== 2. export --format sft --min-reward 1"
+  # every rewarded session, where rft keeps the best run of each task: one session only
+  "${cli[@]}" export "$OUT/recorded" --format sft --include-external --min-reward 1 --out "$OUT/warmup.jsonl" 2>&1 \
+    | tail -3
 fi
 
 grpo() {  # grpo OUT_DIR STEPS [flags...]: skipped when done, resumed when cut off (a checkpoint every step)
@@ -129,7 +132,7 @@ if [ -f "$OUT/sft/cuda_agent_sft.json" ]; then
   echo "== 4. the warm-up: done before ($OUT/sft)"
 else
   echo "== 4. the warm-up: train sft ($SFT_STEPS steps)"
-  "${cli[@]}" train sft "$OUT/rft.jsonl" --model "$MODEL" --out "$OUT/sft" --max-steps "$SFT_STEPS" --lr "$SFT_LR" \
+  "${cli[@]}" train sft "$OUT/warmup.jsonl" --model "$MODEL" --out "$OUT/sft" --max-steps "$SFT_STEPS" --lr "$SFT_LR" \
     > "$OUT/sft.log" 2>&1
   echo "train sft rc $?"
 fi

@@ -116,8 +116,9 @@ class _Judge:
             torch.set_num_threads(1)  # load would be timed as the candidate's
         pin_full_fp32()
         self.task = load_task(task_ref, inputs=Path(inputs_path) if inputs_path else None, expected_hash=task_hash)
-        init = self.task.init_inputs(init_seed)
-        self.model = self.task.build_model(init, device, init_seed)
+        self.init_seed = init_seed
+        self.model = None  # the task's module, built by the first prepare_reference: a candidate's judge
+        # (its parameters come from the parent's block) never needs it, nor its memory on the device
         self.started["task"] = time.perf_counter() - t - self.started["context"]
         self.sync = torch.cuda.synchronize if self.cuda else (lambda: None)
         self.lib: RawLibrary | None = None
@@ -178,6 +179,8 @@ class _Judge:
         its tensor inputs. A judge that does this never loads a library."""
         if self.lib is not None:
             raise RuntimeError("a judge that loaded a candidate's library times no baseline")
+        if self.model is None:
+            self.model = self.task.build_model(self.task.init_inputs(self.init_seed), self.device, self.init_seed)
         model = self.model
         if mode := req.compile_mode:  # compiled once per judge: interleaved rounds time it again
             if mode not in self._compiled:
