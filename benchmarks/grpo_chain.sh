@@ -80,7 +80,7 @@ EOF
   MODEL=$OUT/base
 fi
 
-steps_logged() { grep -c . "$1/log.jsonl" 2>/dev/null || echo 0; }
+steps_logged() { awk 'NF { n++ } END { print n + 0 }' "$1/log.jsonl" 2>/dev/null || echo 0; }
 
 if [ -s "$OUT/warmup.jsonl" ]; then
   echo "== 1-2. done before: $OUT/warmup.jsonl"
@@ -132,6 +132,7 @@ if [ -f "$OUT/sft/cuda_agent_sft.json" ]; then
   echo "== 4. the warm-up: done before ($OUT/sft)"
 else
   echo "== 4. the warm-up: train sft ($SFT_STEPS steps)"
+  rm -rf "$OUT/sft"  # cut off before it finished (it writes its summary last): train sft starts again
   "${cli[@]}" train sft "$OUT/warmup.jsonl" --model "$MODEL" --out "$OUT/sft" --max-steps "$SFT_STEPS" --lr "$SFT_LR" \
     > "$OUT/sft.log" 2>&1
   echo "train sft rc $?"
