@@ -14,7 +14,7 @@ from typing import Any, Callable
 
 from cuda_agent.eval.batch import Layout
 from cuda_agent.eval.channel import ChildError, JailedChild
-from cuda_agent.eval.handover import Block, wait_value, write_value
+from cuda_agent.eval.handover import DONE_OFFSET, GO_OFFSET, Block, wait_value, write_value
 from cuda_agent.eval.protocol import Batched, Keep, Reply, Request, RunBatch, Settle, sane_ms
 
 CALIBRATION_REPS = 9  # calibration batches; their median is the overhead
@@ -160,11 +160,11 @@ class Timeline:
 
     @property
     def go(self) -> int:
-        return self.flags.base
+        return self.flags.base + GO_OFFSET
 
     @property
     def done(self) -> int:
-        return self.flags.base + 4
+        return self.flags.base + DONE_OFFSET
 
     def bind(self, judge: JailedChild, nbytes: int, timeout: float) -> Reply:
         """A data block of `nbytes` the judge keeps (the prepared layout's), lent now."""

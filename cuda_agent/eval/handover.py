@@ -126,6 +126,10 @@ def _cu(name: str, *args) -> None:
         raise RuntimeError(f"{name} failed (CUresult {rc})")
 
 
+# the flag block's 32-bit words (byte offsets), the same in the parent and the judge: the parent writes
+# `go = k` when batch k's inputs are in, the judge writes `done = k` behind its reps
+GO_OFFSET = 0
+DONE_OFFSET = 4
 _WAIT_GEQ = 0  # CU_STREAM_WAIT_VALUE_GEQ
 _WRITE_DEFAULT = 0  # CU_STREAM_WRITE_VALUE_DEFAULT
 

@@ -236,7 +236,7 @@ class _Judge:
         """The reps on the kept block, queued behind a wait for the flag block's `go` word to reach
         k and followed by a write of k to its `done` word; answered without synchronizing (the
         parent's events bracket the batch; Settle reports its faults)."""
-        from cuda_agent.eval.handover import wait_value, write_value
+        from cuda_agent.eval.handover import DONE_OFFSET, GO_OFFSET, wait_value, write_value
 
         prepared = self._ready()
         if self._kept is None or self._flags is None or not self.cuda:
@@ -249,7 +249,7 @@ class _Judge:
             self.sync()
             self._loaded = prepared
         stream = self.torch.cuda.current_stream().cuda_stream
-        go, done = self._flags.base, self._flags.base + 4
+        go, done = self._flags.base + GO_OFFSET, self._flags.base + DONE_OFFSET
         events = [self.torch.cuda.Event(enable_timing=True) for _ in range(2)]
         wait_value(stream, go, k)
         events[0].record()
