@@ -15,7 +15,7 @@ from typing import Any
 
 from cuda_agent.eval.checks import OutputMeta
 from cuda_agent.eval.handover import Block, pack, strided, typed
-from cuda_agent.eval.plan import POISON, Plan, Storage
+from cuda_agent.eval.plan import Plan, Storage
 from cuda_agent.eval.protocol import LayoutSpec
 
 POISON_BYTE = 0xFF  # NaN in every float dtype, the extreme in the integer ones
@@ -144,6 +144,18 @@ def snapshot(block: Block, plan: Plan, layout: Layout, rep: int, into: list | No
     return into
 
 
+COMPARE_SLICE = 1 << 24  # bytes compared at once: no temporary the size of a large input beside it
+
+
+def same_bytes(region: Any, other: Any) -> bool:
+    """Whether two byte views hold the same bytes (NaNs and all), compared a slice at a time."""
+    from cuda_agent.eval.tensor_walk import chunks
+
+    if region.numel() != other.numel():
+        raise ValueError(f"comparing {region.numel()} bytes with {other.numel()}: not the same storage layout")
+    return all(bool((a == b).all()) for a, b in chunks([region, other], [0], COMPARE_SLICE))
+
+
 def changed_inputs(block: Block, plan: Plan, layout: Layout, rep: int, fresh: list) -> list[int]:
     """Inputs of rep `rep` whose bytes in the block are no longer those of a fresh draw."""
     row = layout.reps[rep]
@@ -151,7 +163,7 @@ def changed_inputs(block: Block, plan: Plan, layout: Layout, rep: int, fresh: li
         {
             _index(s)
             for i, s in enumerate(plan.storages)
-            if s.kind == "input" and not bool((block.region(row[i], s.nbytes) == storage_bytes(fresh[_index(s)])).all())
+            if s.kind == "input" and not same_bytes(block.region(row[i], s.nbytes), storage_bytes(fresh[_index(s)]))
         }
     )
 
@@ -162,10 +174,5 @@ def changed_state(block: Block, plan: Plan, layout: Layout, state: dict) -> list
     return [
         _name(s)
         for i, s in enumerate(plan.storages)
-        if s.kind == "param" and not bool((block.region(row[i], s.nbytes) == storage_bytes(state[_name(s)])).all())
+        if s.kind == "param" and not same_bytes(block.region(row[i], s.nbytes), storage_bytes(state[_name(s)]))
     ]
-
-
-def allocation_fills(plan: Plan) -> bool:
-    """Whether any allocation starts filled (the judge fills it per rep, inside the call)."""
-    return any(s.kind == "alloc" and s.fill != POISON for s in plan.storages)

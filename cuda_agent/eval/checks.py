@@ -97,20 +97,6 @@ def memory_problem(eager_bytes: int, budget_bytes: int) -> str | None:
     )
 
 
-def poisoned_like(ref: Any) -> Any:
-    """A contiguous output buffer the candidate must overwrite: NaN for floats, extremes otherwise."""
-    import torch
-
-    buf = torch.empty(ref.shape, dtype=ref.dtype, device=ref.device)
-    if ref.is_floating_point() or ref.is_complex():
-        buf.fill_(float("nan"))
-    elif ref.dtype == torch.bool:
-        buf.fill_(True)
-    else:
-        buf.fill_(torch.iinfo(ref.dtype).max)
-    return buf
-
-
 def zero_trap(ref32: Any, ref64: Any, tol: Tolerances) -> tuple[Tolerances, str | None]:
     """Tolerances for one output, tightened when all-zero or constant outputs would pass; the note
     says so, or that the output cannot tell a kernel from a constant at all."""
@@ -172,24 +158,6 @@ def check_set(
         if finding and finding not in found:
             found.append(finding)
     return SetResult(seed=seed, ok=all(o.ok for o in outputs), outputs=outputs), found
-
-
-def mutated_inputs(given: list, fresh: list) -> list[int]:
-    """Indices of tensor inputs whose values differ from a fresh draw of the same seed."""
-    import torch
-
-    from cuda_agent.eval.tensor_walk import chunks, walk_order
-
-    def same(a, b) -> bool:  # in chunks (views of a): no full-size temporaries beside two input sets
-        if a.shape != b.shape or a.dtype != b.dtype:
-            return False
-        for x, y in chunks([a, b], walk_order(a), 1 << 24):
-            eq = (x == y) | (x.isnan() & y.isnan()) if (x.is_floating_point() or x.is_complex()) else x == y
-            if not bool(eq.all()):
-                return False
-        return True
-
-    return [i for i, (a, b) in enumerate(zip(given, fresh)) if isinstance(a, torch.Tensor) and not same(a, b)]
 
 
 def timed_output_mismatch(
