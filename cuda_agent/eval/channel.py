@@ -144,44 +144,40 @@ class JailedChild:
     def answered(self, seconds: float) -> bool:
         """Whether a whole reply has arrived within `seconds`; it stays for `answer` to read. False
         also when the child has died (then `answer` says how); never kills it."""
+        return self._read_line(time.monotonic() + seconds, seconds) == "line"
+
+    def _read_line(self, deadline: float, poll: float) -> str:
+        """Read the reply pipe into the buffer until it holds a whole line ("line"), the deadline
+        passes ("timeout"), or the pipe closes or the child exits ("gone"); `poll`: how often the
+        child's exit is looked at while nothing comes."""
         fd = self._reply
-        deadline = time.monotonic() + seconds
-        while fd is not None and b"\n" not in self._buf:
+        while b"\n" not in self._buf:
             left = deadline - time.monotonic()
+            if fd is None:
+                return "gone"
             if left <= 0:
-                return False
-            ready, _, _ = select.select([fd], [], [], left)
-            if not ready:
-                return False
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                return False
-            self._buf += chunk
-        return b"\n" in self._buf
+                return "timeout"
+            ready, _, _ = select.select([fd], [], [], min(left, poll))
+            if ready:
+                chunk = os.read(fd, 1 << 20)
+                if not chunk:
+                    return "gone"
+                self._buf += chunk
+            elif self.proc.poll() is not None:
+                return "gone"
+        return "line"
 
     def answer(self, req: Request, timeout: float) -> Any:
         """Wait up to `timeout` s for the reply to `req` (sent by `send`), parsed as `type(req).reply`."""
         return self._receive(timeout, req.doing or req.op, type(req).reply)
 
     def _receive(self, timeout: float, what: str, reply: type[R]) -> R:
-        fd = self._reply
-        if fd is None:  # killed already: nothing can answer
+        if self._reply is None:  # killed already: nothing can answer
             raise ChildError("crash", f"the {self.name} was stopped before it answered while {what}")
-        deadline = time.monotonic() + timeout
-        while b"\n" not in self._buf:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                note = self.limits_note()
-                self.kill()
-                raise ChildError("timeout", f"{note}the {self.name} exceeded its {timeout:.0f} s limit while {what}")
-            ready, _, _ = select.select([fd], [], [], min(left, 0.5))
-            if ready:
-                chunk = os.read(fd, 1 << 20)
-                if not chunk:
-                    break
-                self._buf += chunk
-            elif self.proc.poll() is not None:
-                break
+        if self._read_line(time.monotonic() + timeout, 0.5) == "timeout":
+            note = self.limits_note()
+            self.kill()
+            raise ChildError("timeout", f"{note}the {self.name} exceeded its {timeout:.0f} s limit while {what}")
         if b"\n" in self._buf:
             line, self._buf = self._buf.split(b"\n", 1)
             try:
