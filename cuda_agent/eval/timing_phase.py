@@ -7,6 +7,7 @@ reward near the 5% line."""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import random
 import secrets
@@ -160,7 +161,7 @@ def measure(
             layout = b.layout(reps)
             if not _prepared(b, layout, draft):
                 return None
-            with Block(layout.nbytes, ctx.device) as block:
+            with _warm_block(b, layout.nbytes, ctx.device) as block:
                 b.fill_shared(block, layout)
                 for r in range(reps):
                     b.fill_rep(block, layout, r)
@@ -240,6 +241,14 @@ def _device_name(ctx: EvalContext) -> str:
     import torch
 
     return torch.cuda.get_device_name(ctx.device)
+
+
+def _warm_block(b: Batches, nbytes: int, device: str) -> contextlib.AbstractContextManager[Block]:
+    """The warm-up's block: on the GPU timeline the parent's private one (the measured batches refill it;
+    a block of its own would be a third beside it and the judge's kept one), else one of its own."""
+    if b.timeline is not None:
+        return contextlib.nullcontext(b.timeline.source_for(nbytes))
+    return Block(nbytes, device)
 
 
 def _prepared(b: Batches, layout: lay.Layout, draft: Draft) -> bool:
