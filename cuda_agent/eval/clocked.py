@@ -429,6 +429,18 @@ def figure(batch: Batch, overhead: Overhead) -> tuple[float, float]:
     return max(e, p), max(0.0, p - e - bound)
 
 
+# A call in a long batch may read this share of a call alone and no less: its start hides behind the
+# call before it (the launch gap), a start alone does not; a batch faster than that ran its calls
+# ahead of their turn or side by side (every call's inputs are in the block from `go`).
+OVERLAP_RATIO = 0.5
+
+
+def overlapped(batch_ms: float, single_ms: float, overhead: Overhead) -> bool:
+    """Whether calls in a batch read cheaper than a call alone allows, beyond one call's noise (the
+    calibration's spread and 2 microseconds): the parent's figures on both sides."""
+    return batch_ms < OVERLAP_RATIO * single_ms - (overhead.spread + 0.002)
+
+
 def secret_sample(reps: int, rng: Any) -> list[int]:
     """The reps whose outputs the parent checks: the last and one other, chosen here and never
     sent, so the judge cannot know which of its outputs count (two copies per batch, as the

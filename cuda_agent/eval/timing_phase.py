@@ -25,6 +25,7 @@ from cuda_agent.eval.clocked import (
     Overhead,
     calibrate,
     figure,
+    overlapped,
     prepare,
     run_batch,
     secret_sample,
@@ -208,6 +209,11 @@ def measure(
             gaps.append(gap)
             if done.event_ms is not None:
                 events.append(done.event_ms)
+        single: float | None = None
+        if check is not None and reps > 1:
+            single = _single_call_ms(b, overhead, draft, check, rng)
+            if single is None:
+                return None
     if ctx.cuda:
         from cuda_agent.eval.timing import read_clocks
 
@@ -224,15 +230,55 @@ def measure(
                 ),
             )
         )
+    if single is not None and overlapped(statistics.median(parents), single, overhead):
+        draft.find(
+            Finding(
+                guard="calls_overlap",
+                message=(
+                    f"in batches of {reps} calls the parent's clock measured {statistics.median(parents):.4f} ms "
+                    f"per call, but {single:.4f} ms for a call alone: later calls ran before their turn or side by "
+                    "side with earlier ones; compute each call from its own inputs when it is launched"
+                ),
+            )
+        )
+        return None
     summary = summarize(figures, reps * n, warm)
     return Timing(
         **summary,
         batch_reps=reps,
         parent_median_ms=statistics.median(parents),
+        single_call_ms=single,
         event_median_ms=statistics.median(events) if events else None,
         clocks=clocks,
         device=_device_name(ctx),
     )
+
+
+SINGLE_BATCHES = 5  # batches of one call after the measured ones, for the overlap check
+
+
+def _single_call_ms(b: Batches, overhead: Overhead, draft: Draft, check: Check, rng: Any) -> float | None:
+    """The parent's figure for a call alone: the median of batches of one call, each on fresh inputs
+    and checked. None, with the draft saying why, when the judge failed or a check found something."""
+    layout = b.layout(1)
+    if not _prepared(b, layout, draft):
+        return None
+    got: list[float] = []
+    for _ in range(SINGLE_BATCHES):
+        holder: dict[str, Finding | None] = {}
+
+        def after(block: Block, done: Batch) -> None:
+            holder["finding"] = check(block, layout, done)
+
+        done, resp = run_batch(b, layout, overhead, secret_sample(1, rng), after=after)
+        if not resp.ok:
+            _failed(draft, resp)
+            return None
+        if holder.get("finding"):
+            draft.find(holder["finding"])
+            return None
+        got.append(done.per_call_ms)
+    return statistics.median(got)
 
 
 def _device_name(ctx: EvalContext) -> str:

@@ -72,6 +72,7 @@ class Timing(BaseModel):
     batches: int = 0  # batches the figures are over (docs/harness.md, timing)
     batch_reps: int = 0  # calls per batch
     parent_median_ms: float | None = None  # the parent's clock alone, per call
+    single_call_ms: float | None = None  # the parent's clock for a call alone (batches of one; candidates)
     event_median_ms: float | None = None  # the judge's CUDA events, per call (an estimate, not evidence)
     clocks: dict[str, float] = Field(default_factory=dict)  # NVML: sm/mem MHz, temperature C
     device: str = ""

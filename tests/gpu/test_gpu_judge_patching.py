@@ -127,3 +127,29 @@ def test_the_agent_killed_with_9_mid_evaluation_leaves_nothing_on_the_gpu(tmp_pa
     )
     assert not alive, f"left behind after kill -9 of the agent: {alive}"
     assert not shm_left, shm_left
+
+
+def test_calls_cheaper_in_a_batch_than_alone_are_flagged(ev, tmp_path, no_static_guard, monkeypatch):
+    """Library audit off: a launcher whose first call of a batch (the first after a pause on the
+    host) spins 2 ms on the GPU, and whose later calls do only the work: the signature of a batch
+    computed ahead of its turn or side by side. The parent's batches of one call catch it."""
+    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
+    cand = hostile_copy(HONEST, tmp_path / "c", "")
+    cu = cand / "kernels" / "relu_affine.cu"
+    src = cu.read_text().replace(
+        "#include <cstdint>",
+        "#include <cstdint>\n#include <chrono>\n"
+        "__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }\n"
+        "static std::chrono::steady_clock::time_point last;",
+    )
+    src = src.replace(
+        "    if (n <= 0) return;",
+        "    auto now = std::chrono::steady_clock::now();\n"
+        "    if (now - last > std::chrono::milliseconds(5)) spin<<<1, 1, 0, stream>>>(4000000LL);\n"
+        "    last = now;\n    if (n <= 0) return;",
+    )
+    cu.write_text(src)
+    v = ev.evaluate(cand)
+    assert v.reward == -1 and "calls_overlap" in {f.guard for f in v.failing_findings}, (v.status, v.findings)
+    honest = ev.evaluate(HONEST)
+    assert honest.correct and "calls_overlap" not in {f.guard for f in honest.findings}, honest.findings

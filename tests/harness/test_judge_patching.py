@@ -228,3 +228,22 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
         v = ev.evaluate(cand)
     assert records == ["recorder"] * cfg.n_sets, records
     assert v.correct and v.timing is not None and v.timing.reps >= v.timing.batches, (v.findings, v.timing)
+
+
+def test_calls_cheaper_in_a_batch_than_alone_are_flagged(tmp_path, no_static_guard, monkeypatch):
+    """Every call's inputs are in the block once a batch starts, so native code could compute the
+    batch's calls ahead of their turn or side by side: then a call in a long batch costs far less
+    than a call alone. The `ahead` kernel shows that signature (the first call of a batch pays for
+    all of it); the parent's batches of one call catch it (`calls_overlap`), the honest kernel passes."""
+    from cuda_agent.eval import checks
+
+    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])  # its timestamp is a static
+    cfg = _config(tmp_path).model_copy(
+        update={"timing": TimingConfig(warmup_ms=5, batch_ms=50, min_batches=2, max_batches=3, budget_ms=100)}
+    )
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        honest = ev.evaluate(HERE / "honest")
+        v = ev.evaluate(HERE / "ahead")
+    assert honest.correct and honest.timing.single_call_ms is not None, (honest.findings, honest.timing)
+    assert "calls_overlap" not in {f.guard for f in honest.findings}
+    assert v.reward == -1 and "calls_overlap" in {f.guard for f in v.failing_findings}, (v.status, v.findings)
