@@ -233,7 +233,7 @@ def test_timing_replays_the_checked_plan_and_never_asks_the_recorder_again(tmp_p
 def test_calls_cheaper_in_a_batch_than_alone_are_flagged(tmp_path, no_static_guard, monkeypatch):
     """Every call's inputs are in the block once a batch starts, so native code could compute the
     batch's calls ahead of their turn or side by side: then a call in a long batch costs far less
-    than a call alone. The `ahead` kernel shows that signature (the first call of a batch pays for
+    than a call alone. The kernel at the end of this file shows that signature (the first call of a batch pays for
     all of it); the parent's batches of one call catch it (`calls_overlap`), the honest kernel passes."""
     from cuda_agent.eval import checks
 
@@ -241,9 +241,39 @@ def test_calls_cheaper_in_a_batch_than_alone_are_flagged(tmp_path, no_static_gua
     cfg = _config(tmp_path).model_copy(
         update={"timing": TimingConfig(warmup_ms=5, batch_ms=50, min_batches=2, max_batches=3, budget_ms=100)}
     )
+    cand = _candidate(tmp_path, None, "")
+    (cand / "kernels" / "scale_add.cu").write_text(AHEAD_CU)
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         honest = ev.evaluate(HERE / "honest")
-        v = ev.evaluate(HERE / "ahead")
+        v = ev.evaluate(cand)
     assert honest.correct and honest.timing.single_call_ms is not None, (honest.findings, honest.timing)
     assert "calls_overlap" not in {f.guard for f in honest.findings}
     assert v.reward == -1 and "calls_overlap" in {f.guard for f in v.failing_findings}, (v.status, v.findings)
+
+
+AHEAD_CU = r"""#include <cuda_runtime.h>
+#include <stdint.h>
+#include <time.h>
+
+// The signature of a batch computed ahead of its turn or side by side, on the host: the first call
+// of a batch (the first after a pause) pays for the whole batch, the calls after it are cheap. Alone,
+// every call pays; in a long batch the cost spreads over all of them.
+static double last_call = 0;
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec * 1e3 + t.tv_nsec / 1e6;
+}
+
+extern "C" void scale_add(const float* x, const float* y, float* out, float alpha, int64_t n,
+                          cudaStream_t stream) {
+    double start = now_ms();
+    if (start - last_call > 5.0) {
+        while (now_ms() - start < 20.0) {
+        }
+    }
+    for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];
+    last_call = now_ms();
+}
+"""
