@@ -31,9 +31,7 @@ def test_example_candidate_is_correct_and_timed(cand, tmp_path):
     cfg = EvalConfig(cache_dir=tmp_path)  # the defaults `cuda-agent eval` uses: eager and torch.compile
     with Evaluator(load_task(str(cand.parent / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(cand)
-    out = os.environ.get("CUDA_AGENT_RESULTS_DIR")
-    if out:  # benchmarks/gpu_suite.sh keeps each verdict for the results table
-        Path(out, f"eval-{cand.parent.name}.json").write_text(v.model_dump_json(indent=1))
+    _keep(cand.parent.name, v)
     assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])
     assert v.timing.median_ms > 0 and v.eager.median_ms > 0 and v.compiled.median_ms > 0 and v.reward >= 1
     assert v.timing.clocks.get("sm_mhz", 0) > 0
@@ -41,6 +39,13 @@ def test_example_candidate_is_correct_and_timed(cand, tmp_path):
     # blocks the parent made for the timed batches (the one lent to the judge and its private twin)
     assert set(v.memory_gib) == {"parent", "judge", "baselines", "blocks"}, v.memory_gib
     assert all(g > 0 for g in v.memory_gib.values()), v.memory_gib
+
+
+def _keep(name: str, v) -> None:
+    """benchmarks/gpu_suite.sh keeps each verdict for the results table."""
+    out = os.environ.get("CUDA_AGENT_RESULTS_DIR")
+    if out:
+        Path(out, f"eval-{name}.json").write_text(v.model_dump_json(indent=1))
 
 
 @pytest.fixture(scope="module")
@@ -66,6 +71,7 @@ def test_hack_is_rejected_for_the_right_reason(cand, adversarial_evaluator):
 @pytest.mark.parametrize("cand", HONEST, ids=[p.name for p in HONEST])
 def test_honest_candidate_passes(cand, adversarial_evaluator):
     v = adversarial_evaluator.evaluate(cand)
+    _keep(f"honest-{cand.name}", v)
     assert v.status == "correct" and v.reward >= 1, (v.status, v.error, [f.message for f in v.findings])
 
 
