@@ -190,7 +190,7 @@ def measure(
         gaps: list[float] = []
         clocks: dict[str, float] = {}
         for _ in range(n):
-            checked = _checked_batch(b, layout, overhead, secret_sample(reps, rng), draft, check)
+            checked = _checked_batch(b, layout, overhead, secret_sample(reps, rng, min(2, b.max_reps)), draft, check)
             if checked is None:
                 return None
             done = checked
@@ -247,7 +247,7 @@ def _single_call_ms(b: Batches, overhead: Overhead, draft: Draft, check: Check, 
         return None
     got: list[float] = []
     for _ in range(SINGLE_BATCHES):
-        done = _checked_batch(b, layout, overhead, secret_sample(1, rng), draft, check)
+        done = _checked_batch(b, layout, overhead, secret_sample(1, rng, min(2, b.max_reps)), draft, check)
         if done is None:
             return None
         got.append(done.per_call_ms)

@@ -133,6 +133,9 @@ def test_the_sample_always_holds_the_last_rep_and_varies():
     samples = [secret_sample(50, rng) for _ in range(40)]
     assert all(49 in s for s in samples)
     assert len({tuple(s) for s in samples}) > 10
+    # a batch of one call copies its output as often as the calibration copied (two, unless a block holds
+    # one rep only): the calibrated tail it is charged holds that many copies
+    assert secret_sample(1, rng) == [0, 0] and secret_sample(1, rng, copies=1) == [0]
 
 
 class _CountingJudge:

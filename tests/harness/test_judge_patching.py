@@ -239,7 +239,7 @@ def test_calls_cheaper_in_a_batch_than_alone_are_flagged(tmp_path, no_static_gua
 
     monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])  # its timestamp is a static
     cfg = _config(tmp_path).model_copy(
-        update={"timing": TimingConfig(warmup_ms=5, batch_ms=50, min_batches=2, max_batches=3, budget_ms=100)}
+        update={"timing": TimingConfig(warmup_ms=5, batch_ms=200, min_batches=2, max_batches=3, budget_ms=400)}
     )
     cand = _candidate(tmp_path, None, "")
     (cand / "kernels" / "scale_add.cu").write_text(AHEAD_CU)
@@ -270,7 +270,7 @@ extern "C" void scale_add(const float* x, const float* y, float* out, float alph
                           cudaStream_t stream) {
     double start = now_ms();
     if (start - last_call > 5.0) {
-        while (now_ms() - start < 20.0) {
+        while (now_ms() - start < 80.0) {
         }
     }
     for (int64_t i = 0; i < n; ++i) out[i] = alpha * x[i] + y[i];

@@ -163,9 +163,16 @@ def test_the_chain_rft_then_grpo_rewarded_by_the_judge_and_resumed(warm_up, tmp_
     wrong = [tool_calls_text(*writes(WRONG), ("verify", {}), ("finish", {"summary": "wrong"})), "Done: wrong."]
     policy = ScriptedPolicy(tiny_tokenizer(), [right, wrong])
     with monkeypatch.context() as mp:  # step 1: a group of two rollouts, one correct and one wrong kernel
-        mp.setattr(LlamaForCausalLM, "generate", lambda self, *a, **k: policy(self, *a, **k))
+        cudnn_attention: list[bool] = []  # while generating: off (a plan per new length costs minutes)
+
+        def generate(self, *a, **k):
+            cudnn_attention.append(torch.backends.cuda.cudnn_sdp_enabled())
+            return policy(self, *a, **k)
+
+        mp.setattr(LlamaForCausalLM, "generate", generate)
         r = cli(*grpo, "--max-steps", "1", "--max-completion-length", "2048")
     assert r.exit_code == 0, r.output
+    assert cudnn_attention and not any(cudnn_attention) and torch.backends.cuda.cudnn_sdp_enabled()
     assert policy.calls == [2, 2]  # turn 1 for both rollouts, then their closing turns
     assert "step 1: reward 0.00 (rollouts [1, -1]), correct rate 0.50, 2 evaluation(s)" in r.output, r.output
 
