@@ -95,22 +95,26 @@ def test_event_times_that_read_low_are_caught_by_the_parents_clock(gemm_ev, monk
     assert "timing_mismatch" in {f.guard for f in v.failing_findings}, v.findings
 
 
-def test_a_native_thread_is_counted_from_outside(ev, tmp_path, no_static_guard, monkeypatch):
-    """Source guard and library audit both off: a launcher that leaves a native thread in the judge
-    is called side work, from the judge's thread count in /proc."""
+def _native(tmp_path: Path, monkeypatch, head: str, first: str) -> Path:
+    """The honest elementwise candidate with the library audit off, `head` after its includes and
+    `first` at the start of its launcher."""
     monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
     cand = hostile_copy(HONEST, tmp_path / "c", "")
     cu = cand / "kernels" / "relu_affine.cu"
-    src = cu.read_text().replace(
-        "#include <cstdint>",
-        "#include <cstdint>\n#include <pthread.h>\n#include <unistd.h>\n"
-        "static void* idle(void*) { sleep(60); return 0; }",
+    src = cu.read_text().replace("#include <cstdint>", "#include <cstdint>\n" + head)
+    cu.write_text(src.replace("    if (n <= 0) return;", first + "    if (n <= 0) return;"))
+    return cand
+
+
+def test_a_native_thread_is_counted_from_outside(ev, tmp_path, no_static_guard, monkeypatch):
+    """Source guard and library audit both off: a launcher that leaves a native thread in the judge
+    is called side work, from the judge's thread count in /proc."""
+    cand = _native(
+        tmp_path,
+        monkeypatch,
+        "#include <pthread.h>\n#include <unistd.h>\nstatic void* idle(void*) { sleep(60); return 0; }",
+        "    pthread_t t;\n    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);\n",
     )
-    src = src.replace(
-        "    if (n <= 0) return;",
-        "    pthread_t t;\n    if (pthread_create(&t, 0, idle, 0) == 0) pthread_detach(t);\n    if (n <= 0) return;",
-    )
-    cu.write_text(src)
     v = ev.evaluate(cand)
     assert v.status == "guard_violation", (v.status, v.error, v.findings)
     assert any(f.guard == "side_stream" and "thread" in f.message for f in v.failing_findings), v.findings
@@ -133,22 +137,16 @@ def test_calls_cheaper_in_a_batch_than_alone_are_flagged(ev, tmp_path, no_static
     """Library audit off: a launcher whose first call of a batch (the first after a pause on the
     host) spins 2 ms on the GPU, and whose later calls do only the work: the signature of a batch
     computed ahead of its turn or side by side. The parent's batches of one call catch it."""
-    monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
-    cand = hostile_copy(HONEST, tmp_path / "c", "")
-    cu = cand / "kernels" / "relu_affine.cu"
-    src = cu.read_text().replace(
-        "#include <cstdint>",
-        "#include <cstdint>\n#include <chrono>\n"
+    cand = _native(
+        tmp_path,
+        monkeypatch,
+        "#include <chrono>\n"
         "__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }\n"
         "static std::chrono::steady_clock::time_point last;",
-    )
-    src = src.replace(
-        "    if (n <= 0) return;",
         "    auto now = std::chrono::steady_clock::now();\n"
         "    if (now - last > std::chrono::milliseconds(5)) spin<<<1, 1, 0, stream>>>(4000000LL);\n"
-        "    last = now;\n    if (n <= 0) return;",
+        "    last = now;\n",
     )
-    cu.write_text(src)
     v = ev.evaluate(cand)
     assert v.reward == -1 and "calls_overlap" in {f.guard for f in v.failing_findings}, (v.status, v.findings)
     honest = ev.evaluate(HONEST)
