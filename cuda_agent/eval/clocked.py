@@ -41,6 +41,12 @@ class Batches:
     max_reps: int = 1  # the most reps one block may hold (memory)
     timeline: Timeline | None = None  # on a GPU: the batches are timed on the GPU's own timeline
 
+    @property
+    def copies(self) -> int:
+        """Sampled outputs a measured batch copies: as many as the calibration's batches did (two reps
+        each wherever a block holds two)."""
+        return min(2, self.max_reps)
+
 
 @dataclass
 class Overhead:

@@ -190,10 +190,10 @@ def measure(
         gaps: list[float] = []
         clocks: dict[str, float] = {}
         for _ in range(n):
-            checked = _checked_batch(b, layout, overhead, secret_sample(reps, rng, min(2, b.max_reps)), draft, check)
+            checked = _checked_batch(b, layout, overhead, secret_sample(reps, rng, b.copies), draft, check)
             if checked is None:
                 return None
-            done = checked
+            done = checked  # (`done` is typed by the warm-up's run_batch: never None)
             value, gap = figure(done, overhead)
             figures.append(value)
             parents.append(done.per_call_ms)
@@ -247,7 +247,7 @@ def _single_call_ms(b: Batches, overhead: Overhead, draft: Draft, check: Check, 
         return None
     got: list[float] = []
     for _ in range(SINGLE_BATCHES):
-        done = _checked_batch(b, layout, overhead, secret_sample(1, rng, min(2, b.max_reps)), draft, check)
+        done = _checked_batch(b, layout, overhead, secret_sample(1, rng, b.copies), draft, check)
         if done is None:
             return None
         got.append(done.per_call_ms)
