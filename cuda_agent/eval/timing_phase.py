@@ -190,16 +190,15 @@ def measure(
         gaps: list[float] = []
         clocks: dict[str, float] = {}
         for _ in range(n):
-            checked = _checked_batch(b, layout, overhead, secret_sample(reps, rng, b.copies), draft, check)
-            if checked is None:
+            batch = _checked_batch(b, layout, overhead, rng, draft, check)
+            if batch is None:
                 return None
-            done = checked  # (`done` is typed by the warm-up's run_batch: never None)
-            value, gap = figure(done, overhead)
+            value, gap = figure(batch, overhead)
             figures.append(value)
-            parents.append(done.per_call_ms)
+            parents.append(batch.per_call_ms)
             gaps.append(gap)
-            if done.event_ms is not None:
-                events.append(done.event_ms)
+            if batch.event_ms is not None:
+                events.append(batch.event_ms)
         single: float | None = None
         if check is not None and reps > 1:
             single = _single_call_ms(b, overhead, draft, check, rng)
@@ -247,10 +246,10 @@ def _single_call_ms(b: Batches, overhead: Overhead, draft: Draft, check: Check, 
         return None
     got: list[float] = []
     for _ in range(SINGLE_BATCHES):
-        done = _checked_batch(b, layout, overhead, secret_sample(1, rng, b.copies), draft, check)
-        if done is None:
+        batch = _checked_batch(b, layout, overhead, rng, draft, check)
+        if batch is None:
             return None
-        got.append(done.per_call_ms)
+        got.append(batch.per_call_ms)
     return min(got)  # a delay only adds: the fastest is the least disturbed
 
 
@@ -266,15 +265,16 @@ def _overlap_finding(batch_ms: float, single_ms: float, reps: int) -> Finding:
 
 
 def _checked_batch(
-    b: Batches, layout: lay.Layout, overhead: Overhead, sample: list[int], draft: Draft, check: Check | None
+    b: Batches, layout: lay.Layout, overhead: Overhead, rng: Any, draft: Draft, check: Check | None
 ) -> Batch | None:
-    """One batch on fresh inputs, `check`ed on the block the judge ran on. None, with the draft saying
-    why, when the judge failed or the check found something."""
+    """One batch on fresh inputs, its sampled calls (`secret_sample`) `check`ed on the block the judge
+    ran on. None, with the draft saying why, when the judge failed or the check found something."""
     holder: dict[str, Finding | None] = {}
 
     def after(block: Block, done: Batch) -> None:
         holder["finding"] = check(block, layout, done) if check is not None else None
 
+    sample = secret_sample(len(layout.reps), rng, b.copies)
     done, resp = run_batch(b, layout, overhead, sample, after=after)
     if not resp.ok:
         _failed(draft, resp)
