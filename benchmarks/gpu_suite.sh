@@ -2,7 +2,8 @@
 # Everything the GPU machine must show, in one script (device tool: carry .whl, see README of
 # the device tool; locally: run from the repo root on a machine with a GPU).
 #   bash benchmarks/gpu_suite.sh tests [PATHS]  # GPU tests: examples correct + timed, every hack
-#                                         # rejected, the tools end to end (default: all of tests/)
+#                                         # rejected, the tools end to end (default: all of tests/);
+#                                         # then each kept verdict's call alone against in a batch
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
 #   bash benchmarks/gpu_suite.sh timing   # timing_check and edit_to_verdict only
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
@@ -42,7 +43,9 @@ phase=${1:-tests}; shift || true
 case "$phase" in
   tests)
     CUDA_AGENT_RESULTS_DIR=$OUT python3 -m pytest -q -p no:cacheprovider -m gpu "${@:-tests}" --durations=12 -rf \
-        2>&1 | tee -a "$OUT/gpu-tests.log" ;;
+        2>&1 | tee -a "$OUT/gpu-tests.log"
+    # a call alone against a call in a batch, per verdict the tests kept (docs/harness.md, "A call alone")
+    python3 benchmarks/single_calls.py "$OUT" 2>&1 | tee "$OUT/single_calls.log" ;;
   bench)
     python3 benchmarks/build_latency.py --reps 5 --inline-reps 2 2>&1 | tee "$OUT/build_latency.log"
     python3 benchmarks/binding_overhead.py 2>&1 | tee "$OUT/binding_overhead.log"
