@@ -43,9 +43,15 @@ class Batches:
 
     @property
     def copies(self) -> int:
-        """Sampled outputs a measured batch copies: as many as the calibration's batches did (two reps
-        each wherever a block holds two)."""
-        return min(2, self.max_reps)
+        """Sampled outputs a measured batch copies: as many as the calibration's batches did
+        (`calibration_copies` of their layouts, two reps each wherever a block holds two)."""
+        return len(calibration_copies(min(2, self.max_reps)))
+
+
+def calibration_copies(reps: int) -> list[int]:
+    """The reps whose outputs a calibration batch of `reps` copies, as a measured batch copies its
+    sampled ones: the first and the last."""
+    return sorted({0, reps - 1})
 
 
 @dataclass
@@ -322,7 +328,7 @@ def calibrate(b: Batches, *, fresh: bool = False) -> Overhead | None:
                     block.close()
                 block = Block(layout.nbytes, b.device)
                 b.fill_shared(block, layout)  # a noop reads no inputs
-            wall, resp, _, mine = clocked(b, block, layout, sorted({0, reps - 1}))  # as many copies as a batch's
+            wall, resp, _, mine = clocked(b, block, layout, calibration_copies(reps))
             if not resp.ok:
                 return None
             seen.append(mine | (resp.phases or {}))
@@ -354,7 +360,7 @@ def calibrate_timeline(b: Batches) -> Overhead | None:
         b.fill_shared(source, layout)
         seen = []
         for _ in range(CALIBRATION_REPS):
-            times, resp, _ = timeline_clocked(b, source, layout, sorted({0, reps - 1}))
+            times, resp, _ = timeline_clocked(b, source, layout, calibration_copies(reps))
             if not resp.ok:
                 return None
             seen.append(times)
