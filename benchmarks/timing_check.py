@@ -4,7 +4,7 @@
 2. triton.testing.do_bench (its own L2 flush, events, median) on the same ModelNew forward in
    this process: within 5% of the harness's median (target).
 
-    python benchmarks/timing_check.py [--examples elementwise_chain,layernorm,...]
+    python benchmarks/timing_check.py [--examples elementwise_chain,layernorm,...] [--timing max_batches=15]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.single_run import load_candidate_model
+from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.kernels.build import build_kernels
 from cuda_agent.task import load_task
 
@@ -31,7 +32,9 @@ def load_candidate_here(task, cand: Path, cache: Path, device: str):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", default="elementwise_chain,layernorm,gemm_bias_relu,depthwise_conv2d,scale_add_small")
+    ap.add_argument("--timing", nargs="*", default=[], metavar="KEY=VALUE", help="timing settings (eval.timing)")
     args = ap.parse_args()
+    timing = TimingConfig(**dict(p.split("=", 1) for p in args.timing))
     import torch
     import triton.testing
 
@@ -44,8 +47,8 @@ def main() -> None:
         cache = Path(tempfile.mkdtemp(prefix="timing-check-"))
         medians = []
         for _ in range(2):
-            cfg = EvalConfig(device=device, cache_dir=cache, baselines=[])
-            with Evaluator(task, cfg, warm=False) as ev:
+            cfg = EvalConfig(device=device, cache_dir=cache, baselines=[], timing=timing)
+            with Evaluator(task, cfg, ahead="none") as ev:  # no spare judge started beside the timing
                 v = ev.evaluate(root / "candidate")
             assert v.correct, (name, v.status, v.error, v.findings)
             medians.append(v.timing.median_ms)

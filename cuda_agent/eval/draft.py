@@ -17,10 +17,11 @@ Baselines = Literal["cached", "fresh", "interleaved"]
 class Draft:
     """What one evaluation has found so far. Reading: `ok`, `failing`, `status`, `timing`, `baselines`,
     `guards()`. Writing: `fail`, `find`, `note`, `add_set`, `timed`, `baselines_from`
-    with `baseline` (one mode at a time), `memory`. Then `score()`."""
+    with `baseline` (one mode at a time), `memory`, `spend`. Then `score()`."""
 
     def __init__(self, *, findings: Iterable[Finding] = ()):
         self._v = Verdict(status="correct")
+        self._spent: dict[str, float] = {}  # seconds of a phase's own parts (timing_phase.measure's)
         self.find(*findings)
 
     # -- reading ---------------------------------------------------------------------------
@@ -91,6 +92,11 @@ class Draft:
         if peak_bytes:
             self._v.memory_gib[who] = round(peak_bytes / 2**30, 3)
 
+    def spend(self, part: str, seconds: float) -> None:
+        """Add to where a phase's time went (a part of it, summed over its calls): the verdict's
+        `seconds` holds it beside the phases'."""
+        self._spent[part] = self._spent.get(part, 0.0) + seconds
+
     # -- the verdict -------------------------------------------------------------------------
     def score(self, seconds: dict[str, float]) -> Verdict:
         """The verdict: a failing finding turns a correct candidate into a guard violation; the
@@ -107,5 +113,5 @@ class Draft:
             v.speedup_vs_eager = speedup(te, t) if te else None
             v.speedup_vs_compile = speedup(tc, t) if tc else None
         v.reward = milestone_reward(v.correct, guard_failed, t, te, tc)
-        v.seconds = {k: round(x, 4) for k, x in seconds.items()}
+        v.seconds = {k: round(x, 4) for k, x in (self._spent | seconds).items()}
         return v

@@ -180,6 +180,8 @@ def measure(
                     if grow or (k >= 2 and (time.perf_counter() - t0) * 1e3 >= cfg.warmup_ms):
                         break
             reps = want if grow else reps
+        t_measured = time.perf_counter()
+        draft.spend("timing_warmup", t_measured - t0)
         n = max(cfg.min_batches, min(cfg.max_batches, round(cfg.budget_ms / max(reps * per_call, 1e-3))))
         layout = b.layout(reps)
         if not _prepared(b, layout, draft):
@@ -199,11 +201,14 @@ def measure(
             gaps.append(gap)
             if batch.event_ms is not None:
                 events.append(batch.event_ms)
+        t1 = time.perf_counter()
+        draft.spend("timing_measured", t1 - t_measured)
         single: float | None = None
         if check is not None and reps > 1:
             single = _single_call_ms(b, overhead, draft, check, rng)
             if single is None:
                 return None
+        draft.spend("timing_single", time.perf_counter() - t1)
     if ctx.cuda:
         from cuda_agent.eval.timing import read_clocks
 
@@ -272,10 +277,13 @@ def _checked_batch(
     holder: dict[str, Finding | None] = {}
 
     def after(block: Block, done: Batch) -> None:
+        t = time.perf_counter()
         holder["finding"] = check(block, layout, done) if check is not None else None
+        draft.spend("timing_checks", time.perf_counter() - t)
 
     sample = secret_sample(len(layout.reps), rng, b.copies)
     done, resp = run_batch(b, layout, overhead, sample, after=after)
+    draft.spend("timing_inputs", done.parent_phases.get("inputs_ms", 0.0) / 1e3)
     if not resp.ok:
         _failed(draft, resp)
         return None

@@ -135,8 +135,9 @@ def test_the_agent_killed_with_9_mid_evaluation_leaves_nothing_on_the_gpu(tmp_pa
 
 def test_calls_cheaper_in_a_batch_than_alone_are_flagged(ev, tmp_path, no_static_guard, monkeypatch):
     """Library audit off: a launcher whose first call of a batch (the first after a pause on the
-    host) spins 2 ms on the GPU, and whose later calls do only the work: the signature of a batch
-    computed ahead of its turn or side by side. The parent's batches of one call catch it."""
+    host: a batch's calls are launched microseconds apart, batches are not) spins 2 ms on the GPU,
+    and whose later calls do only the work: the signature of a batch computed ahead of its turn or
+    side by side. The parent's batches of one call catch it."""
     cand = _native(
         tmp_path,
         monkeypatch,
@@ -144,7 +145,7 @@ def test_calls_cheaper_in_a_batch_than_alone_are_flagged(ev, tmp_path, no_static
         "__global__ void spin(long long cycles) { long long t = clock64(); while (clock64() - t < cycles) {} }\n"
         "static std::chrono::steady_clock::time_point last;",
         "    auto now = std::chrono::steady_clock::now();\n"
-        "    if (now - last > std::chrono::milliseconds(5)) spin<<<1, 1, 0, stream>>>(4000000LL);\n"
+        "    if (now - last > std::chrono::microseconds(300)) spin<<<1, 1, 0, stream>>>(4000000LL);\n"
         "    last = now;\n",
     )
     v = ev.evaluate(cand)
