@@ -96,19 +96,32 @@ class Task:
         """One input set, a pure function of (seed, device): drawn on the device when factories allow."""
         import torch
 
-        seed_everything(seed)
+        seed_everything(seed, device)
         with torch.device(device):
             inputs = list(self.get_inputs())
         return [x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs]
 
 
-def seed_everything(seed: int) -> None:
+def seed_everything(seed: int, device: str | None = None) -> None:
+    """Seed Python's, numpy's and torch's generators: all of torch's, or (`device`) the CPU's and
+    that device's only, which draw the same values under `torch.device(device)` at a small share of
+    the cost (torch.manual_seed visits every backend: ~0.14 ms, paid for every timed call's inputs)."""
     import numpy as np
     import torch
 
     random.seed(seed)
     np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+    if device is None or not (device == "cpu" or device.startswith("cuda")):
+        torch.manual_seed(seed)
+        return
+    torch.default_generator.manual_seed(seed)
+    if device.startswith("cuda"):
+        index = torch.device(device).index
+        gens = torch.cuda.default_generators  # empty until CUDA is initialized
+        if gens:
+            gens[torch.cuda.current_device() if index is None else index].manual_seed(seed)
+        else:
+            torch.cuda.manual_seed_all(seed)  # queued for CUDA's initialization
 
 
 def task_label(path: str | Path, class_name: str = DEFAULT_CLASS) -> str:

@@ -58,6 +58,24 @@ def test_inputs_are_a_pure_function_of_the_seed(kb_file):
     assert torch.equal(a, b) and not torch.equal(a, c)
 
 
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
+def test_inputs_seeded_for_their_device_are_those_of_a_full_seed(kb_file, device):
+    """draw_inputs seeds only the CPU's and its device's generators (cheap: every timed call draws
+    a set): the values are the ones torch.manual_seed, which seeds every backend, gives."""
+    import random
+
+    import numpy as np
+
+    t = load_task(str(kb_file))
+    (fast,) = t.draw_inputs(11, device)
+    random.seed(11)
+    np.random.seed(11)
+    torch.manual_seed(11)
+    with torch.device(device):
+        (full,) = t.get_inputs()
+    assert torch.equal(fast, full.to(device))
+
+
 def test_same_init_seed_builds_identical_weights(kb_file):
     t = load_task(str(kb_file))
     m1, m2 = t.build_model([16], "cpu", seed=5), t.build_model([16], "cpu", seed=5)
