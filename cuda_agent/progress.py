@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 LINE_AFTER_S = 1.0  # off a terminal, an evaluation's phase gets a line once it has run this long
 
 # Evaluator.evaluate()'s phase timings (verdict.seconds) that end a phase; the other keys
-# (judge_start_*, judge_ready_after, total) are parts or sums of these
+# (judge_start_*, judge_ready_after, the timing phase's timing_*, total) are parts or sums of these
 PHASE_KEYS = ("static", "build", "audit", "start_wait", "load", "correctness", "timing", "kill", "baselines")
 
 

@@ -113,5 +113,5 @@ class Draft:
             v.speedup_vs_eager = speedup(te, t) if te else None
             v.speedup_vs_compile = speedup(tc, t) if tc else None
         v.reward = milestone_reward(v.correct, guard_failed, t, te, tc)
-        v.seconds = {k: round(x, 4) for k, x in (self._spent | seconds).items()}
+        v.seconds = {k: round(x, 4) for k, x in (seconds | self._spent).items()}  # the phases, then the parts
         return v
