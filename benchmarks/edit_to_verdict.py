@@ -27,6 +27,11 @@ from cuda_agent.task import load_task
 TIMING_PARTS = ["timing_warmup", "timing_measured", "timing_single", "timing_inputs", "timing_checks"]
 
 
+def timing_option(ap: argparse.ArgumentParser) -> None:
+    """`--timing KEY=VALUE ...`: timing settings over the defaults (timing_check.py takes it too)."""
+    ap.add_argument("--timing", nargs="*", default=[], metavar="KEY=VALUE", help="timing settings (eval.timing)")
+
+
 def timing_config(pairs: list[str]) -> TimingConfig:
     """`--timing KEY=VALUE` pairs over the defaults (a misspelt key is TimingConfig's error)."""
     return TimingConfig(**dict(p.split("=", 1) for p in pairs))
@@ -37,7 +42,7 @@ def main() -> None:
     ap.add_argument("--task", default="examples/scale_add_small")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu: host-only kernels (the pipeline, no GPU)")
-    ap.add_argument("--timing", nargs="*", default=[], metavar="KEY=VALUE", help="timing settings (eval.timing)")
+    timing_option(ap)
     args = ap.parse_args()
     timing = timing_config(args.timing)
     device = args.device

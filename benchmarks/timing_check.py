@@ -17,10 +17,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
+from edit_to_verdict import timing_config, timing_option  # this folder: run as a script, it is on sys.path
+
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.single_run import load_candidate_model
-from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.kernels.build import build_kernels
 from cuda_agent.task import load_task
 
@@ -36,9 +37,9 @@ def load_candidate_here(task, cand: Path, cache: Path, device: str):
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--examples", default="elementwise_chain,layernorm,gemm_bias_relu,depthwise_conv2d,scale_add_small")
-    ap.add_argument("--timing", nargs="*", default=[], metavar="KEY=VALUE", help="timing settings (eval.timing)")
+    timing_option(ap)
     args = ap.parse_args()
-    timing = TimingConfig(**dict(p.split("=", 1) for p in args.timing))
+    timing = timing_config(args.timing)
     import torch
     import triton.testing
 

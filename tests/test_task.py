@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from cuda_agent.task import TaskError, load_task, parse_task_ref
+from cuda_agent.task import TaskError, load_task, parse_task_ref, seed_everything
 
 KB_STYLE = """
 import torch
@@ -61,16 +61,10 @@ def test_inputs_are_a_pure_function_of_the_seed(kb_file):
 @pytest.mark.parametrize("device", ["cpu", pytest.param("cuda:0", marks=pytest.mark.gpu)])
 def test_inputs_seeded_for_their_device_are_those_of_a_full_seed(kb_file, device):
     """draw_inputs seeds only the CPU's and its device's generators (cheap: every timed call draws
-    a set): the values are the ones torch.manual_seed, which seeds every backend, gives."""
-    import random
-
-    import numpy as np
-
+    a set): the values are the ones a full seed (torch.manual_seed, every backend) gives."""
     t = load_task(str(kb_file))
     (fast,) = t.draw_inputs(11, device)
-    random.seed(11)
-    np.random.seed(11)
-    torch.manual_seed(11)
+    seed_everything(11)
     with torch.device(device):
         (full,) = t.get_inputs()
     assert torch.equal(fast, full.to(device))

@@ -409,15 +409,14 @@ def run_batch(
             times, resp, snaps = timeline_clocked(b, lent, layout, sample)
             per_call = timeline_figure(times, overhead, reps, layout.nbytes)
             events = _events(resp.event_ms, reps)
-            phases = times | {"nbytes": layout.nbytes, "inputs_ms": inputs_ms}
-            done = Batch(reps, times["total_ms"], per_call, events, seeds, snaps, phases)
+            done = Batch(reps, times["total_ms"], per_call, events, seeds, snaps, times | {"nbytes": layout.nbytes})
             checked = b.timeline.kept
         else:
             wall, resp, snaps, phases = clocked(b, lent, layout, sample)
             per_call = max((wall - overhead.fixed) / reps, 1e-4)
-            phases |= {"inputs_ms": inputs_ms}
             done = Batch(reps, wall, per_call, _events(resp.event_ms, reps), seeds, snaps, phases)
             checked = lent
+        done.parent_phases["inputs_ms"] = inputs_ms
         if after is not None and resp.ok and checked is not None:
             after(checked, done)
     finally:

@@ -283,7 +283,7 @@ def _checked_batch(
 
     sample = secret_sample(len(layout.reps), rng, b.copies)
     done, resp = run_batch(b, layout, overhead, sample, after=after)
-    draft.spend("timing_inputs", done.parent_phases.get("inputs_ms", 0.0) / 1e3)
+    draft.spend("timing_inputs", done.parent_phases["inputs_ms"] / 1e3)
     if not resp.ok:
         _failed(draft, resp)
         return None
