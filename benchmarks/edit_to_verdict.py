@@ -8,11 +8,19 @@ table splits the timing phase: warm-up, measured batches, the batches of one cal
 last two the host's work of drawing fresh inputs and checking the sampled outputs.
 
     python benchmarks/edit_to_verdict.py [--task examples/scale_add_small] [--reps 5] [--timing max_batches=15]
+        [--candidate DIR] [--device cpu] [--profile 25]
+
+`--profile N` evaluates one more edit under cProfile and prints the N functions of the parent that
+took the most time of their own: where the host's share of a verdict goes (waits on the jailed
+processes show as reads and polls). On a machine without a GPU: `--device cpu --candidate
+examples/scale_add_small/candidate_cpu`.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
+import pstats
 import shutil
 import statistics
 import tempfile
@@ -42,6 +50,8 @@ def main() -> None:
     ap.add_argument("--task", default="examples/scale_add_small")
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--device", default="cuda:0", help="cuda:N, or cpu: host-only kernels (the pipeline, no GPU)")
+    ap.add_argument("--candidate", type=Path, help="the candidate to edit (default: TASK/candidate)")
+    ap.add_argument("--profile", type=int, default=0, metavar="N", help="one more verdict under cProfile: top N")
     timing_option(ap)
     args = ap.parse_args()
     timing = timing_config(args.timing)
@@ -55,7 +65,7 @@ def main() -> None:
             )
     task_dir = Path(args.task)
     work = Path(tempfile.mkdtemp(prefix="edit-to-verdict-")) / "candidate"
-    shutil.copytree(task_dir / "candidate", work)
+    shutil.copytree(args.candidate or task_dir / "candidate", work)
     kernel = sorted((work / "kernels").glob("*.cu"))[0]
     original = kernel.read_text()
     cfg = EvalConfig(
@@ -72,17 +82,25 @@ def main() -> None:
         t_first = time.perf_counter() - t0
         assert first.correct, (first.status, first.error, first.findings)
         times, verdicts = [], []
-        for i in range(args.reps):
+
+        def edit(i: int) -> None:
             time.sleep(3.0)  # let the spare worker finish starting, as it would while a model thinks
             # a one-line edit that changes the compiled code: a different (still correct) block size
             kernel.write_text(
                 original.replace("const int threads = 256;", f"const int threads = {128 << (i % 3)};")
                 + f"\n// edit {i}\n"
             )
+
+        for i in range(args.reps):
+            edit(i)
             t0 = time.perf_counter()
             v = ev.evaluate(work)
             times.append(time.perf_counter() - t0)
             verdicts.append(v)
+        profile = cProfile.Profile() if args.profile else None
+        if profile is not None:
+            edit(args.reps)
+            profile.runcall(ev.evaluate, work)
     print(f"device: {device} ({verdicts[-1].timing.device if verdicts[-1].timing else '?'})")
     print(f"evaluator set-up: {t_setup:.2f} s; first verdict (baselines timed, torch.compile): {t_first:.2f} s")
     parts = ["static", "build", "audit", "start_wait", "load", "correctness", "timing", "baselines", "kill"]
@@ -112,6 +130,9 @@ def main() -> None:
         "the judge's own start-up (last verdict; it overlaps the previous evaluation and the pause): "
         + ", ".join(f"{k.removeprefix('judge_start_')} {v:.2f} s" for k, v in starts.items())
     )
+    if profile is not None:
+        print(f"one more verdict under cProfile (the profiler inflates its times): top {args.profile} by own time")
+        pstats.Stats(profile).sort_stats("tottime").print_stats(args.profile)
 
 
 if __name__ == "__main__":
