@@ -13,6 +13,7 @@ are a finer estimate, used where they agree with the parent's figure (timing_pha
 from __future__ import annotations
 
 import statistics
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -28,6 +29,20 @@ class TimingConfig(BaseModel):
     # batch draws fresh inputs for every call (most of the timing phase's time): 30 cost 0.6 s more an edit
     max_batches: int = 15
     max_batch_reps: int = 4096  # calls in one batch at most (memory bounds it too)
+    # how the warm-up picks R from a batch's length: "nearest" (R times the nearest whole ratio) or
+    # "pow2" (the largest power of two at or under the estimate, so that evaluations whose warm-up
+    # batches differ by noise still agree on R: docs/harness.md, "Timing")
+    reps_rounding: Literal["nearest", "pow2"] = "nearest"
+
+
+def next_reps(reps: int, wall_ms: float, cfg: TimingConfig, cap: int) -> int:
+    """The calls per batch that would make a batch of `reps` calls, which lasted `wall_ms` by the
+    parent's clock (overhead and all), last `cfg.batch_ms`; at most `cap` and `cfg.max_batch_reps`."""
+    cap = max(1, min(cap, cfg.max_batch_reps))
+    if cfg.reps_rounding == "pow2":
+        estimate = min(cap, int(reps * cfg.batch_ms / max(wall_ms, 1e-6)))
+        return 1 << (max(1, estimate).bit_length() - 1)
+    return min(cap, reps * max(1, round(cfg.batch_ms / max(wall_ms, 1e-6))))
 
 
 def _percentile(xs: list[float], q: float) -> float:

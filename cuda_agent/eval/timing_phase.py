@@ -38,7 +38,7 @@ from cuda_agent.eval.handover import Block
 from cuda_agent.eval.plan import Plan, describe
 from cuda_agent.eval.protocol import Prepare, PrepareReference, Reply
 from cuda_agent.eval.reference import verify_snapshot
-from cuda_agent.eval.timing import summarize
+from cuda_agent.eval.timing import next_reps, summarize
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
 
@@ -175,7 +175,7 @@ def measure(
                     per_call = figure(done, overhead)[0]
                     # R grows until a batch lasts batch_ms by the clock itself (overhead and all): a
                     # per-call estimate from a short batch is mostly the overhead's noise
-                    want = min(b.max_reps, cfg.max_batch_reps, reps * max(1, round(cfg.batch_ms / done.wall_ms)))
+                    want = next_reps(reps, done.wall_ms, cfg, b.max_reps)
                     grow = want >= 2 * reps
                     if grow or (k >= 2 and (time.perf_counter() - t0) * 1e3 >= cfg.warmup_ms):
                         break

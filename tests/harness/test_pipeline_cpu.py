@@ -12,7 +12,7 @@ import pytest
 
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
-from cuda_agent.eval.timing import TimingConfig
+from cuda_agent.eval.timing import TimingConfig, next_reps
 from cuda_agent.task import load_task
 
 HERE = Path(__file__).parent / "cpu_task"
@@ -149,6 +149,29 @@ def test_hang_is_killed_at_the_time_limit(tmp_path):
         v = ev.evaluate(HERE / "hang")
     assert v.status == "timeout" and v.reward == -1
     assert "8 s" in v.error
+
+
+def test_pow2_rounding_times_batches_of_a_power_of_two_calls(tmp_path, monkeypatch):
+    """`eval.timing.reps_rounding = "pow2"`: the warm-up asks `next_reps` in that mode and settles on a
+    power of two over one, and every measured batch holds that many calls, each on inputs of its own."""
+    from cuda_agent.eval import timing_phase
+
+    asked: list[tuple[str, int]] = []
+
+    def spy(reps, wall_ms, cfg, cap):
+        asked.append((cfg.reps_rounding, want := next_reps(reps, wall_ms, cfg, cap)))
+        return want
+
+    monkeypatch.setattr(timing_phase, "next_reps", spy)
+    timing = TimingConfig(warmup_ms=5, min_batches=2, max_batches=3, budget_ms=50, reps_rounding="pow2")
+    cfg = EvalConfig(device="cpu", n_sets=1, baselines=[], timeout_s=60, timing=timing, cache_dir=tmp_path)
+    with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
+        v = ev.evaluate(HERE / "honest")
+    t = v.timing
+    assert v.status == "correct" and t is not None, (v.error, v.findings)
+    assert asked and {mode for mode, _ in asked} == {"pow2"}
+    assert t.batch_reps > 1 and t.batch_reps & (t.batch_reps - 1) == 0, t
+    assert t.reps == t.batches * t.batch_reps == t.input_sets, t
 
 
 def _with_prelude(tmp_path: Path, prelude: str) -> Path:
