@@ -5,7 +5,7 @@
 #                                         # rejected, the tools end to end (default: all of tests/);
 #                                         # then each kept verdict's call alone against in a batch
 #   bash benchmarks/gpu_suite.sh bench    # build_latency, binding_overhead, timing_check, edit_to_verdict
-#   bash benchmarks/gpu_suite.sh timing   # edit_to_verdict (--profile 25) and timing_check only
+#   bash benchmarks/gpu_suite.sh timing   # edit_to_verdict (--profile 25), timing_check (R nearest, pow2)
 #   bash benchmarks/gpu_suite.sh evals    # `cuda-agent eval` table of every example (with torch.compile)
 #   bash benchmarks/gpu_suite.sh batch [FLAGS]  # eval-only and scripted batches over the examples,
 #                                         # tasks/hour (FLAGS go to batch_scaling.py: --copies, --only)
@@ -53,7 +53,9 @@ case "$phase" in
     python3 benchmarks/edit_to_verdict.py --reps 5 2>&1 | tee "$OUT/edit_to_verdict.log" ;;
   timing)  # edit -> verdict first (with where the parent's host time goes), then repeatability
     python3 benchmarks/edit_to_verdict.py --reps 5 --profile 25 2>&1 | tee "$OUT/edit_to_verdict.log"
-    python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log" ;;
+    python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
+    # the same with R a power of two (eval.timing.reps_rounding): does one R per task repeat closer?
+    python3 benchmarks/timing_check.py --timing reps_rounding=pow2 2>&1 | tee "$OUT/timing_check_pow2.log" ;;
   batch)
     python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" "$@" 2>&1 | tee "$OUT/batch_scaling.log" ;;
   cold)
