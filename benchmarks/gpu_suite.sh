@@ -54,8 +54,9 @@ case "$phase" in
   timing)  # edit -> verdict first (with where the parent's host time goes), then repeatability
     python3 benchmarks/edit_to_verdict.py --reps 5 --profile 25 2>&1 | tee "$OUT/edit_to_verdict.log"
     python3 benchmarks/timing_check.py 2>&1 | tee "$OUT/timing_check.log"
-    # the same with R a power of two (eval.timing.reps_rounding): does one R per task repeat closer?
-    python3 benchmarks/timing_check.py --timing reps_rounding=pow2 2>&1 | tee "$OUT/timing_check_pow2.log" ;;
+    # both again with R a power of two (eval.timing.reps_rounding): does one R per task repeat closer?
+    python3 benchmarks/timing_check.py --timing reps_rounding=pow2 2>&1 | tee "$OUT/timing_check_pow2.log"
+    python3 benchmarks/edit_to_verdict.py --reps 5 --timing reps_rounding=pow2 2>&1 | tee "$OUT/edit_to_verdict_pow2.log" ;;
   batch)
     python3 benchmarks/batch_scaling.py --out "$OUT/batch-scaling" "$@" 2>&1 | tee "$OUT/batch_scaling.log" ;;
   cold)
