@@ -284,7 +284,10 @@ def test_the_verdict_says_the_entry_was_timed_again(tmp_path):
         assert REJECTED_NOTE in verdict.notes
 
 
-@pytest.mark.parametrize("change", [{"batch_ms": 1.0}, {"max_batch_reps": 64}, {"warmup_ms": 1.0}, {"max_batches": 4}])
+@pytest.mark.parametrize(
+    "change",
+    [{"batch_ms": 1.0}, {"max_batch_reps": 64}, {"warmup_ms": 1.0}, {"max_batches": 4}, {"reps_rounding": "pow2"}],
+)
 def test_a_baseline_timed_another_way_is_not_reused(tmp_path, change):
     """Without the L2 flush (a warm cache) or with less warm-up (clocks still ramping) the same
     reference times differently: a cached figure is only compared with a candidate timed the same way."""
