@@ -39,10 +39,10 @@ def next_reps(reps: int, wall_ms: float, cfg: TimingConfig, cap: int) -> int:
     """The calls per batch that would make a batch of `reps` calls, which lasted `wall_ms` by the
     parent's clock (overhead and all), last `cfg.batch_ms`; at most `cap` and `cfg.max_batch_reps`."""
     cap = max(1, min(cap, cfg.max_batch_reps))
+    ratio = cfg.batch_ms / max(wall_ms, 1e-6)
     if cfg.reps_rounding == "pow2":
-        estimate = min(cap, int(reps * cfg.batch_ms / max(wall_ms, 1e-6)))
-        return 1 << (max(1, estimate).bit_length() - 1)
-    return min(cap, reps * max(1, round(cfg.batch_ms / max(wall_ms, 1e-6))))
+        return 1 << (max(1, min(cap, int(reps * ratio))).bit_length() - 1)
+    return min(cap, reps * max(1, round(ratio)))
 
 
 def _percentile(xs: list[float], q: float) -> float:
