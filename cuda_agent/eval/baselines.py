@@ -4,9 +4,8 @@ The cache key is (task hash, device name, torch version, dtypes, mode, timing me
 task on the same GPU type is timed once, not once per candidate. The timing method (eval.timing:
 warm-up, batch length, batch counts, calls per batch and how they are rounded) is in it because it
 moves the figure: a baseline is only ever compared with a candidate timed the same way. Only the parent
-writes the cache file
-(the jailed processes cannot write it), atomically (a temp file, then os.replace), under a lock
-file, so concurrent evaluators never read half a file nor lose each other's entries.
+writes the cache file (the jailed processes cannot write it), atomically (a temp file, then os.replace),
+under a lock file, so concurrent evaluators never read half a file nor lose each other's entries.
 
 The cache is not trusted on its word: every entry carries an HMAC-SHA256 tag over the canonical
 JSON of its key, its key fields and its content, made with a secret key the harness keeps in
