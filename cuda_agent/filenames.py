@@ -16,12 +16,28 @@ import os
 import re
 import unicodedata
 from collections.abc import Iterable
+from fnmatch import fnmatch
 from pathlib import Path
 
 MAX_PART = 100  # characters in one file or folder name
 MAX_PATH = 240  # characters in a whole relative path
 # names with a leading dot the model may still name: at the workspace root only
 DOT_NAMES = frozenset({".gitignore", ".cuda-agent"})
+# build outputs: never part of a version (the template's .gitignore; commits and content hashes leave
+# them out), so the build refuses to read one (kernels/build/impl.h compiled, but its version could not be)
+BUILD_OUTPUTS = (
+    "build",
+    ".cache",
+    "__pycache__",
+    "*.so",
+    "*.o",
+    "*.a",
+    "*.cubin",
+    "*.fatbin",
+    "*.ptx",
+    "*.ncu-rep",
+    "*.pyc",
+)
 RULE = "use letters, digits, '_', '-' and '.' (folders split by '/'), e.g. kernels/my_kernel.cu"
 _PLAIN = re.compile(r"[A-Za-z0-9_.\-]+")
 _ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t", "\\": "\\\\"}
@@ -31,6 +47,11 @@ _REFUSED_PARTS = {
     ".": "'.' is not needed; name the file from the workspace root",
     ".git": ".git is the workspace history, kept by the harness",
 }
+
+
+def build_output(rel: str) -> bool:
+    """Whether a relative path names a build output, or lies in a folder that is one."""
+    return any(fnmatch(part, pattern) for part in rel.split("/") for pattern in BUILD_OUTPUTS)
 
 
 def shown(name: str) -> str:

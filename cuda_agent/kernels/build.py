@@ -23,12 +23,13 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from cuda_agent.filenames import bad_sources, candidate_symlinks
+from cuda_agent.filenames import bad_sources, build_output, candidate_symlinks
+from cuda_agent.filenames import shown as shown_name
 from cuda_agent.kernels.errors import format_diagnostics, parse_diagnostics
 from cuda_agent.kernels.launchers import SPEC_NAME, LauncherSpec, parse_sources, write_spec
 from cuda_agent.kernels.objects import COMPILE_TIMEOUT_S, CompileJob, compile_job, load_cached, make_job
 from cuda_agent.kernels.ptxas import PtxasInfo, parse_ptxas_report
-from cuda_agent.kernels.source_tree import tree_problems
+from cuda_agent.kernels.source_tree import tree_names, tree_problems
 from cuda_agent.kernels.toolkit import ToolkitError, detect_arch, find_nvcc, gencode_flags, nvcc_version
 from cuda_agent.untrusted_files import UnreadableFile
 
@@ -114,9 +115,11 @@ def build_kernels(
         return failed(str(exc))
     flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]
     link_flags = [f for f in extra_flags if _LINK_FLAG.match(f)]
+    # an object serves one listing of kernels/ only: a new file can change a compile that read none of it
+    names = hashlib.sha256("\n".join(tree_names(kernel_dir)).encode(errors="surrogateescape")).hexdigest()
     try:  # the sources are read as untrusted_files says: a FIFO named kernels/a.cu must not hang the build
         jobs = [
-            make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity,
+            make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity | {"kernels": names},
                      lineinfo=lineinfo, ptxas=ptxas_verbose)
             for src in sources
         ]  # fmt: skip
@@ -142,6 +145,7 @@ def build_kernels(
         if j.ptxas:
             ptxas.update(parse_ptxas_report(j.output, j.shown))
     inputs, reads = _inputs(jobs[:-1], root)  # the last job is support.cu: the project's, not the candidate's
+    errors = "\n".join(filter(None, [errors, *_unversioned(inputs, reads)]))
     common = dict(
         inputs=inputs,
         reads=reads,
@@ -186,6 +190,17 @@ def _inputs(jobs: list[CompileJob], root: Path) -> tuple[dict[str, str], dict[st
         if names:
             reads[j.shown] = sorted(names, key=lambda n: n != j.shown)  # stable: the source first
     return dict(sorted(inputs.items())), reads
+
+
+def _unversioned(inputs: dict[str, str], reads: dict[str, list[str]]) -> list[str]:
+    """One line per file of kernels/ a compile read under a build output's name (build/, *.o...):
+    a version never holds one, so what was judged could not be committed, hashed or exported."""
+    return [
+        f"{shown_name(name)} is read by {next(s for s, r in reads.items() if name in r)} but a version never holds it "
+        f"(build/, .cache/, __pycache__/, *.o, *.so, *.ptx... are build outputs): give it another name under kernels/"
+        for name in inputs
+        if name.startswith("kernels/") and build_output(name.removeprefix("kernels/"))
+    ]
 
 
 def _diagnostics(jobs: list[CompileJob], root: Path) -> tuple[str, str]:

@@ -60,6 +60,18 @@ def tree_problems(kernel_dir: Path, root: Path, cap: int = SOURCE_CAP) -> list[s
     return problems
 
 
+def tree_names(kernel_dir: Path) -> list[str]:
+    """Every file and folder below kernel_dir, as sorted relative paths (links not followed). A
+    compile depends on these names as well as on the bytes of what it read: `__has_include`, or a
+    header that a same-named one in a nearer folder would shadow, reads nothing when it finds
+    nothing, so nvcc's dependency list cannot show that a file added later changes the build."""
+    names: list[str] = []
+    for folder, dirs, files in os.walk(kernel_dir):
+        rel = Path(folder).relative_to(kernel_dir)
+        names += [(rel / n).as_posix() + "/" for n in dirs] + [(rel / n).as_posix() for n in files]
+    return sorted(names)
+
+
 def _shown(path: Path, root: Path) -> str:
     try:
         return display(path.relative_to(root).as_posix())

@@ -37,13 +37,13 @@ from pathlib import Path
 import git
 
 from ..eval.verdict import Verdict
-from ..filenames import shown
+from ..filenames import BUILD_OUTPUTS, shown
 from ..run_folder import RunFolder
 from .content import MAX_OBJECT_BYTES, VERSION_PATHS, content_digests, parse_batch
 from .git_dir import find_git_dir, git_dir_of, is_legacy, point_work_tree, remove_entry
 from .ledger import LedgerEntry, append_entry, best_entries, read_entries
 from .paths import WorkspaceError
-from .staging import BUILD_OUTPUTS, Gate, scan
+from .staging import Gate, scan
 from .trailers import LOG_FORMAT, VersionInfo, failing_guards, metrics_of, parse_log, subject_line, version_message
 
 IDENTITY = "cuda-agent"

@@ -12,9 +12,8 @@ from __future__ import annotations
 import os
 import stat
 from dataclasses import dataclass, field
-from fnmatch import fnmatch
 
-from ..filenames import shown
+from ..filenames import build_output, shown
 from ..untrusted_files import kind_of
 from .content import MAX_OBJECT_BYTES, VERSION_PATHS
 from .paths import PROTECTED, RECORD
@@ -23,20 +22,6 @@ MAX_FILE_BYTES = MAX_OBJECT_BYTES  # no kernel source is bigger (content.py hash
 MAX_TOTAL_BYTES = 1 << 30  # every file of the work tree together: thousands of 60 MiB sparse files are no sources
 _FIRST = {p.encode() for p in (*PROTECTED, RECORD)}  # counted first toward it: the task's files, then the version's
 SHOWN = 10  # findings listed one per line; the rest counted
-# build outputs inside the version's folders stay out (the template's .gitignore, which the version add ignores)
-BUILD_OUTPUTS = (
-    "build",
-    ".cache",
-    "__pycache__",
-    "*.so",
-    "*.o",
-    "*.a",
-    "*.cubin",
-    "*.fatbin",
-    "*.ptx",
-    "*.ncu-rep",
-    "*.pyc",
-)
 
 
 @dataclass
@@ -103,8 +88,7 @@ def _in_version(path: bytes) -> bool:
 
 
 def _build_output(path: bytes) -> bool:
-    parts = os.fsdecode(path).split("/")
-    return any(fnmatch(part, pattern) for part in parts for pattern in BUILD_OUTPUTS)
+    return build_output(os.fsdecode(path))
 
 
 def _size(n: int) -> str:

@@ -119,6 +119,44 @@ def test_a_header_of_an_include_folder_is_covered(candidate, build, tmp_path):
     assert second.ok and second.compiled == ["kernels/a.cu"] and holds(second, "tag-two")
 
 
+def test_a_file_that_has_include_finds_later_is_not_served_from_the_cache(candidate, build):
+    """`__has_include` that found nothing read nothing, so nvcc's list cannot show it: a red-team
+    edit scored a wrong source (x*3 under the flag) on the object of the right one."""
+    candidate.write("a.cu", MACRO_SOURCE + '#if __has_include("flag.h")\n#error flag.h is there\n#endif\n')
+    candidate.write("impl.h", impl("tag-one"))
+    first = build()
+    assert first.ok, first.errors
+    candidate.write("flag.h", "")
+    second = build()
+    assert not second.ok and "flag.h is there" in second.errors
+
+
+def test_a_header_that_shadows_another_is_not_served_from_the_cache(candidate, build):
+    """sub/y.h includes "x.h": a sub/x.h written later is found before kernels/x.h."""
+    candidate.write("a.cu", MACRO_SOURCE.replace('#define IMPL "impl.h"', '#define IMPL "sub/y.h"'))
+    candidate.write("sub/y.h", '#include "x.h"\n')
+    candidate.write("x.h", impl("tag-one"))
+    first = build()
+    assert first.ok and holds(first, "tag-one"), first.errors
+    candidate.write("sub/x.h", impl("tag-two"))
+    second = build()
+    assert second.ok and second.compiled == ["kernels/a.cu"], second.errors
+    assert holds(second, "tag-two") and not holds(second, "tag-one")
+    assert "kernels/sub/x.h" in second.inputs
+
+
+@pytest.mark.parametrize("name", ["build/impl.h", "impl.o", ".cache/deep/impl.h", "__pycache__/impl.h"])
+def test_a_header_under_a_build_outputs_name_fails_the_build(candidate, build, name):
+    """A version never holds build outputs (the commit and the content hash leave them out): a
+    candidate whose code lived in kernels/build/impl.h was judged, and its version could not build."""
+    candidate.write("a.cu", MACRO_SOURCE.replace('#define IMPL "impl.h"', f'#define IMPL "{name}"'))
+    candidate.write(name, impl("tag-one"))
+    result = build()
+    assert not result.ok
+    assert f"kernels/{name} is read by kernels/a.cu but a version never holds it" in result.errors
+    assert "give it another name under kernels/" in result.errors
+
+
 def test_inputs_hold_the_candidates_files_not_the_toolkits(candidate, build):
     candidate.write(
         "a.cu", MACRO_SOURCE.replace("#include <cuda_runtime.h>", "#include <cuda_runtime.h>\n#include <vector>")
