@@ -166,13 +166,19 @@ def _state_problem(ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layou
     """Parameters must come back unchanged; a buffer the task's own forward updates (BatchNorm's
     running statistics in training mode) must come back as the reference's forward left it."""
     wrong = []
-    for name in lay.changed_state(block, plan, layout, ctx.ref.state_dict):
+    changed = lay.changed_state(block, plan, layout, ctx.ref.state_dict)
+    # every buffer the reference's forward updated, whether or not this call touched it: one left
+    # as it was is as wrong as one written wrongly
+    for name in dict.fromkeys([*changed, *ctx.ref.state_after]):
         after = ctx.ref.state_after.get(name)
         if after is None:
             wrong.append(f"{name} (read-only)")
             continue
-        i = next(k for k, s in enumerate(plan.storages) if s.kind == "param" and s.name == name)
-        mine = block.region(layout.reps[0][i], plan.storages[i].nbytes)
+        i = next((k for k, s in enumerate(plan.storages) if s.kind == "param" and s.name == name), None)
+        if i is None:  # the plan never reads or writes it: it stays as the task began
+            mine = lay.storage_bytes(ctx.ref.state_dict[name])
+        else:
+            mine = block.region(layout.reps[0][i], plan.storages[i].nbytes)
         size = after.element_size()
         view = (
             mine[: after.numel() * size].view(after.dtype).view(after.shape)
@@ -186,8 +192,9 @@ def _state_problem(ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layou
     return Finding(
         guard="state_write",
         message=(
-            f"forward wrote parameters or buffers of Model: {', '.join(wrong)}; keep scratch data in allocations "
-            "of forward's own"
+            f"forward's parameters or buffers of Model are not as the task's forward leaves them: {', '.join(wrong)}; "
+            "parameters are read-only (keep scratch data in allocations of forward's own), and a buffer the task's "
+            "forward updates (BatchNorm's running statistics in training mode) must be updated the same way"
         ),
     )
 

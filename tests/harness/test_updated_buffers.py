@@ -1,0 +1,145 @@
+"""A buffer the task's own forward updates (BatchNorm's running statistics in training mode) must
+come back from the candidate's call as the reference's forward left it, like an output. A red-team
+candidate computed BatchNorm's output and never touched the running statistics (or passed
+running_mean to its launcher and left it as it was): both were correct, reward 1, because only
+storages whose bytes the call changed were compared."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from cuda_agent.eval.evaluator import Evaluator
+from cuda_agent.eval.settings import EvalConfig
+from cuda_agent.task import load_task
+
+TASK = """
+import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(64)
+
+    def forward(self, x):
+        return self.bn(x)
+
+def get_inputs():
+    return [torch.randn(256, 64)]
+
+def get_init_inputs():
+    return []
+"""
+
+# training-mode BatchNorm1d over (n, c): the output from the batch's statistics, and (where `rm`
+# is given) the running statistics updated as torch does: momentum 0.1, the unbiased variance
+KERNEL = """
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+extern "C" void bn_train(const float* x, const float* w, const float* b, float* rm, float* rv, int64_t* nbt,
+                         float* out, int64_t n, int64_t c, int64_t update, cudaStream_t stream) {
+  (void)stream;
+  for (int64_t j = 0; j < c; ++j) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += x[i * c + j];
+    m /= n;
+    for (int64_t i = 0; i < n; ++i) { double d = x[i * c + j] - m; v += d * d; }
+    double inv = 1.0 / std::sqrt(v / n + 1e-5);
+    for (int64_t i = 0; i < n; ++i) out[i * c + j] = (float)((x[i * c + j] - m) * inv * w[j] + b[j]);
+    if (update) {
+      rm[j] = (float)(0.9 * rm[j] + 0.1 * m);
+      rv[j] = (float)(0.9 * rv[j] + 0.1 * v / (n - 1));
+    }
+  }
+  if (update) nbt[0] += 1;
+}
+"""
+
+MODEL_NEW = """
+import torch
+import torch.nn as nn
+import kernel_runtime
+
+kernels = kernel_runtime.load_kernels()
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bn = nn.BatchNorm1d(64)
+
+    def forward(self, x):
+        out = torch.empty_like(x)
+        bn = self.bn
+        kernels.bn_train(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked, out,
+                         x.shape[0], x.shape[1], UPDATE)
+        return out
+"""
+
+
+def _candidate(root: Path, update: int) -> Path:
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "bn.cu").write_text(KERNEL)
+    (root / "model_new.py").write_text(textwrap.dedent(MODEL_NEW).replace("UPDATE", str(update)))
+    return root
+
+
+OUTPUT_ONLY = """
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+extern "C" void bn_train(const float* x, const float* w, const float* b, float* out, int64_t n, int64_t c,
+                         cudaStream_t stream) {
+  (void)stream;
+  for (int64_t j = 0; j < c; ++j) {
+    double m = 0, v = 0;
+    for (int64_t i = 0; i < n; ++i) m += x[i * c + j];
+    m /= n;
+    for (int64_t i = 0; i < n; ++i) { double d = x[i * c + j] - m; v += d * d; }
+    double inv = 1.0 / std::sqrt(v / n + 1e-5);
+    for (int64_t i = 0; i < n; ++i) out[i * c + j] = (float)((x[i * c + j] - m) * inv * w[j] + b[j]);
+  }
+}
+"""
+
+
+def _untouched(root: Path) -> Path:
+    """The output only; the running statistics are not even passed."""
+    (root / "kernels").mkdir(parents=True)
+    (root / "kernels" / "bn.cu").write_text(OUTPUT_ONLY)
+    (root / "model_new.py").write_text(
+        MODEL_NEW.replace("bn.running_mean, bn.running_var, bn.num_batches_tracked, ", "").replace(", UPDATE", "")
+    )
+    return root
+
+
+@pytest.fixture(scope="module")
+def evaluator(tmp_path_factory):
+    task = tmp_path_factory.mktemp("task") / "model.py"
+    task.write_text(TASK)
+    cfg = EvalConfig(
+        device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path_factory.mktemp("cache")
+    )
+    with Evaluator(load_task(str(task)), cfg) as ev:
+        yield ev
+
+
+def test_a_candidate_that_updates_the_running_statistics_is_correct(evaluator, tmp_path):
+    v = evaluator.evaluate(_candidate(tmp_path / "honest", 1), timing=False)
+    assert v.status == "correct", (v.error, v.findings)
+    assert not any(f.guard == "state_write" for f in v.findings)
+
+
+@pytest.mark.parametrize("make", ["left", "untouched"])
+def test_a_candidate_that_skips_the_update_is_a_state_write(evaluator, tmp_path, make):
+    root = _candidate(tmp_path / "left", 0) if make == "left" else _untouched(tmp_path / "untouched")
+    v = evaluator.evaluate(root, timing=False)
+    assert not v.correct and v.reward == -1
+    found = [f for f in v.failing_findings if f.guard == "state_write"]
+    assert found, (v.status, v.error, v.findings)
+    assert "running_mean" in found[0].message and "running_var" in found[0].message
+    assert "must be updated the same way" in found[0].message
