@@ -19,6 +19,11 @@ from cuda_agent.eval.protocol import Batched, Keep, Reply, Request, RunBatch, Se
 
 CALIBRATION_REPS = 9  # calibration batches; their median is the overhead
 CALIBRATION_LAYOUT_REPS = 8
+# A batch's work (its time less the calibrated overhead) must reach this many times the overhead
+# and its spread, or R grows: an overhead calibrated too high (the machine busy while it was) then
+# makes a figure read at most 1/RESOLVE too fast, never the floor of 1e-4 ms (on a loaded 2-core
+# machine an honest candidate slower than eager read 29,273x faster: reward 2)
+RESOLVE = 9.0
 EVENT_SLACK = 0.05  # events may read this much below the parent's figure (and the overhead's spread)
 # the lead: the parent's stream idles this long (on the GPU, before its clock starts) while the judge queues
 # its reps; the next batch's lead is 1.5x the host time the judge took to say they were queued (+0.2 ms)
@@ -68,6 +73,10 @@ class Overhead:
 
     def fill(self, nbytes: int) -> float:
         return self.fill_ms + self.fill_ms_per_gib * nbytes / 2**30
+
+    def floor_ms(self) -> float:
+        """The least work a batch must hold for its figure to count (RESOLVE)."""
+        return RESOLVE * (self.fixed + self.spread)
 
     # medians of where a calibration batch's time went (the judge's map/queue/sync/unmap as it says,
     # the parent's ipc/snap): for benchmarks that compare them with a measured batch's

@@ -45,6 +45,12 @@ def next_reps(reps: int, wall_ms: float, cfg: TimingConfig, cap: int) -> int:
     return min(cap, reps * max(1, round(ratio)))
 
 
+def resolving_reps(reps: int, work_ms: float, floor_ms: float, cap: int) -> int:
+    """R for the next warm-up batch where a batch of `reps` calls held `work_ms` of work beyond the
+    calibrated overhead: twice R (at most `cap`) while that is under `floor_ms`, else R."""
+    return reps if work_ms >= floor_ms else max(reps, min(cap, 2 * reps))
+
+
 def _percentile(xs: list[float], q: float) -> float:
     s = sorted(xs)
     k = min(len(s) - 1, max(0, round(q * (len(s) - 1))))

@@ -38,7 +38,7 @@ from cuda_agent.eval.handover import Block
 from cuda_agent.eval.plan import Plan, describe
 from cuda_agent.eval.protocol import Prepare, PrepareReference, Reply
 from cuda_agent.eval.reference import verify_snapshot
-from cuda_agent.eval.timing import next_reps, summarize
+from cuda_agent.eval.timing import next_reps, resolving_reps, summarize
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
 
@@ -158,6 +158,7 @@ def measure(
     rng = random.SystemRandom()
     with device_lock(ctx.cache_dir / "locks", ctx.device):
         reps, per_call, warm, t0, grow = 1, 1.0, 0, time.perf_counter(), True
+        cap = max(1, min(b.max_reps, cfg.max_batch_reps))
         while grow:  # a new R: a new layout; two batches at the final R at least
             layout = b.layout(reps)
             if not _prepared(b, layout, draft):
@@ -176,7 +177,10 @@ def measure(
                     # R grows until a batch lasts batch_ms by the clock itself (overhead and all): a
                     # per-call estimate from a short batch is mostly the overhead's noise
                     want = next_reps(reps, done.wall_ms, cfg, b.max_reps)
-                    grow = want >= 2 * reps
+                    # and until its work is clear of the overhead's own error (clocked.RESOLVE)
+                    more = resolving_reps(reps, done.per_call_ms * reps, overhead.floor_ms(), cap)
+                    grow = want >= 2 * reps or more > reps
+                    want = max(want, more)
                     if grow or (k >= 2 and (time.perf_counter() - t0) * 1e3 >= cfg.warmup_ms):
                         break
             reps = want if grow else reps
@@ -228,6 +232,9 @@ def measure(
     if single is not None and overlapped(statistics.median(parents), single, overhead, ctx.cuda):
         draft.find(_overlap_finding(statistics.median(parents), single, reps))
         return None
+    if statistics.median(parents) * reps < overhead.floor_ms():
+        draft.note(_unresolved(statistics.median(parents) * reps, reps, overhead))
+        return None
     summary = summarize(figures, reps * n, warm)
     return Timing(
         **summary,
@@ -237,6 +244,15 @@ def measure(
         event_median_ms=statistics.median(events) if events else None,
         clocks=clocks,
         device=_device_name(ctx),
+    )
+
+
+def _unresolved(work_ms: float, reps: int, overhead: Overhead) -> str:
+    return (
+        f"not timed: a batch of {reps} calls held {max(work_ms, 0.0):.3f} ms beyond the harness's own overhead "
+        f"of {overhead.fixed:.3f} ms (spread {overhead.spread:.3f} ms), too little to tell the calls' time from "
+        f"the overhead's error (at least {overhead.floor_ms():.3f} ms is needed): no speed is claimed "
+        "(eval.timing.max_batch_reps and the memory a batch needs bound R; a busy machine raises the overhead)"
     )
 
 

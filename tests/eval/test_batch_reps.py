@@ -1,11 +1,13 @@
 """How the warm-up picks R, the calls per batch (eval/timing.py `next_reps`): the nearest whole ratio
-by default, or a power of two that evaluations whose warm-up batches differ by noise agree on."""
+by default, or a power of two that evaluations whose warm-up batches differ by noise agree on; and
+larger while a batch's work is not clear of the calibrated overhead's error (`resolving_reps`)."""
 
 from __future__ import annotations
 
 import pytest
 
-from cuda_agent.eval.timing import TimingConfig, next_reps
+from cuda_agent.eval.clocked import RESOLVE, Overhead
+from cuda_agent.eval.timing import TimingConfig, next_reps, resolving_reps
 
 NEAREST = TimingConfig()
 POW2 = TimingConfig(reps_rounding="pow2")
@@ -35,3 +37,15 @@ def test_pow2_stays_under_the_caps_and_at_least_one():
 def test_a_misspelt_rounding_is_an_error():
     with pytest.raises(ValueError, match="reps_rounding"):
         TimingConfig(reps_rounding="pow3")
+
+
+def test_r_doubles_while_a_batchs_work_is_under_the_floor_and_stops_at_the_cap():
+    """clocked.RESOLVE: a batch must hold enough work beyond the calibrated overhead to tell it apart."""
+    assert resolving_reps(4, 1e-4 * 4, 18.0, 4096) == 8  # the figure at its floor of 1e-4 ms: grow
+    assert resolving_reps(4, 17.9, 18.0, 4096) == 8
+    assert resolving_reps(4, 18.0, 18.0, 4096) == 4  # enough: R stays
+    assert resolving_reps(4, 0.0, 18.0, 6) == 6 and resolving_reps(6, 0.0, 18.0, 6) == 6  # the cap
+
+
+def test_the_floor_is_resolve_times_the_overhead_and_its_spread():
+    assert Overhead(fixed=1.5, spread=0.5).floor_ms() == pytest.approx(RESOLVE * 2.0)
