@@ -81,6 +81,9 @@ class Draft:
         task, GPU and torch version), "fresh" (now, after the candidate) or "interleaved" (beside it)."""
         self._v.baselines = how
 
+    def baseline_timing(self, mode: str) -> Timing | None:
+        return self._v.eager if mode == "eager" else self._v.compiled
+
     def baseline(self, mode: str, timing: Timing) -> None:
         if mode == "eager":
             self._v.eager = timing

@@ -50,7 +50,7 @@ from cuda_agent.eval.scratch import sweep_stale
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.spares import Ahead, Spares
 from cuda_agent.eval.task_code import TaskCodeError, is_out_of_memory
-from cuda_agent.eval.timing_phase import calibrate_clock, fill_baselines, time_candidate
+from cuda_agent.eval.timing_phase import calibrate_clock, fill_baselines, keep_faster_alone, time_candidate
 from cuda_agent.eval.verdict import Finding, Verdict
 from cuda_agent.filenames import candidate_symlinks
 from cuda_agent.jail import JailUnavailable, jail_problem
@@ -216,6 +216,8 @@ class Evaluator:
             t = time.perf_counter()
             if draft.baselines is None:  # not timed beside the candidate (timing_phase.interleave)
                 fill_baselines(ctx, draft, fresh=bool(self.cfg.baseline_rounds))
+            elif draft.baselines == "interleaved":  # and alone, now that the candidate's processes are gone
+                keep_faster_alone(ctx, draft)
             seconds["baselines"] = time.perf_counter() - t
         return self._scored(draft, seconds, t_start)
 

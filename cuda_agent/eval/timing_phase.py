@@ -420,7 +420,40 @@ def time_candidate(
     draft.find(*checks.new_threads(threads, judge.threads()))
     if ctx.cfg.baseline_rounds and not draft.failing:
         interleave(ctx, b, overhead, check, draft)
+        draft.find(*checks.new_threads(threads, judge.threads()))  # started between the rounds, too
     return draft.status == "correct"
+
+
+# A baseline beside the candidate may read this much slower than alone before that is a finding:
+# honest rounds drift by a few percent; a red-team library left threads spinning between its own
+# calls and read 1.11-1.27x faster than eager beside it (0.69-0.92x honestly)
+BESIDE_SLACK = 1.25
+
+
+def keep_faster_alone(ctx: EvalContext, draft: Draft) -> None:
+    """After interleave(), with the candidate's processes gone: time each baseline again alone, and
+    where it reads faster than beside the candidate, that figure counts. A live judge between its
+    own calls can slow what runs beside it (threads, or kernels on a stream of its own), so a
+    baseline's figure from beside it is only an upper bound."""
+    alone = Draft()
+    fill_baselines(ctx, alone, fresh=True)
+    for mode in ctx.cfg.baselines:
+        beside, solo = draft.baseline_timing(mode), alone.baseline_timing(mode)
+        if beside is None or solo is None or solo.median_ms >= beside.median_ms:
+            continue
+        draft.baseline(mode, solo)
+        text = (
+            f"{mode} read {beside.median_ms:.4f} ms per call beside the candidate and {solo.median_ms:.4f} ms "
+            "alone after it: the figure alone counts"
+        )
+        if beside.median_ms > BESIDE_SLACK * solo.median_ms:
+            text += (
+                "; a baseline that much slower beside the candidate points at work its process left running "
+                "between its calls (threads, or kernels on a stream of its own): return only when all is done"
+            )
+            draft.find(Finding(guard="baseline_slowed", severity="warn", message=text))
+        else:
+            draft.note(text)
 
 
 def _middle(timings: list[Timing]) -> Timing:

@@ -81,12 +81,44 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
         runs = [who for k, who in enumerate(timed) if k == 0 or timed[k - 1] != who]  # who ran batches, in turn
         candidate, baselines = runs[0], runs[1]
         assert candidate != baselines
-        assert runs == [candidate, baselines] * 3  # interleaved, 3 rounds
+        assert runs[:6] == [candidate, baselines] * 3  # interleaved, 3 rounds
+        assert len(runs) == 7 and runs[6] not in (candidate, baselines)  # then alone, the candidate gone
         loaded = {who for who, op in calls if op == "load_library"}
         assert loaded == {candidate}  # the baselines' judge never loads the candidate's library
         (note,) = [n for n in final.notes if n.startswith("baselines timed again beside the candidate")]
         assert "3 interleaved rounds of candidate, eager" in note and note.count("/") == 4
         assert "(timed again beside your kernel, in interleaved rounds)" in verdict_text(final)
+
+
+def test_a_baseline_slowed_beside_the_candidate_counts_as_timed_alone(tmp_path, monkeypatch):
+    """A red-team library left threads spinning between its own calls: eager, timed beside it, read
+    slow, and the candidate 1.11-1.27x faster than eager (honestly 0.69-0.92x). Here the baseline
+    judge's figures beside the candidate are made three times slower, as such a hog can make them."""
+    import cuda_agent.eval.timing_phase as phase
+
+    beside = {"now": False}
+    real_interleave, real_time = phase.interleave, phase._time_reference
+
+    def interleave(*args, **kwargs):
+        beside["now"] = True
+        try:
+            return real_interleave(*args, **kwargs)
+        finally:
+            beside["now"] = False
+
+    def slowed(*args, **kwargs):
+        t = real_time(*args, **kwargs)
+        return t.model_copy(update={"median_ms": 3 * t.median_ms}) if t is not None and beside["now"] else t
+
+    monkeypatch.setattr(phase, "interleave", interleave)
+    monkeypatch.setattr(phase, "_time_reference", slowed)
+    cfg = config(tmp_path).model_copy(update={"baseline_rounds": 2})
+    with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
+        v = ev.evaluate(TASK / "honest")
+    assert v.status == "correct" and v.baselines == "interleaved", (v.error, v.findings)
+    (found,) = [f for f in v.findings if f.guard == "baseline_slowed"]
+    assert found.severity == "warn" and f"and {v.eager.median_ms:.4f} ms alone after it" in found.message
+    assert v.speedup_vs_eager == v.eager.median_ms / v.timing.median_ms
 
 
 def test_each_figure_is_its_median_round():
