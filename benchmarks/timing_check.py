@@ -56,6 +56,7 @@ def main() -> None:
             with Evaluator(task, cfg, ahead="none") as ev:  # no spare judge started beside the timing
                 v = ev.evaluate(root / "candidate")
             assert v.correct, (name, v.status, v.error, v.findings)
+            assert v.timing is not None, (name, "not timed", v.notes)
             medians.append(v.timing.median_ms)
             reps.append(v.timing.batch_reps)
             if v.timing.parent_median_ms and v.timing.event_median_ms:

@@ -19,10 +19,11 @@ from cuda_agent.eval.protocol import Batched, Keep, Reply, Request, RunBatch, Se
 
 CALIBRATION_REPS = 9  # calibration batches; their median is the overhead
 CALIBRATION_LAYOUT_REPS = 8
-# A batch's work (its time less the calibrated overhead) must reach this many times the overhead
-# and its spread, or R grows: an overhead calibrated too high (the machine busy while it was) then
-# makes a figure read at most 1/RESOLVE too fast, never the floor of 1e-4 ms (on a loaded 2-core
-# machine an honest candidate slower than eager read 29,273x faster: reward 2)
+# A batch's work (its time less the calibrated overhead) must reach this many times the overhead,
+# or R grows: an overhead calibrated too high (the machine busy while it was) then makes a figure
+# read at most 1/RESOLVE too fast, never the floor of 1e-4 ms (on a loaded 2-core machine an honest
+# candidate slower than eager read 29,273x faster: reward 2). Not the spread: on a GPU it spans the
+# tails of two layouts, and the measured batches' median takes care of noise.
 RESOLVE = 9.0
 EVENT_SLACK = 0.05  # events may read this much below the parent's figure (and the overhead's spread)
 # the lead: the parent's stream idles this long (on the GPU, before its clock starts) while the judge queues
@@ -76,7 +77,7 @@ class Overhead:
 
     def floor_ms(self) -> float:
         """The least work a batch must hold for its figure to count (RESOLVE)."""
-        return RESOLVE * (self.fixed + self.spread)
+        return RESOLVE * self.fixed
 
     # medians of where a calibration batch's time went (the judge's map/queue/sync/unmap as it says,
     # the parent's ipc/snap): for benchmarks that compare them with a measured batch's

@@ -47,5 +47,5 @@ def test_r_doubles_while_a_batchs_work_is_under_the_floor_and_stops_at_the_cap()
     assert resolving_reps(4, 0.0, 18.0, 6) == 6 and resolving_reps(6, 0.0, 18.0, 6) == 6  # the cap
 
 
-def test_the_floor_is_resolve_times_the_overhead_and_its_spread():
-    assert Overhead(fixed=1.5, spread=0.5).floor_ms() == pytest.approx(RESOLVE * 2.0)
+def test_the_floor_is_resolve_times_the_overhead():
+    assert Overhead(fixed=1.5, spread=0.5).floor_ms() == pytest.approx(RESOLVE * 1.5)
