@@ -177,8 +177,9 @@ def measure(
                     # R grows until a batch lasts batch_ms by the clock itself (overhead and all): a
                     # per-call estimate from a short batch is mostly the overhead's noise
                     want = next_reps(reps, done.wall_ms, cfg, b.max_reps)
-                    # and until its work is clear of the overhead's own error (clocked.RESOLVE)
-                    more = resolving_reps(reps, done.per_call_ms * reps, overhead.floor_ms(), cap)
+                    # and until its work is clear of the overhead's own error (clocked.RESOLVE), twice over:
+                    # the measured batches' median must clear it too, on fresh blocks and a busier machine
+                    more = resolving_reps(reps, done.per_call_ms * reps, 2 * overhead.floor_ms(), cap)
                     grow = want >= 2 * reps or more > reps
                     want = max(want, more)
                     if grow or (k >= 2 and (time.perf_counter() - t0) * 1e3 >= cfg.warmup_ms):
