@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Everything the GPU machine must show, in one script (device tool: carry .whl, see README of
-# the device tool; locally: run from the repo root on a machine with a GPU).
+# the device tool; the wheels must include pyelftools, which the native audit imports and that
+# machine lacks: `gpu-wheels pyelftools`; locally: run from the repo root on a machine with a GPU).
 #   bash benchmarks/gpu_suite.sh tests [PATHS]  # GPU tests: examples correct + timed, every hack
 #                                         # rejected, the tools end to end (default: all of tests/);
 #                                         # then each kept verdict's call alone against in a batch
