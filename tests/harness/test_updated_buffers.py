@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
+from string import Template
 
 import pytest
 
@@ -34,14 +35,15 @@ def get_init_inputs():
     return []
 """
 
-# training-mode BatchNorm1d over (n, c): the output from the batch's statistics, and (where `rm`
-# is given) the running statistics updated as torch does: momentum 0.1, the unbiased variance
-KERNEL = """
+# training-mode BatchNorm1d over (n, c): the output from the batch's statistics, and (where the
+# running statistics are passed and `update` is set) those updated as torch does: momentum 0.1,
+# the unbiased variance
+SOURCE = Template("""
 #include <cuda_runtime.h>
 #include <cstdint>
 #include <cmath>
-extern "C" void bn_train(const float* x, const float* w, const float* b, float* rm, float* rv, int64_t* nbt,
-                         float* out, int64_t n, int64_t c, int64_t update, cudaStream_t stream) {
+extern "C" void bn_train(const float* x, const float* w, const float* b, $stats
+                         float* out, int64_t n, int64_t c, cudaStream_t stream) {
   (void)stream;
   for (int64_t j = 0; j < c; ++j) {
     double m = 0, v = 0;
@@ -50,14 +52,19 @@ extern "C" void bn_train(const float* x, const float* w, const float* b, float* 
     for (int64_t i = 0; i < n; ++i) { double d = x[i * c + j] - m; v += d * d; }
     double inv = 1.0 / std::sqrt(v / n + 1e-5);
     for (int64_t i = 0; i < n; ++i) out[i * c + j] = (float)((x[i * c + j] - m) * inv * w[j] + b[j]);
-    if (update) {
-      rm[j] = (float)(0.9 * rm[j] + 0.1 * m);
-      rv[j] = (float)(0.9 * rv[j] + 0.1 * v / (n - 1));
-    }
+    $per_channel
   }
-  if (update) nbt[0] += 1;
+  $once
 }
-"""
+""")
+KERNEL = SOURCE.substitute(
+    stats="float* rm, float* rv, int64_t* nbt, int64_t update,",
+    per_channel=(
+        "if (update) { rm[j] = (float)(0.9 * rm[j] + 0.1 * m); rv[j] = (float)(0.9 * rv[j] + 0.1 * v / (n - 1)); }"
+    ),
+    once="if (update) nbt[0] += 1;",
+)
+OUTPUT_ONLY = SOURCE.substitute(stats="", per_channel="", once="")  # the statistics not even passed
 
 MODEL_NEW = """
 import torch
@@ -75,8 +82,8 @@ class ModelNew(nn.Module):
     def forward(self, x):
         out = torch.empty_like(x)
         bn = self.bn
-        kernels.bn_train(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked, out,
-                         x.shape[0], x.shape[1], UPDATE)
+        kernels.bn_train(x, bn.weight, bn.bias, bn.running_mean, bn.running_var, bn.num_batches_tracked, UPDATE,
+                         out, x.shape[0], x.shape[1])
         return out
 """
 
@@ -88,31 +95,12 @@ def _candidate(root: Path, update: int) -> Path:
     return root
 
 
-OUTPUT_ONLY = """
-#include <cuda_runtime.h>
-#include <cstdint>
-#include <cmath>
-extern "C" void bn_train(const float* x, const float* w, const float* b, float* out, int64_t n, int64_t c,
-                         cudaStream_t stream) {
-  (void)stream;
-  for (int64_t j = 0; j < c; ++j) {
-    double m = 0, v = 0;
-    for (int64_t i = 0; i < n; ++i) m += x[i * c + j];
-    m /= n;
-    for (int64_t i = 0; i < n; ++i) { double d = x[i * c + j] - m; v += d * d; }
-    double inv = 1.0 / std::sqrt(v / n + 1e-5);
-    for (int64_t i = 0; i < n; ++i) out[i * c + j] = (float)((x[i * c + j] - m) * inv * w[j] + b[j]);
-  }
-}
-"""
-
-
 def _untouched(root: Path) -> Path:
     """The output only; the running statistics are not even passed."""
     (root / "kernels").mkdir(parents=True)
     (root / "kernels" / "bn.cu").write_text(OUTPUT_ONLY)
     (root / "model_new.py").write_text(
-        MODEL_NEW.replace("bn.running_mean, bn.running_var, bn.num_batches_tracked, ", "").replace(", UPDATE", "")
+        MODEL_NEW.replace("bn.running_mean, bn.running_var, bn.num_batches_tracked, UPDATE,", "")
     )
     return root
 
