@@ -176,8 +176,11 @@ def test_state_across_calls_gains_nothing_unseen_with_every_static_rule_off(
     from cuda_agent.eval import checks
 
     monkeypatch.setattr(checks, "audit_native", lambda *a, **k: [])
+    # one call a batch, each checked; value_cache is judged on its time instead, so R is free there: a
+    # batch of one honest call holds too little work to tell from the overhead (clocked.RESOLVE)
+    one = {} if name == "value_cache" else {"max_batch_reps": 1}
     cfg = _config(tmp_path).model_copy(
-        update={"timing": TimingConfig(warmup_ms=5, min_batches=12, max_batches=12, max_batch_reps=1)}
+        update={"timing": TimingConfig(warmup_ms=5, min_batches=12, max_batches=12, **one)}
     )
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         honest = ev.evaluate(HERE / "honest")
