@@ -35,36 +35,61 @@ def get_init_inputs():
     return []
 """
 
-# training-mode BatchNorm1d over (n, c): the output from the batch's statistics, and (where the
-# running statistics are passed and `update` is set) those updated as torch does: momentum 0.1,
-# the unbiased variance
-SOURCE = Template("""
-#include <cuda_runtime.h>
-#include <cstdint>
-#include <cmath>
-extern "C" void bn_train(const float* x, const float* w, const float* b, $stats
-                         float* out, int64_t n, int64_t c, cudaStream_t stream) {
-  (void)stream;
-  for (int64_t j = 0; j < c; ++j) {
+# training-mode BatchNorm1d over (n, c), channel j: the output from the batch's statistics, and
+# (where the running statistics are passed and `update` is set) those updated as torch does:
+# momentum 0.1, the unbiased variance. One body for the host loop and the GPU's thread per channel.
+CHANNEL = """
     double m = 0, v = 0;
     for (int64_t i = 0; i < n; ++i) m += x[i * c + j];
     m /= n;
     for (int64_t i = 0; i < n; ++i) { double d = x[i * c + j] - m; v += d * d; }
-    double inv = 1.0 / std::sqrt(v / n + 1e-5);
+    double inv = 1.0 / sqrt(v / n + 1e-5);
     for (int64_t i = 0; i < n; ++i) out[i * c + j] = (float)((x[i * c + j] - m) * inv * w[j] + b[j]);
     $per_channel
-  }
+"""
+SOURCE = {
+    "cpu": """
+#include <cuda_runtime.h>
+#include <cstdint>
+#include <cmath>
+using std::sqrt;
+extern "C" void bn_train(const float* x, const float* w, const float* b, $stats
+                         float* out, int64_t n, int64_t c, cudaStream_t stream) {
+  (void)stream;
+  for (int64_t j = 0; j < c; ++j) {$channel}
   $once
 }
-""")
-KERNEL = SOURCE.substitute(
-    stats="float* rm, float* rv, int64_t* nbt, int64_t update,",
-    per_channel=(
+""",
+    "cuda": """
+#include <cuda_runtime.h>
+#include <cstdint>
+__global__ void bn_kernel(const float* x, const float* w, const float* b, $stats float* out, int64_t n, int64_t c) {
+  int64_t j = blockIdx.x * (int64_t)blockDim.x + threadIdx.x;
+  if (j >= c) return;
+  $channel
+  if (j == 0) { $once }
+}
+extern "C" void bn_train(const float* x, const float* w, const float* b, $stats
+                         float* out, int64_t n, int64_t c, cudaStream_t stream) {
+  bn_kernel<<<(unsigned)((c + 63) / 64), 64, 0, stream>>>(x, w, b, $args out, n, c);
+}
+""",
+}
+UPDATE = {
+    "stats": "float* rm, float* rv, int64_t* nbt, int64_t update,",
+    "args": "rm, rv, nbt, update,",
+    "per_channel": (
         "if (update) { rm[j] = (float)(0.9 * rm[j] + 0.1 * m); rv[j] = (float)(0.9 * rv[j] + 0.1 * v / (n - 1)); }"
     ),
-    once="if (update) nbt[0] += 1;",
-)
-OUTPUT_ONLY = SOURCE.substitute(stats="", per_channel="", once="")  # the statistics not even passed
+    "once": "if (update) nbt[0] += 1;",
+}
+NO_STATS = dict.fromkeys(UPDATE, "")  # the statistics not even passed
+
+
+def kernel(device: str, parts: dict) -> str:
+    channel = Template(CHANNEL).substitute(per_channel=parts["per_channel"])
+    return Template(SOURCE[device]).substitute(parts, channel=channel)
+
 
 MODEL_NEW = """
 import torch
@@ -88,43 +113,44 @@ class ModelNew(nn.Module):
 """
 
 
-def _candidate(root: Path, update: int) -> Path:
+def _candidate(root: Path, device: str, update: int) -> Path:
     (root / "kernels").mkdir(parents=True)
-    (root / "kernels" / "bn.cu").write_text(KERNEL)
+    (root / "kernels" / "bn.cu").write_text(kernel(device, UPDATE))
     (root / "model_new.py").write_text(textwrap.dedent(MODEL_NEW).replace("UPDATE", str(update)))
     return root
 
 
-def _untouched(root: Path) -> Path:
+def _untouched(root: Path, device: str) -> Path:
     """The output only; the running statistics are not even passed."""
     (root / "kernels").mkdir(parents=True)
-    (root / "kernels" / "bn.cu").write_text(OUTPUT_ONLY)
+    (root / "kernels" / "bn.cu").write_text(kernel(device, NO_STATS))
     (root / "model_new.py").write_text(
         MODEL_NEW.replace("bn.running_mean, bn.running_var, bn.num_batches_tracked, UPDATE,", "")
     )
     return root
 
 
-@pytest.fixture(scope="module")
-def evaluator(tmp_path_factory):
+@pytest.fixture(scope="module", params=["cpu", pytest.param("cuda", marks=pytest.mark.gpu)])
+def evaluator(request, tmp_path_factory):
     task = tmp_path_factory.mktemp("task") / "model.py"
     task.write_text(TASK)
     cfg = EvalConfig(
-        device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path_factory.mktemp("cache")
+        device=request.param, n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path_factory.mktemp("cache")
     )
     with Evaluator(load_task(str(task)), cfg) as ev:
         yield ev
 
 
 def test_a_candidate_that_updates_the_running_statistics_is_correct(evaluator, tmp_path):
-    v = evaluator.evaluate(_candidate(tmp_path / "honest", 1), timing=False)
+    v = evaluator.evaluate(_candidate(tmp_path / "honest", evaluator.cfg.device, 1), timing=False)
     assert v.status == "correct", (v.error, v.findings)
     assert not any(f.guard == "state_write" for f in v.findings)
 
 
 @pytest.mark.parametrize("make", ["left", "untouched"])
 def test_a_candidate_that_skips_the_update_is_a_state_write(evaluator, tmp_path, make):
-    root = _candidate(tmp_path / "left", 0) if make == "left" else _untouched(tmp_path / "untouched")
+    device = evaluator.cfg.device
+    root = _candidate(tmp_path / "left", device, 0) if make == "left" else _untouched(tmp_path / "untouched", device)
     v = evaluator.evaluate(root, timing=False)
     assert not v.correct and v.reward == -1
     found = [f for f in v.failing_findings if f.guard == "state_write"]
