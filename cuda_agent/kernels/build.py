@@ -116,7 +116,8 @@ def build_kernels(
     flags = [*base, *(["-lineinfo"] if lineinfo else []), *(f for f in extra_flags if not _LINK_FLAG.match(f))]
     link_flags = [f for f in extra_flags if _LINK_FLAG.match(f)]
     # an object serves one listing of kernels/ only: a new file can change a compile that read none of it
-    names = hashlib.sha256("\n".join(tree_names(kernel_dir)).encode(errors="surrogateescape")).hexdigest()
+    # NUL-joined: a name may hold a newline ("b\nimpl.h" joined as "b" and "impl.h" would), never a NUL
+    names = hashlib.sha256("\0".join(tree_names(kernel_dir)).encode(errors="surrogateescape")).hexdigest()
     try:  # the sources are read as untrusted_files says: a FIFO named kernels/a.cu must not hang the build
         jobs = [
             make_job(src, kernel_dir, str(src.relative_to(root)), nvcc, flags, identity | {"kernels": names},

@@ -145,6 +145,21 @@ def test_a_header_that_shadows_another_is_not_served_from_the_cache(candidate, b
     assert "kernels/sub/x.h" in second.inputs
 
 
+def test_two_listings_that_join_alike_are_two_keys(candidate, build):
+    """A name may hold a newline: "b\nimpl.h" must not key like the two files b and impl.h."""
+    has_impl = '#if __has_include("impl.h")\n#error impl.h is there\n#endif\n'
+    candidate.write("a.cu", MACRO_SOURCE.replace('#define IMPL "impl.h"', '#define IMPL "x.h"') + has_impl)
+    candidate.write("x.h", impl("tag-one"))
+    (candidate.kernels / "b\nimpl.h").write_text("")
+    first = build()
+    assert first.ok, first.errors
+    (candidate.kernels / "b\nimpl.h").unlink()
+    candidate.write("b", "")
+    candidate.write("impl.h", "")
+    second = build()
+    assert not second.ok and "impl.h is there" in second.errors
+
+
 @pytest.mark.parametrize("name", ["build/impl.h", "impl.o", ".cache/deep/impl.h", "__pycache__/impl.h"])
 def test_a_header_under_a_build_outputs_name_fails_the_build(candidate, build, name):
     """A version never holds build outputs (the commit and the content hash leave them out): a
