@@ -45,6 +45,20 @@ def build(candidate_dir: Path, cache_dir: Path, arch: str | None) -> tuple[Any, 
     return result, (None if result.ok else (result.errors or "the build failed"))
 
 
+def judged_files(candidate_dir: Path, build: Any) -> dict[str, str]:
+    """Verdict.judged_files: model_new.py and each file of the candidate's that the build read
+    (relative to candidate_dir; the toolkit's and system headers are not the candidate's) -> sha256."""
+    from cuda_agent.kernels.depfile import file_sha
+
+    inputs = build.inputs if build is not None else {}
+    files = {name: sha for name, sha in inputs.items() if not Path(name).is_absolute()}
+    try:
+        files["model_new.py"] = file_sha(candidate_dir / "model_new.py", candidate_dir)
+    except OSError:  # none, or no plain file: the recorder says so
+        pass
+    return files
+
+
 def spec(build: Any) -> dict:
     """The launchers.json the build wrote (the harness parsed it from the sources)."""
     import json

@@ -90,6 +90,10 @@ class Draft:
         else:
             self._v.compiled = timing
 
+    def judged(self, files: dict[str, str]) -> None:
+        """The candidate's files this verdict judges (Verdict.judged_files)."""
+        self._v.judged_files = dict(sorted(files.items()))
+
     def memory(self, who: str, peak_bytes: int) -> None:
         """A process's peak GPU memory (torch's allocator), in GiB on the verdict; 0 is not recorded."""
         if peak_bytes:

@@ -157,6 +157,7 @@ class Evaluator:
 
         build, err = checks.build(candidate_dir, self.cache_dir / "build", self.cfg.arch)
         seconds["build"] = build.seconds if build else 0.0
+        draft.judged(checks.judged_files(candidate_dir, build))
         if err:
             draft.fail("compile_error", err)
             return self._scored(draft, seconds, t_start)

@@ -100,6 +100,10 @@ class Verdict(BaseModel):
     # peak GPU memory (GiB, torch's allocator) of each process this evaluation ran on the device:
     # parent (references, comparisons), judge (the candidate), baselines (eager, torch.compile)
     memory_gib: dict[str, float] = Field(default_factory=dict)
+    # the candidate's files as judged (relative to its folder) -> sha256: model_new.py and each file of
+    # kernels/ the build read. A version that does not hold them byte for byte is not this verdict's
+    # (workspace/history.py): a file git leaves out or rewrites was compiled all the same
+    judged_files: dict[str, str] = Field(default_factory=dict)
 
     @property
     def failing_findings(self) -> list[Finding]:

@@ -28,6 +28,7 @@ added at all.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 from contextlib import suppress
@@ -307,9 +308,15 @@ class History:
         sha = self.commit(version_message(verdict, number, note), allow_empty=True)
         assert sha is not None  # allow_empty always commits
         m = metrics_of(verdict)
+        unheld = self.unheld(sha, verdict.judged_files)
+        if unheld:  # what was judged is not what was committed: this verdict is no version's result
+            self.findings += [
+                f"{line}: this evaluation is no version's result (it cannot rank as best or count as a reward)"
+                for line in unheld
+            ]
         entry = LedgerEntry(
             **m.model_dump(),
-            content=self.content_digest(sha),
+            content=None if unheld else self.content_digest(sha),
             workspace=self.work_tree.name,
             version=number,
             commit=sha,
@@ -321,6 +328,28 @@ class History:
         if (best := self.best()) is not None:  # the ledger's best, wherever a forged ref had moved it
             self._run(["update-ref", "-m", f"best: v{best.version}", BEST_REF, best.sha])
         return self._info(entry, sha)
+
+    def unheld(self, sha: str, judged: dict[str, str]) -> list[str]:
+        """One line per judged file (path -> sha256 of the bytes judged) that commit `sha` does not hold
+        byte for byte: left out (over the work tree's size cap, a `.git` removed, a build output's
+        name) or rewritten on the way in (a `.gitattributes` ident, eol or text conversion)."""
+        if not judged:
+            return []
+        listing = self.git("ls-tree", "-r", "-z", "--full-tree", sha, "--", *VERSION_PATHS)
+        blobs: dict[str, str] = {}
+        for item in filter(None, listing.split("\0")):
+            head, _, path = item.partition("\t")
+            if path in judged and head.split()[1:2] == ["blob"]:
+                blobs[path] = head.split()[2]
+        bodies = self._objects(list(set(blobs.values())))
+        lines = []
+        for path, want in judged.items():
+            obj = bodies.get(blobs[path]) if path in blobs else None
+            if obj is None:
+                lines.append(f"{shown(path)} was judged but the version does not hold it")
+            elif hashlib.sha256(obj[1]).hexdigest() != want:
+                lines.append(f"{shown(path)} was judged but the version holds other bytes (a .gitattributes rule?)")
+        return lines
 
     def same_files(self, rev: str) -> bool:
         """Whether model_new.py and kernels/, staged as a commit would stage them, are `rev`'s; commits nothing."""

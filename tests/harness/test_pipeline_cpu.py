@@ -46,6 +46,10 @@ def test_honest_candidate_is_correct_timed_and_rewarded(evaluator):
     assert v.eager is not None and v.speedup_vs_eager is not None
     assert v.reward in (1, 2)  # no compile baseline here: 3 is out of reach
     assert max(o.max_abs_err for s in v.sets for o in s.outputs) < 1e-5
+    # what was judged, byte for byte: a version must hold these to be this verdict's (workspace/history.py)
+    assert set(v.judged_files) == {"model_new.py", "kernels/scale_add.cu"} and all(
+        len(sha) == 64 for sha in v.judged_files.values()
+    )
     # where the timing phase's time went: its parts lie within it, the host's work within the batches
     parts = {k: v.seconds[f"timing_{k}"] for k in ("warmup", "measured", "single", "inputs", "checks")}
     assert all(x > 0 for x in parts.values()), parts

@@ -219,3 +219,44 @@ def test_a_commit_whose_ledger_cannot_be_written_is_a_clear_error(ws, verdicts):
     os.mkfifo(ws.root.parent / LEDGER)
     err = _with_deadline(lambda: ws.commit_version(Verdict(status="compile_error", error="x")))
     assert isinstance(err, LedgerError)
+
+
+def _judged(ws: Workspace, *names: str) -> dict[str, str]:
+    """Verdict.judged_files for these files of the work tree, as the evaluator hashes them."""
+    return {n: hashlib.sha256((ws.root / n).read_bytes()).hexdigest() for n in names}
+
+
+def test_a_version_that_holds_what_was_judged_is_a_result(ws, verdicts):
+    (ws.root / "kernels" / "k.cu").write_text('#include "impl.h"\n')
+    (ws.root / "kernels" / "impl.h").write_text("// impl\n")
+    judged = _judged(ws, "model_new.py", "kernels/k.cu", "kernels/impl.h")
+    ws.commit_version(verdicts.correct(3, 0.5).model_copy(update={"judged_files": judged}))
+    (entry,) = ws.history.entries()
+    assert entry.content is not None and ws.best() is not None and ws.history.findings == []
+
+
+@pytest.mark.parametrize("how", ["dot_git", "gitattributes", "size_cap"])
+def test_a_judged_file_the_version_does_not_hold_as_judged_makes_no_result(ws, verdicts, monkeypatch, how):
+    """Red team: code the build read from kernels/.git/impl.h (a nested `.git` is removed before the
+    commit), a `.gitattributes` ident that rewrites the committed bytes, and a header left out by
+    the work tree's size cap, were each recorded as a reward-1 version that could not be rebuilt."""
+    header = {"dot_git": "kernels/.git/impl.h", "gitattributes": "kernels/tag.h", "size_cap": "kernels/zz.h"}[how]
+    (ws.root / header).parent.mkdir(parents=True, exist_ok=True)
+    (ws.root / header).write_text('#define TAG "$Id: JUDGED-BYTES $"\n')
+    (ws.root / "kernels" / "k.cu").write_text(f'#include "{header.removeprefix("kernels/")}"\n')
+    if how == "gitattributes":
+        (ws.root / ".gitattributes").write_text("kernels/tag.h ident\n")
+    if how == "size_cap":
+        from cuda_agent.workspace import staging
+
+        taken = sum(p.stat().st_size for p in ws.root.rglob("*") if p.is_file() and ".git" not in p.parts)
+        monkeypatch.setattr(staging, "MAX_TOTAL_BYTES", taken - 8)
+    judged = _judged(ws, "model_new.py", "kernels/k.cu", header)
+    ws.commit_version(verdicts.correct(3, 0.5).model_copy(update={"judged_files": judged}))
+    (entry,) = ws.history.entries()
+    assert entry.content is None and not entry.is_result and ws.best() is None
+    # the size cap may take model_new.py first: whichever judged file the version lacks is named
+    lines = [f for f in ws.history.findings if " was judged but the version " in f]
+    assert lines and all("no version's result" in f for f in lines), ws.history.findings
+    if how != "size_cap":
+        assert lines[0].startswith(f"{header} was judged but the version")
