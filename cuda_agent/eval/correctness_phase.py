@@ -187,6 +187,8 @@ def _state_problem(ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layou
         )
         if view is None or not compare_output(0, view, after, None, ctx.cfg.tolerances).ok:
             wrong.append(f"{name} (not what the task's forward leaves)")
+        elif not _moved(view, ctx.ref.state_dict[name], after):
+            wrong.append(f"{name} (the task's forward updates it; this call did not, or only in part)")
     if not wrong:
         return None
     return Finding(
@@ -197,6 +199,22 @@ def _state_problem(ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layou
             "forward updates (BatchNorm's running statistics in training mode) must be updated the same way"
         ),
     )
+
+
+def _moved(mine: Any, before: Any, after: Any) -> bool:
+    """Whether a call took a buffer at least half way from where the task began to where the task's
+    forward left it (normwise), where that step is more than rounding. The outputs' tolerance alone
+    let a BatchNorm candidate skip its update: with momentum 0.01 and a large batch the whole step is
+    below its absolute 1e-4."""
+    import torch
+
+    if not after.is_floating_point():
+        return True  # compared exactly already (num_batches_tracked)
+    eps = torch.finfo(after.dtype).eps
+    mine, before, after = mine.double(), before.double(), after.double()
+    step = float((after - before).norm())
+    rounding = 64 * eps * float(after.norm())  # what honest arithmetic in its dtype may differ by, and more
+    return step <= rounding or float((mine - after).norm()) <= 0.5 * step
 
 
 def _tolerances(ref32: list, ref64: list | None, tol: Any, draft: Draft) -> dict[int, Any]:

@@ -79,15 +79,17 @@ UPDATE = {
     "stats": "float* rm, float* rv, int64_t* nbt, int64_t update,",
     "args": "rm, rv, nbt, update,",
     "per_channel": (
-        "if (update) { rm[j] = (float)(0.9 * rm[j] + 0.1 * m); rv[j] = (float)(0.9 * rv[j] + 0.1 * v / (n - 1)); }"
+        "if (update) { rm[j] = (float)($keep * rm[j] + $mom * m); "
+        "rv[j] = (float)($keep * rv[j] + $mom * v / (n - 1)); }"
     ),
     "once": "if (update) nbt[0] += 1;",
 }
 NO_STATS = dict.fromkeys(UPDATE, "")  # the statistics not even passed
 
 
-def kernel(device: str, parts: dict) -> str:
-    channel = Template(CHANNEL).substitute(per_channel=parts["per_channel"])
+def kernel(device: str, parts: dict, momentum: float = 0.1) -> str:
+    per_channel = Template(parts["per_channel"]).substitute(keep=repr(1 - momentum), mom=repr(momentum))
+    channel = Template(CHANNEL).substitute(per_channel=per_channel)
     return Template(SOURCE[device]).substitute(parts, channel=channel)
 
 
@@ -113,9 +115,9 @@ class ModelNew(nn.Module):
 """
 
 
-def _candidate(root: Path, device: str, update: int) -> Path:
+def _candidate(root: Path, device: str, update: int, momentum: float = 0.1) -> Path:
     (root / "kernels").mkdir(parents=True)
-    (root / "kernels" / "bn.cu").write_text(kernel(device, UPDATE))
+    (root / "kernels" / "bn.cu").write_text(kernel(device, UPDATE, momentum))
     (root / "model_new.py").write_text(textwrap.dedent(MODEL_NEW).replace("UPDATE", str(update)))
     return root
 
@@ -157,3 +159,25 @@ def test_a_candidate_that_skips_the_update_is_a_state_write(evaluator, tmp_path,
     assert found, (v.status, v.error, v.findings)
     assert "running_mean" in found[0].message and "running_var" in found[0].message
     assert "must be updated the same way" in found[0].message
+
+
+@pytest.fixture(scope="module")
+def small_steps(tmp_path_factory):
+    """Momentum 0.001 and 4096 rows: each running statistic moves by about 2e-5 a call, under the
+    outputs' absolute tolerance of 1e-4, so that tolerance alone cannot tell an update from none."""
+    task = tmp_path_factory.mktemp("small") / "model.py"
+    task.write_text(
+        TASK.replace("nn.BatchNorm1d(64)", "nn.BatchNorm1d(64, momentum=0.001)").replace("256, 64", "4096, 64")
+    )
+    cfg = EvalConfig(device="cpu", n_sets=2, baselines=["eager"], timeout_s=60, cache_dir=tmp_path_factory.mktemp("c"))
+    with Evaluator(load_task(str(task)), cfg) as ev:
+        yield ev
+
+
+def test_an_update_smaller_than_the_outputs_tolerance_is_still_checked(small_steps, tmp_path):
+    honest = small_steps.evaluate(_candidate(tmp_path / "honest", "cpu", 1, momentum=0.001), timing=False)
+    assert honest.status == "correct", (honest.error, honest.findings)
+    v = small_steps.evaluate(_candidate(tmp_path / "left", "cpu", 0), timing=False)
+    assert not v.correct and v.reward == -1
+    (found,) = [f for f in v.failing_findings if f.guard == "state_write"]
+    assert "running_mean (the task's forward updates it; this call did not, or only in part)" in found.message
