@@ -176,7 +176,7 @@ def measure(
                     per_call = figure(done, overhead)[0]
                     # R grows until a batch lasts batch_ms by the clock itself (overhead and all): a
                     # per-call estimate from a short batch is mostly the overhead's noise
-                    want = next_reps(reps, done.wall_ms, cfg, b.max_reps)
+                    want = next_reps(reps, done.wall_ms, cfg, cap)
                     # and until its work is clear of the overhead's own error (clocked.RESOLVE), twice over:
                     # the measured batches' median must clear it too, on fresh blocks and a busier machine
                     more = resolving_reps(reps, done.per_call_ms * reps, 2 * overhead.floor_ms(), cap)
@@ -230,17 +230,18 @@ def measure(
                 ),
             )
         )
-    if single is not None and overlapped(statistics.median(parents), single, overhead, ctx.cuda):
-        draft.find(_overlap_finding(statistics.median(parents), single, reps))
+    parent = statistics.median(parents)
+    if single is not None and overlapped(parent, single, overhead, ctx.cuda):
+        draft.find(_overlap_finding(parent, single, reps))
         return None
-    if statistics.median(parents) * reps < overhead.floor_ms():
-        draft.note(_unresolved(statistics.median(parents) * reps, reps, overhead))
+    if parent * reps < overhead.floor_ms():
+        draft.note(_unresolved(parent * reps, reps, overhead))
         return None
     summary = summarize(figures, reps * n, warm)
     return Timing(
         **summary,
         batch_reps=reps,
-        parent_median_ms=statistics.median(parents),
+        parent_median_ms=parent,
         single_call_ms=single,
         event_median_ms=statistics.median(events) if events else None,
         clocks=clocks,
