@@ -3,9 +3,10 @@ parameters and each rep's allocations live, how the parent fills the block befor
 and the views it reads back after. Parent side only; the judge gets the offsets and a plan.
 
 A rep's storages follow the plan's storage list: an input's bytes (its whole storage, as
-forward sees it), a parameter's or buffer's (one copy per batch, shared by its reps), or an
-allocation (poisoned: unwritten bytes stay NaN). Baselines have no plan: their reps hold the
-task's tensor inputs only.
+forward sees it), a parameter's or buffer's (one copy per batch, shared by its reps; a buffer
+the task's forward updates has a copy per rep, so that each sampled call's update can be checked
+against the reference's from the same start), or an allocation (poisoned: unwritten bytes stay
+NaN). Baselines have no plan: their reps hold the task's tensor inputs only.
 """
 
 from __future__ import annotations
@@ -26,17 +27,20 @@ class Layout:
     nbytes: int
     reps: list[list[int]]  # per rep: one offset per storage (a plan's, or the task's tensor inputs)
     sizes: list[int]  # bytes per storage
+    per_rep: frozenset[int] = frozenset()  # parameter storages with a copy per rep (updated buffers)
 
     def request(self) -> LayoutSpec:
         """The layout as the judge is told it (Prepare, PrepareReference)."""
         return LayoutSpec(nbytes=self.nbytes, reps=self.reps, sizes=self.sizes)
 
 
-def plan_layout(plan: Plan, reps: int) -> Layout:
-    """Parameters once, then each rep's inputs and allocations."""
+def plan_layout(plan: Plan, reps: int, updated: frozenset[str] | set[str] = frozenset()) -> Layout:
+    """Parameters once, then each rep's inputs and allocations, and its own copy of every buffer
+    named in `updated` (those the task's forward updates)."""
     sizes = [s.nbytes for s in plan.storages]
-    shared = [i for i, s in enumerate(plan.storages) if s.kind == "param"]
-    own = [i for i, s in enumerate(plan.storages) if s.kind != "param"]
+    per_rep = frozenset(i for i, s in enumerate(plan.storages) if s.kind == "param" and s.name in updated)
+    shared = [i for i, s in enumerate(plan.storages) if s.kind == "param" and i not in per_rep]
+    own = [i for i, s in enumerate(plan.storages) if s.kind != "param" or i in per_rep]
     offsets, total = pack([sizes[i] for i in shared] + [sizes[i] for _ in range(reps) for i in own])
     shared_at = dict(zip(shared, offsets))
     rows, k = [], len(shared)
@@ -48,7 +52,7 @@ def plan_layout(plan: Plan, reps: int) -> Layout:
             row[i] = offsets[k]
             k += 1
         rows.append(row)
-    return Layout(total, rows, sizes)
+    return Layout(total, rows, sizes, per_rep)
 
 
 def input_layout(tensor_bytes: list[int], reps: int) -> Layout:
@@ -92,20 +96,24 @@ def _name(s: Storage) -> str:
     return s.name
 
 
-def fill_plan_rep(block: Block, plan: Plan, layout: Layout, rep: int, inputs: list) -> None:
-    """Rep `rep`'s inputs copied in and its allocations poisoned (parameters: fill_params)."""
+def fill_plan_rep(block: Block, plan: Plan, layout: Layout, rep: int, inputs: list, state: dict) -> None:
+    """Rep `rep`'s inputs copied in, its allocations poisoned and its own buffers (layout.per_rep)
+    set to the task's starting `state` (shared parameters: fill_params)."""
     row = layout.reps[rep]
     for i, s in enumerate(plan.storages):
         if s.kind == "input":
             block.region(row[i], s.nbytes).copy_(storage_bytes(inputs[_index(s)]))
         elif s.kind == "alloc":
             block.region(row[i], s.nbytes).fill_(POISON_BYTE)
+        elif i in layout.per_rep:
+            block.region(row[i], s.nbytes).copy_(storage_bytes(state[_name(s)]))
 
 
 def fill_params(block: Block, plan: Plan, layout: Layout, state: dict) -> None:
+    """The parameters and buffers a batch's reps share, once."""
     row = layout.reps[0]
     for i, s in enumerate(plan.storages):
-        if s.kind == "param":
+        if s.kind == "param" and i not in layout.per_rep:
             block.region(row[i], s.nbytes).copy_(storage_bytes(state[_name(s)]))
 
 
@@ -168,11 +176,16 @@ def changed_inputs(block: Block, plan: Plan, layout: Layout, rep: int, fresh: li
     )
 
 
-def changed_state(block: Block, plan: Plan, layout: Layout, state: dict) -> list[str]:
-    """Parameters and buffers whose copy in the block the batch changed."""
-    row = layout.reps[0]
+def changed_state(
+    block: Block, plan: Plan, layout: Layout, state: dict, rep: int = 0, *, own_only: bool = False
+) -> list[str]:
+    """Parameters and buffers whose copy in the block (rep `rep`'s, where it has its own) the batch
+    changed; `own_only`: of those with a copy per rep only."""
+    row = layout.reps[rep]
     return [
         _name(s)
         for i, s in enumerate(plan.storages)
-        if s.kind == "param" and not same_bytes(block.region(row[i], s.nbytes), storage_bytes(state[_name(s)]))
+        if s.kind == "param"
+        and (i in layout.per_rep or not own_only)
+        and not same_bytes(block.region(row[i], s.nbytes), storage_bytes(state[_name(s)]))
     ]

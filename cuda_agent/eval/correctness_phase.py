@@ -11,7 +11,6 @@ from typing import Any
 from cuda_agent.eval import batch as lay
 from cuda_agent.eval import checks
 from cuda_agent.eval.channel import JailedChild
-from cuda_agent.eval.compare import compare_output
 from cuda_agent.eval.context import EvalContext
 from cuda_agent.eval.draft import Draft
 from cuda_agent.eval.dynamic_guards import kernel_findings
@@ -19,6 +18,7 @@ from cuda_agent.eval.handover import Block
 from cuda_agent.eval.plan import Plan, describe
 from cuda_agent.eval.protocol import Prepare, Run
 from cuda_agent.eval.recording import record_plan
+from cuda_agent.eval.state_check import state_problem
 from cuda_agent.eval.verdict import Finding, SetResult
 
 
@@ -113,7 +113,7 @@ def _one_set(
         return None
     with Block(layout.nbytes, ctx.device) as block:
         lay.fill_params(block, checked, layout, ctx.ref.state_dict)
-        lay.fill_plan_rep(block, checked, layout, 0, inputs)
+        lay.fill_plan_rep(block, checked, layout, 0, inputs, ctx.ref.state_dict)
         ref32, ref64 = ctx.ref.outputs(inputs)  # empties inputs: the block holds the judge's copy
         probe = ctx.ref.downgrade_probe(seed, ref64) if ref64 else None  # the TF32 signature (precision.py)
         if i == 0:
@@ -155,66 +155,11 @@ def _one_set(
                 )
             )
             result.ok = False
-        state = _state_problem(ctx, block, checked, layout)
+        state = state_problem(ctx, block, checked, layout)
         if state:
             draft.find(state)
             result.ok = False
     return result
-
-
-def _state_problem(ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layout) -> Finding | None:
-    """Parameters must come back unchanged; a buffer the task's own forward updates (BatchNorm's
-    running statistics in training mode) must come back as the reference's forward left it."""
-    wrong = []
-    changed = lay.changed_state(block, plan, layout, ctx.ref.state_dict)
-    # every buffer the reference's forward updated, whether or not this call touched it: one left
-    # as it was is as wrong as one written wrongly
-    for name in dict.fromkeys([*changed, *ctx.ref.state_after]):
-        after = ctx.ref.state_after.get(name)
-        if after is None:
-            wrong.append(f"{name} (read-only)")
-            continue
-        i = next((k for k, s in enumerate(plan.storages) if s.kind == "param" and s.name == name), None)
-        if i is None:  # the plan never reads or writes it: it stays as the task began
-            mine = lay.storage_bytes(ctx.ref.state_dict[name])
-        else:
-            mine = block.region(layout.reps[0][i], plan.storages[i].nbytes)
-        size = after.element_size()
-        view = (
-            mine[: after.numel() * size].view(after.dtype).view(after.shape)
-            if (mine.numel() >= after.numel() * size and after.is_contiguous())
-            else None
-        )
-        if view is None or not compare_output(0, view, after, None, ctx.cfg.tolerances).ok:
-            wrong.append(f"{name} (not what the task's forward leaves)")
-        elif not _moved(view, ctx.ref.state_dict[name], after):
-            wrong.append(f"{name} (the task's forward updates it; this call did not, or only in part)")
-    if not wrong:
-        return None
-    return Finding(
-        guard="state_write",
-        message=(
-            f"forward's parameters or buffers of Model are not as the task's forward leaves them: {', '.join(wrong)}; "
-            "parameters are read-only (keep scratch data in allocations of forward's own), and a buffer the task's "
-            "forward updates (BatchNorm's running statistics in training mode) must be updated the same way"
-        ),
-    )
-
-
-def _moved(mine: Any, before: Any, after: Any) -> bool:
-    """Whether a call took a buffer at least half way from where the task began to where the task's
-    forward left it (normwise), where that step is more than rounding. The outputs' tolerance alone
-    let a BatchNorm candidate skip its update: with momentum 0.01 and a large batch the whole step is
-    below its absolute 1e-4."""
-    import torch
-
-    if not after.is_floating_point():
-        return True  # compared exactly already (num_batches_tracked)
-    eps = torch.finfo(after.dtype).eps
-    mine, before, after = mine.double(), before.double(), after.double()
-    step = float((after - before).norm())
-    rounding = 64 * eps * float(after.norm())  # what honest arithmetic in its dtype may differ by, and more
-    return step <= rounding or float((mine - after).norm()) <= 0.5 * step
 
 
 def _tolerances(ref32: list, ref64: list | None, tol: Any, draft: Draft) -> dict[int, Any]:

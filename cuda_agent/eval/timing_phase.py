@@ -38,6 +38,7 @@ from cuda_agent.eval.handover import Block
 from cuda_agent.eval.plan import Plan, describe
 from cuda_agent.eval.protocol import Prepare, PrepareReference, Reply
 from cuda_agent.eval.reference import verify_snapshot
+from cuda_agent.eval.state_check import state_problem
 from cuda_agent.eval.timing import next_reps, resolving_reps, summarize
 from cuda_agent.eval.verdict import Finding, Timing
 from cuda_agent.task import TaskError
@@ -56,7 +57,7 @@ class ShapesVary(TaskError):
 
 
 def _max_reps(ctx: EvalContext, layout: lay.Layout, shared: int) -> int:
-    per_rep = max(1, layout.nbytes - shared)
+    per_rep = max(1, layout.nbytes - shared)  # `layout`: one rep's
     # on a GPU the parent fills a private block and copies it into the one the judge keeps: two of them
     budget = ctx.plan_budget() // (2 if ctx.cuda else 1)
     room = min(budget, BLOCK_BYTES) - shared  # parameters: once a block
@@ -78,11 +79,15 @@ def _inputs_like(ctx: EvalContext, described: list) -> tuple[int, list]:
 
 def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, described: list) -> Batches:
     checked = Plan(**plan)
-    shared = sum(s.nbytes for s in checked.storages if s.kind == "param")
+    # each call gets its own copy of the buffers the task's forward updates, so that a sampled call's
+    # update is checked like its outputs (a call that skips it cannot hide in a batch)
+    updated = frozenset(ctx.ref.updated_buffers)
+    one = lay.plan_layout(checked, 1, updated)
+    shared = sum(s.nbytes for i, s in enumerate(checked.storages) if s.kind == "param" and i not in one.per_rep)
 
     def fill_rep(block: Block, layout: lay.Layout, r: int) -> int:
         seed, inputs = _inputs_like(ctx, described)
-        lay.fill_plan_rep(block, checked, layout, r, inputs)
+        lay.fill_plan_rep(block, checked, layout, r, inputs, ctx.ref.state_dict)
         return seed
 
     slots: list[list] = []  # where the sampled reps' outputs are copied: made once, reused by every batch
@@ -99,13 +104,13 @@ def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, describe
         device=ctx.device,
         timeout_s=ctx.cfg.timeout_s,
         prepare=lambda layout, noop: Prepare(plan=plan, layout=layout.request(), noop=noop),
-        layout=lambda reps: lay.plan_layout(checked, reps),
+        layout=lambda reps: lay.plan_layout(checked, reps, updated),
         fill_shared=lambda block, layout: lay.fill_params(block, checked, layout, ctx.ref.state_dict),
         fill_rep=fill_rep,
         snapshot=snapshot,
         timeline=timeline_for(judge, ctx.device, ctx.cfg.timeout_s),
     )
-    b.max_reps = _max_reps(ctx, b.layout(1), shared)
+    b.max_reps = _max_reps(ctx, one, shared)
     return b
 
 
@@ -341,8 +346,9 @@ def _failed(draft: Draft, resp: Reply) -> None:
 
 def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
     """After each measured batch, outside the clock: the sampled reps' outputs (copied when the
-    judge answered) against references on the same inputs, their inputs unchanged, and the
-    parameters unchanged (buffers the task's own forward updates aside)."""
+    judge answered) against references on the same inputs, their inputs unchanged, their own
+    copies of the buffers the task's forward updates as the reference's forward left them, and
+    the parameters the reps share unchanged."""
     checked = Plan(**plan)
     meta = lay.output_meta(checked)
     tol = ctx.cfg.tolerances
@@ -359,6 +365,8 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
                     ),
                 )
             ref32, ref64 = ctx.ref.outputs(fresh)
+            # the buffers' update now: the next reference forward replaces ctx.ref.state_after
+            updates = state_problem(ctx, block, checked, layout, r, shared=False, when="during timing")
             mismatch = checks.timed_output_mismatch(r, done.snaps[r], ref32, ref64, out_tols, tol)
             # precision as on the checked sets, the TF32 signature on a secret third of the samples
             probe = ctx.ref.downgrade_probe(done.seeds[r], ref64) if ref64 and rng.random() < 1 / 3 else None
@@ -377,6 +385,8 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
             del ref32, ref64, probe
             if mismatch:
                 return mismatch
+            if updates:
+                return updates
             failing = [f for f in found if f.severity == "fail"]
             if failing:
                 return Finding(guard="precision", message=f"during timing: {failing[0].message}")

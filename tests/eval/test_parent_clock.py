@@ -44,7 +44,7 @@ def test_the_parent_fills_poisons_and_reads_back_its_own_block():
     with Block(layout.nbytes, "cpu") as block:
         lay.fill_params(block, PLAN, layout, {"w": w})
         for r in range(2):
-            lay.fill_plan_rep(block, PLAN, layout, r, [x + r])
+            lay.fill_plan_rep(block, PLAN, layout, r, [x + r], {"w": w})
         (out,) = lay.output_views(block, PLAN, layout, 1)
         assert out.isnan().all()  # poisoned: an unwritten output fails
         assert lay.changed_inputs(block, PLAN, layout, 1, [x + 1]) == []
@@ -86,7 +86,7 @@ class _EarlyJudge:
 def test_outputs_written_after_the_answer_are_not_what_is_checked():
     layout = lay.plan_layout(PLAN, 1)
     with Block(layout.nbytes, "cpu") as block:
-        lay.fill_plan_rep(block, PLAN, layout, 0, [torch.zeros(16)])
+        lay.fill_plan_rep(block, PLAN, layout, 0, [torch.zeros(16)], {})
         judge = _EarlyJudge(block, layout)
         b = Batches(
             judge=judge,

@@ -181,3 +181,29 @@ def test_an_update_smaller_than_the_outputs_tolerance_is_still_checked(small_ste
     assert not v.correct and v.reward == -1
     (found,) = [f for f in v.failing_findings if f.guard == "state_write"]
     assert "running_mean (the task's forward updates it; this call did not, or only in part)" in found.message
+
+
+# The update made in a batch's first call only: rep 0 lies just past the parameters the reps share
+# (w at the block's start), so the distance from w to x tells the first call from the others with
+# no state at all. A correctness call is always a first call. While a batch's reps shared one copy
+# of the statistics, the timing phase could not check a sampled call's update, and this passed.
+FIRST_CALL_ONLY = "update = update && (uintptr_t)((const char*)x - (const char*)w) < 32768;"
+
+
+def _first_call_only(root: Path, device: str) -> Path:
+    _candidate(root, device, 1)
+    src = root / "kernels" / "bn.cu"
+    text = src.read_text().replace("cudaStream_t stream) {", "cudaStream_t stream) {\n  " + FIRST_CALL_ONLY, 1)
+    src.write_text(text)
+    return root
+
+
+def test_the_timed_calls_updates_are_checked_too(evaluator, tmp_path):
+    device = evaluator.cfg.device
+    honest = evaluator.evaluate(_candidate(tmp_path / "honest", device, 1))
+    assert honest.status == "correct" and honest.timing is not None, (honest.error, honest.findings)
+    assert not any(f.guard == "state_write" for f in honest.findings)
+    v = evaluator.evaluate(_first_call_only(tmp_path / "first", device))
+    assert v.reward == -1, (v.status, v.findings)
+    (found,) = [f for f in v.failing_findings if f.guard == "state_write"]
+    assert "during timing" in found.message and "running_mean" in found.message

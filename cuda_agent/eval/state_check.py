@@ -1,0 +1,82 @@
+"""What a call leaves in the Model's parameters and buffers, read in the parent from the block it
+lent: parameters must come back unchanged; a buffer the task's own forward updates (BatchNorm's
+running statistics in training mode) must come back as the reference's forward left it from the
+same start. The correctness phase checks each set's call; the timing phase each sampled call (an
+updated buffer has a copy per rep there: batch.plan_layout)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cuda_agent.eval import batch as lay
+from cuda_agent.eval.compare import compare_output
+from cuda_agent.eval.context import EvalContext
+from cuda_agent.eval.handover import Block
+from cuda_agent.eval.plan import Plan
+from cuda_agent.eval.verdict import Finding
+
+
+def state_problem(
+    ctx: EvalContext, block: Block, plan: Plan, layout: lay.Layout, rep: int = 0, *, shared: bool = True, when: str = ""
+) -> Finding | None:
+    """Rep `rep`'s state against the reference's forward on the same inputs, the last one
+    `ctx.ref.outputs` ran. `shared=False`: its own buffers only (layout.per_rep), for a batch whose
+    shared parameters are checked once. `when`: where, for the message ("during timing")."""
+    wrong = []
+    # every buffer the reference's forward updated, whether or not this call touched it: one left
+    # as it was is as wrong as one written wrongly
+    changed = lay.changed_state(block, plan, layout, ctx.ref.state_dict, rep, own_only=not shared)
+    names = dict.fromkeys([*changed, *ctx.ref.state_after])
+    if not shared:  # a shared copy holds the whole batch's updates, not this call's
+        names = {n: None for n in names if _index(plan, n) is None or _index(plan, n) in layout.per_rep}
+    for name in names:
+        after = ctx.ref.state_after.get(name)
+        if after is None:
+            wrong.append(f"{name} (read-only)")
+            continue
+        i = _index(plan, name)
+        if i is None:  # the plan never reads or writes it: it stays as the task began
+            mine = lay.storage_bytes(ctx.ref.state_dict[name])
+        else:
+            mine = block.region(layout.reps[rep][i], plan.storages[i].nbytes)
+        size = after.element_size()
+        view = (
+            mine[: after.numel() * size].view(after.dtype).view(after.shape)
+            if (mine.numel() >= after.numel() * size and after.is_contiguous())
+            else None
+        )
+        if view is None or not compare_output(0, view, after, None, ctx.cfg.tolerances).ok:
+            wrong.append(f"{name} (not what the task's forward leaves)")
+        elif not moved(view, ctx.ref.state_dict[name], after):
+            wrong.append(f"{name} (the task's forward updates it; this call did not, or only in part)")
+    if not wrong:
+        return None
+    return Finding(
+        guard="state_write",
+        message=(
+            f"forward's parameters or buffers of Model are not as the task's forward leaves them"
+            f"{' ' + when if when else ''}: {', '.join(wrong)}; "
+            "parameters are read-only (keep scratch data in allocations of forward's own), and a buffer the task's "
+            "forward updates (BatchNorm's running statistics in training mode) must be updated the same way"
+        ),
+    )
+
+
+def _index(plan: Plan, name: str) -> int | None:
+    return next((k for k, s in enumerate(plan.storages) if s.kind == "param" and s.name == name), None)
+
+
+def moved(mine: Any, before: Any, after: Any) -> bool:
+    """Whether a call took a buffer at least half way from where the task began to where the task's
+    forward left it (normwise), where that step is more than rounding. The outputs' tolerance alone
+    let a BatchNorm candidate skip its update: with momentum 0.01 and a large batch the whole step is
+    below its absolute 1e-4."""
+    import torch
+
+    if not after.is_floating_point():
+        return True  # compared exactly already (num_batches_tracked)
+    eps = torch.finfo(after.dtype).eps
+    mine, before, after = mine.double(), before.double(), after.double()
+    step = float((after - before).norm())
+    rounding = 64 * eps * float(after.norm())  # what honest arithmetic in its dtype may differ by, and more
+    return step <= rounding or float((mine - after).norm()) <= 0.5 * step
