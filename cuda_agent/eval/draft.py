@@ -15,7 +15,7 @@ Baselines = Literal["cached", "fresh", "interleaved"]
 
 
 class Draft:
-    """What one evaluation has found so far. Reading: `ok`, `failing`, `status`, `timing`, `baselines`,
+    """What one evaluation has found so far. Reading: `ok`, `failing`, `status`, `timing`, `baselines`, `notes`,
     `guards()`. Writing: `fail`, `find`, `note`, `add_set`, `timed`, `baselines_from`
     with `baseline` (one mode at a time), `memory`, `spend`. Then `score()`."""
 
@@ -46,6 +46,10 @@ class Draft:
     def baselines(self) -> Baselines | None:
         return self._v.baselines
 
+    @property
+    def notes(self) -> list[str]:
+        return list(self._v.notes)
+
     def guards(self) -> set[str]:
         return {f.guard for f in self._v.findings}
 
@@ -73,7 +77,7 @@ class Draft:
         if not result.ok and self._v.status == "correct":
             self._v.status = "incorrect"
 
-    def timed(self, timing: Timing) -> None:
+    def timed(self, timing: Timing | None) -> None:
         self._v.timing = timing
 
     def baselines_from(self, how: Baselines) -> None:
@@ -84,7 +88,7 @@ class Draft:
     def baseline_timing(self, mode: str) -> Timing | None:
         return self._v.eager if mode == "eager" else self._v.compiled
 
-    def baseline(self, mode: str, timing: Timing) -> None:
+    def baseline(self, mode: str, timing: Timing | None) -> None:
         if mode == "eager":
             self._v.eager = timing
         else:
@@ -113,7 +117,7 @@ class Draft:
         if v.status == "correct" and guard_failed:
             v.status = "guard_violation"
         v.correct = v.status == "correct"
-        t = v.timing.median_ms if v.timing else None
+        t = v.timing.counted_ms if v.timing else None
         te = v.eager.median_ms if v.eager else None
         tc = v.compiled.median_ms if v.compiled else None
         if v.correct and t:

@@ -34,7 +34,12 @@ BASELINE_SOURCE = {
 
 
 def _ms(t: Timing | None) -> str:
-    return "-" if t is None else f"{t.median_ms:.4f} ms [{t.p20_ms:.4f}-{t.p80_ms:.4f}] n={t.reps}"
+    if t is None:
+        return "-"
+    text = f"{t.median_ms:.4f} ms [{t.p20_ms:.4f}-{t.p80_ms:.4f}] n={t.reps}"
+    if t.resolution_ms > 0.005 * t.median_ms:  # where the overhead's possible error shows in the speed-up
+        text += f", counted as {t.counted_ms:.4f} ms (the harness's overhead could read {t.resolution_ms:.4f} high)"
+    return text
 
 
 def _x(v: float | None) -> str:

@@ -249,6 +249,7 @@ def measure(
         parent_median_ms=parent,
         single_call_ms=single,
         event_median_ms=statistics.median(events) if events else None,
+        resolution_ms=overhead.error_ms() / reps,
         clocks=clocks,
         device=_device_name(ctx),
     )
@@ -257,8 +258,8 @@ def measure(
 def _unresolved(work_ms: float, reps: int, overhead: Overhead) -> str:
     return (
         f"not timed: a batch of {reps} calls held {max(work_ms, 0.0):.3f} ms beyond the harness's own overhead "
-        f"of {overhead.fixed:.3f} ms (spread {overhead.spread:.3f} ms), too little to tell the calls' time from "
-        f"the overhead's error (at least {overhead.floor_ms():.3f} ms is needed): no speed is claimed "
+        f"of {overhead.fixed:.3f} ms (its possible error {overhead.error_ms():.3f} ms), too little to tell the "
+        f"calls' time from that error (at least {overhead.floor_ms():.3f} ms is needed): no speed is claimed "
         "(eval.timing.max_batch_reps and the memory a batch needs bound R; a busy machine raises the overhead)"
     )
 
@@ -451,6 +452,14 @@ def keep_faster_alone(ctx: EvalContext, draft: Draft) -> None:
     fill_baselines(ctx, alone, fresh=True)
     for mode in ctx.cfg.baselines:
         beside, solo = draft.baseline_timing(mode), alone.baseline_timing(mode)
+        if beside is not None and solo is None:  # nothing vouches for the figure beside it: it does not count
+            draft.baseline(mode, None)
+            why = "; ".join(alone.notes) or "no figure"
+            draft.note(
+                f"{mode} was not timed alone after the candidate ({why[-300:]}): its figure beside it, "
+                "which the candidate's process could have slowed, does not count"
+            )
+            continue
         if beside is None or solo is None or solo.median_ms >= beside.median_ms:
             continue
         draft.baseline(mode, solo)
@@ -489,7 +498,8 @@ def interleave(ctx: EvalContext, b: Batches, overhead: Overhead, check: Check, d
         for r in range(rounds):
             if r:  # the candidate's judge: its failures are the candidate's (runtime_error, raised on)
                 timing = measure(ctx, b, overhead, draft, check)
-                if timing is None:
+                if timing is None:  # failed, a finding, or not resolved: the first round's figure goes too
+                    draft.timed(None)
                     return
                 times["candidate"].append(timing)
             try:

@@ -74,8 +74,17 @@ class Timing(BaseModel):
     parent_median_ms: float | None = None  # the parent's clock alone, per call
     single_call_ms: float | None = None  # the parent's clock for a call alone (batches of one; candidates)
     event_median_ms: float | None = None  # the judge's CUDA events, per call (an estimate, not evidence)
+    # how far the calibrated overhead's possible error (clocked.Overhead.error_ms) could make the figure
+    # read fast, per call: a candidate's speed-up and reward count median_ms plus this (counted_ms)
+    resolution_ms: float = 0.0
     clocks: dict[str, float] = Field(default_factory=dict)  # NVML: sm/mem MHz, temperature C
     device: str = ""
+
+    @property
+    def counted_ms(self) -> float:
+        """The figure a candidate's speed-up is counted from: as slow as an overhead calibrated too high
+        could have made it, so no calibration error buys the reward's margin."""
+        return self.median_ms + self.resolution_ms
 
 
 class Verdict(BaseModel):
