@@ -177,3 +177,28 @@ def test_both_renderings_say_where_the_baselines_come_from():
         render_verdict(v, console)
         assert says in console.export_text()
     assert "cached" not in verdict_text(Verdict(status="correct", timing=t, eager=t))  # unknown: nothing claimed
+
+
+def test_a_later_round_not_timed_withdraws_the_first_rounds_figure(tmp_path, monkeypatch):
+    """The candidate's second round gets no figure (here: its batches under the resolution floor, a
+    note): the first round's figure must not count beside a note that says no speed is claimed."""
+    import cuda_agent.eval.timing_phase as phase
+
+    real = phase.measure
+    rounds = {"n": 0}
+
+    def measure(ctx, b, overhead, draft, check=None):
+        if check is not None:  # the candidate's rounds (baselines are measured with no check)
+            rounds["n"] += 1
+            if rounds["n"] == 2:
+                draft.note("not timed: (the second round, made unresolved here)")
+                return None
+        return real(ctx, b, overhead, draft, check)
+
+    monkeypatch.setattr(phase, "measure", measure)
+    cfg = config(tmp_path).model_copy(update={"baseline_rounds": 2})
+    with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
+        v = ev.evaluate(TASK / "honest")
+    assert rounds["n"] == 2
+    assert v.status == "correct" and v.timing is None and v.reward == 1, (v.status, v.timing, v.notes)
+    assert v.speedup_vs_eager is None
