@@ -3,7 +3,8 @@
 The cache key is (task hash, device name, torch version, dtypes, mode, timing method): the same
 task on the same GPU type is timed once, not once per candidate. The timing method (eval.timing:
 warm-up, batch length, batch counts, calls per batch and how they are rounded) is in it because it
-moves the figure: a baseline is only ever compared with a candidate timed the same way. Only the parent
+moves the figure: a baseline is only ever compared with a candidate timed the same way; so is
+FIGURE_RULE, bumped whenever the harness changes how a batch's figure is made. Only the parent
 writes the cache file (the jailed processes cannot write it), atomically (a temp file, then os.replace),
 under a lock file, so concurrent evaluators never read half a file nor lose each other's entries.
 
@@ -29,6 +30,10 @@ from typing import Iterator
 from cuda_agent.eval.timing import TimingConfig
 from cuda_agent.eval.verdict import Timing
 from cuda_agent.kernels.objects import write_atomic
+
+# how a batch's figure is made, in the key (2: the slower of the parent's clock and the judge's events;
+# 1 took the events wherever they sat within 5% of the parent's)
+FIGURE_RULE = 2
 
 KEY_DIR = ".keys"
 KEY_FILE = "baselines.key"
@@ -60,7 +65,7 @@ class BaselineCache:
     def key(
         task_hash: str, device_name: str, torch_version: str, dtypes: list[str], mode: str, timing: TimingConfig
     ) -> str:
-        method = ",".join(f"{k}={v}" for k, v in sorted(timing.model_dump().items()))
+        method = ",".join([f"figure_rule={FIGURE_RULE}", *(f"{k}={v}" for k, v in sorted(timing.model_dump().items()))])
         return "|".join([task_hash, device_name, torch_version, ",".join(dtypes), mode, method])
 
     @staticmethod

@@ -302,3 +302,11 @@ def test_a_baseline_timed_another_way_is_not_reused(tmp_path, change):
     assert len(json.loads((tmp_path / "cache" / "baselines.json").read_text())) == 2
     with _evaluator(tmp_path) as ev:
         assert ev.time_baselines()[1] == 1  # the first way's entry is still there
+
+
+def test_a_new_figure_rule_is_a_new_key(monkeypatch):
+    """A figure made by another rule (the events trusted within 5%, before rule 2) is not comparable."""
+    from cuda_agent.eval import baselines
+
+    monkeypatch.setattr(baselines, "FIGURE_RULE", baselines.FIGURE_RULE + 1)
+    assert BaselineCache.key("0123456789abcdef", "NVIDIA H200", "2.13.0", ["float32"], "eager", TimingConfig()) != KEY
