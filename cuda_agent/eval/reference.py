@@ -141,6 +141,9 @@ class Reference:
         # candidate's call does; a candidate's call must leave them the same
         self.state_after: dict = {}
         self.updated_buffers: set[str] = set()
+        # every buffer of the task's Model (not parameters): a timed call gets its own copy of each,
+        # since which of them a forward updates can depend on its inputs (timing_phase.candidate_batches)
+        self.buffer_names = frozenset(name for name, _ in self.model.named_buffers() if name in self.state_dict)
         self.notes: list[str] = []
         try:
             self.model64 = copy.deepcopy(self.model).double()

@@ -79,9 +79,10 @@ def _inputs_like(ctx: EvalContext, described: list) -> tuple[int, list]:
 
 def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, described: list) -> Batches:
     checked = Plan(**plan)
-    # each call gets its own copy of the buffers the task's forward updates, so that a sampled call's
-    # update is checked like its outputs (a call that skips it cannot hide in a batch)
-    updated = frozenset(ctx.ref.updated_buffers)
+    # each call gets its own copy of every buffer, so that a sampled call's update is checked like its
+    # outputs (a call that skips it cannot hide in a batch); every buffer, not only those the checked
+    # sets' forwards updated: a forward may update one on some inputs only
+    updated = ctx.ref.buffer_names
     one = lay.plan_layout(checked, 1, updated)
     shared = sum(s.nbytes for i, s in enumerate(checked.storages) if s.kind == "param" and i not in one.per_rep)
 
@@ -391,9 +392,8 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
             failing = [f for f in found if f.severity == "fail"]
             if failing:
                 return Finding(guard="precision", message=f"during timing: {failing[0].message}")
-        written = [
-            n for n in lay.changed_state(block, checked, layout, ctx.ref.state_dict) if n not in ctx.ref.updated_buffers
-        ]
+        own = layout_own(layout)
+        written = [n for n in lay.changed_state(block, checked, layout, ctx.ref.state_dict) if n not in own]
         if written:
             return Finding(
                 guard="state_write",
@@ -403,6 +403,10 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
                 ),
             )
         return None
+
+    def layout_own(layout: lay.Layout) -> set[str]:
+        """The buffers with a copy per call (checked per sampled call above, not here)."""
+        return {s.name for i, s in enumerate(checked.storages) if i in layout.per_rep and s.name}
 
     return check
 
@@ -478,8 +482,8 @@ def keep_faster_alone(ctx: EvalContext, draft: Draft) -> None:
 
 
 def _middle(timings: list[Timing]) -> Timing:
-    """The round whose median is the median of the rounds' (the lower one of an even count)."""
-    ranked = sorted(timings, key=lambda t: t.median_ms)
+    """The round whose counted figure is the median of the rounds' (the lower one of an even count)."""
+    ranked = sorted(timings, key=lambda t: t.counted_ms)
     return ranked[(len(ranked) - 1) // 2]
 
 
