@@ -63,7 +63,8 @@ def _as_buffer(mine: Any, like: Any) -> Any:
     size = like.element_size()
     if mine.numel() % size or mine.numel() < like.untyped_storage().nbytes():
         return None
-    return mine.view(like.dtype).as_strided(like.shape, like.stride(), like.storage_offset())
+    typed = mine.view(like.dtype)  # as_strided's offset counts from its storage's start, not the view's
+    return typed.as_strided(like.shape, like.stride(), typed.storage_offset() + like.storage_offset())
 
 
 def _index(plan: Plan, name: str) -> int | None:
