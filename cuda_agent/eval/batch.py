@@ -3,9 +3,9 @@ parameters and each rep's allocations live, how the parent fills the block befor
 and the views it reads back after. Parent side only; the judge gets the offsets and a plan.
 
 A rep's storages follow the plan's storage list: an input's bytes (its whole storage, as
-forward sees it), a parameter's or buffer's (one copy per batch, shared by its reps; a buffer
-the task's forward updates has a copy per rep, so that each sampled call's update can be checked
-against the reference's from the same start), or an allocation (poisoned: unwritten bytes stay
+forward sees it), a parameter's (one copy per batch, shared by its reps), a buffer's (in timed
+batches a copy per rep, so that each sampled call's update can be checked against the
+reference's from the same start), or an allocation (poisoned: unwritten bytes stay
 NaN). Baselines have no plan: their reps hold the task's tensor inputs only.
 """
 
@@ -27,18 +27,18 @@ class Layout:
     nbytes: int
     reps: list[list[int]]  # per rep: one offset per storage (a plan's, or the task's tensor inputs)
     sizes: list[int]  # bytes per storage
-    per_rep: frozenset[int] = frozenset()  # parameter storages with a copy per rep (updated buffers)
+    per_rep: frozenset[int] = frozenset()  # parameter storages with a copy per rep (buffers, in timed batches)
 
     def request(self) -> LayoutSpec:
         """The layout as the judge is told it (Prepare, PrepareReference)."""
         return LayoutSpec(nbytes=self.nbytes, reps=self.reps, sizes=self.sizes)
 
 
-def plan_layout(plan: Plan, reps: int, updated: frozenset[str] | set[str] = frozenset()) -> Layout:
-    """Parameters once, then each rep's inputs and allocations, and its own copy of every buffer
-    named in `updated` (those the task's forward updates)."""
+def plan_layout(plan: Plan, reps: int, copied: frozenset[str] | set[str] = frozenset()) -> Layout:
+    """Parameters once, then each rep's inputs and allocations, and its own copy of each parameter
+    or buffer named in `copied` (the timing phase: every buffer of the task's Model)."""
     sizes = [s.nbytes for s in plan.storages]
-    per_rep = frozenset(i for i, s in enumerate(plan.storages) if s.kind == "param" and s.name in updated)
+    per_rep = frozenset(i for i, s in enumerate(plan.storages) if s.kind == "param" and s.name in copied)
     shared = [i for i, s in enumerate(plan.storages) if s.kind == "param" and i not in per_rep]
     own = [i for i, s in enumerate(plan.storages) if s.kind != "param" or i in per_rep]
     offsets, total = pack([sizes[i] for i in shared] + [sizes[i] for _ in range(reps) for i in own])

@@ -82,8 +82,8 @@ def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, describe
     # each call gets its own copy of every buffer, so that a sampled call's update is checked like its
     # outputs (a call that skips it cannot hide in a batch); every buffer, not only those the checked
     # sets' forwards updated: a forward may update one on some inputs only
-    updated = ctx.ref.buffer_names
-    one = lay.plan_layout(checked, 1, updated)
+    buffers = ctx.ref.buffer_names
+    one = lay.plan_layout(checked, 1, buffers)
     shared = sum(s.nbytes for i, s in enumerate(checked.storages) if s.kind == "param" and i not in one.per_rep)
 
     def fill_rep(block: Block, layout: lay.Layout, r: int) -> int:
@@ -105,7 +105,7 @@ def candidate_batches(ctx: EvalContext, judge: JailedChild, plan: dict, describe
         device=ctx.device,
         timeout_s=ctx.cfg.timeout_s,
         prepare=lambda layout, noop: Prepare(plan=plan, layout=layout.request(), noop=noop),
-        layout=lambda reps: lay.plan_layout(checked, reps, updated),
+        layout=lambda reps: lay.plan_layout(checked, reps, buffers),
         fill_shared=lambda block, layout: lay.fill_params(block, checked, layout, ctx.ref.state_dict),
         fill_rep=fill_rep,
         snapshot=snapshot,
