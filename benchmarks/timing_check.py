@@ -6,7 +6,8 @@
    a flush, so for kernels of a few microseconds it holds a start the harness's batches hide.
 3. The parent's clock against the judge's CUDA events in the same evaluation (`parent_median_ms`,
    `event_median_ms`): within 5% (target); and each run's calls per batch (R), which a task's
-   warm-up picks from its own timing.
+   warm-up picks from its own timing; and the overhead's possible error over R as a share of the
+   figure (Timing.resolution_ms, which a candidate's speed-up counts on top of its figure).
 
     python benchmarks/timing_check.py [--examples elementwise_chain,layernorm,...] [--timing max_batches=15]
 """
@@ -50,7 +51,7 @@ def main() -> None:
         root = Path("examples") / name
         task = load_task(str(root / "model.py"))
         cache = Path(tempfile.mkdtemp(prefix="timing-check-"))
-        medians, reps, agree = [], [], []
+        medians, reps, agree, resolution = [], [], [], []
         for _ in range(2):
             cfg = EvalConfig(device=device, cache_dir=cache, baselines=[], timing=timing)
             with Evaluator(task, cfg, ahead="none") as ev:  # no spare judge started beside the timing
@@ -59,6 +60,7 @@ def main() -> None:
             assert v.timing is not None, (name, "not timed", v.notes)
             medians.append(v.timing.median_ms)
             reps.append(v.timing.batch_reps)
+            resolution.append(v.timing.resolution_ms / v.timing.median_ms * 100)  # what counted_ms adds
             if v.timing.parent_median_ms and v.timing.event_median_ms:
                 agree.append(abs(v.timing.parent_median_ms / v.timing.event_median_ms - 1) * 100)
         model = load_candidate_here(task, root / "candidate", cache, device)
@@ -67,14 +69,17 @@ def main() -> None:
             indep = triton.testing.do_bench(lambda: model(*inputs), warmup=25, rep=500, return_mode="median")
         a, b = medians
         worst = f"{max(agree):.2f}%" if agree else "no events"
-        rows.append((name, a, b, abs(a - b) / min(a, b) * 100, indep, abs(a - indep) / indep * 100, worst, reps))
+        apart, vs_bench = abs(a - b) / min(a, b) * 100, abs(a - indep) / indep * 100
+        rows.append((name, a, b, apart, indep, vs_bench, worst, reps, max(resolution)))
     print(
         "| example | harness run 1 (ms) | run 2 (ms) | run-to-run | do_bench median (ms) | harness vs do_bench "
-        "| parent vs events (worse run) | R (runs) |"
+        "| parent vs events (worse run) | R (runs) | overhead's possible error (worse run) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
-    for name, a, b, d, ind, d2, worst, r in rows:
-        print(f"| {name} | {a:.4f} | {b:.4f} | {d:.2f}% | {ind:.4f} | {d2:.2f}% | {worst} | {r[0]}, {r[1]} |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for name, a, b, d, ind, d2, worst, r, res in rows:
+        print(
+            f"| {name} | {a:.4f} | {b:.4f} | {d:.2f}% | {ind:.4f} | {d2:.2f}% | {worst} | {r[0]}, {r[1]} | {res:.3f}% |"
+        )
     print("targets: run-to-run <= 2%, vs do_bench <= 5%, parent vs events <= 5%")
 
 
