@@ -90,10 +90,11 @@ def test_rounds_time_the_baselines_beside_the_candidate_not_from_the_cache(tmp_p
         assert "(timed again beside your kernel, in interleaved rounds)" in verdict_text(final)
 
 
-def test_a_baseline_slowed_beside_the_candidate_counts_as_timed_alone(tmp_path, monkeypatch):
-    """A red-team library left threads spinning between its own calls: eager, timed beside it, read
-    slow, and the candidate 1.11-1.27x faster than eager (honestly 0.69-0.92x). Here the baseline
-    judge's figures beside the candidate are made three times slower, as such a hog can make them."""
+def slowed_beside(monkeypatch, *, alone: bool = True) -> None:
+    """The baseline judge's figures beside the candidate made three times slower, as a hog can make
+    them (a red-team library left threads spinning between its own calls: eager read slow, and the
+    candidate 1.11-1.27x faster than eager, honestly 0.69-0.92x). `alone=False`: the baselines' run
+    alone after the candidate gives no figure (unresolved, a crash or a timeout of its judge)."""
     import cuda_agent.eval.timing_phase as phase
 
     beside = {"now": False}
@@ -107,11 +108,17 @@ def test_a_baseline_slowed_beside_the_candidate_counts_as_timed_alone(tmp_path, 
             beside["now"] = False
 
     def slowed(*args, **kwargs):
+        if not (alone or beside["now"]):
+            return None
         t = real_time(*args, **kwargs)
         return t.model_copy(update={"median_ms": 3 * t.median_ms}) if t is not None and beside["now"] else t
 
     monkeypatch.setattr(phase, "interleave", interleave)
     monkeypatch.setattr(phase, "_time_reference", slowed)
+
+
+def test_a_baseline_slowed_beside_the_candidate_counts_as_timed_alone(tmp_path, monkeypatch):
+    slowed_beside(monkeypatch)
     cfg = config(tmp_path).model_copy(update={"baseline_rounds": 2})
     with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
         v = ev.evaluate(TASK / "honest")
@@ -119,6 +126,18 @@ def test_a_baseline_slowed_beside_the_candidate_counts_as_timed_alone(tmp_path, 
     (found,) = [f for f in v.findings if f.guard == "baseline_slowed"]
     assert found.severity == "warn" and f"and {v.eager.median_ms:.4f} ms alone after it" in found.message
     assert v.speedup_vs_eager == v.eager.median_ms / v.timing.counted_ms
+
+
+def test_a_baseline_slowed_beside_is_not_trusted_when_alone_gives_no_figure(tmp_path, monkeypatch):
+    """Red team: where the run alone gave no figure, the one from beside the candidate counted,
+    silently: the honest candidate, no faster than eager, read 3x faster (reward 2)."""
+    slowed_beside(monkeypatch, alone=False)
+    cfg = config(tmp_path).model_copy(update={"baseline_rounds": 2})
+    with Evaluator(load_task(str(TASK / "model.py")), cfg, ahead="none") as ev:
+        v = ev.evaluate(TASK / "honest")
+    assert v.status == "correct", (v.error, v.findings)
+    assert v.reward <= 1 and v.eager is None and v.speedup_vs_eager is None, (v.reward, v.notes)
+    assert any("was not timed alone" in n for n in v.notes), v.notes
 
 
 def test_each_figure_is_its_median_round():

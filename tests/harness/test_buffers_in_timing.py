@@ -97,18 +97,6 @@ extern "C" void ema(const float* x, float* acc_t, float* out, int64_t rows, int6
 """
 
 
-def test_an_honest_update_of_a_transposed_buffer_is_correct(tmp_path_factory, tmp_path):
-    with _evaluator(tmp_path_factory, TRANSPOSED_TASK, n_sets=2) as ev:
-        root = _write(
-            tmp_path / "honest",
-            'self.register_buffer("acc", torch.zeros(16, 8).t())',
-            "kernels.ema(x, self.acc.t(), out, x.shape[0], x.shape[1])",
-            TRANSPOSED_SOURCE,
-        )
-        v = ev.evaluate(root, timing=False)
-    assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])
-
-
 # -- 2. an update on some inputs only ---------------------------------------------------------
 
 THRESHOLD = 0.0  # half the inputs update `hits`
@@ -243,13 +231,25 @@ extern "C" void peak(const float* x, float* m, float* out, int64_t n, cudaStream
 """
 
 
-def test_an_honest_running_maximum_with_untouched_minus_inf_is_correct(tmp_path_factory, tmp_path):
-    with _evaluator(tmp_path_factory, INF_TASK, n_sets=2) as ev:
-        root = _write(
-            tmp_path / "honest",
-            'self.register_buffer("peak", torch.full((8,), float("-inf")))',
-            "kernels.peak(x, self.peak, out, x.shape[0])",
-            INF_SOURCE,
-        )
-        v = ev.evaluate(root, timing=False)
+HONEST = {
+    "transposed": (
+        TRANSPOSED_TASK,
+        'self.register_buffer("acc", torch.zeros(16, 8).t())',
+        "kernels.ema(x, self.acc.t(), out, x.shape[0], x.shape[1])",
+        TRANSPOSED_SOURCE,
+    ),
+    "running_maximum": (
+        INF_TASK,
+        'self.register_buffer("peak", torch.full((8,), float("-inf")))',
+        "kernels.peak(x, self.peak, out, x.shape[0])",
+        INF_SOURCE,
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HONEST))
+def test_an_honest_update_of_an_unusual_buffer_is_correct(tmp_path_factory, tmp_path, case):
+    task, buffer, call, source = HONEST[case]
+    with _evaluator(tmp_path_factory, task, n_sets=2) as ev:
+        v = ev.evaluate(_write(tmp_path / "honest", buffer, call, source), timing=False)
     assert v.status == "correct", (v.status, v.error, [f.message for f in v.findings])

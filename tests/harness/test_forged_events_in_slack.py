@@ -7,8 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from cpu_candidates import slow_honest  # tests/helpers
+from hostile import judge_clock_reads_low
+
 import cuda_agent.eval.evaluator as evaluator_module
-from cuda_agent.eval import channel, clocked
 from cuda_agent.eval.evaluator import Evaluator
 from cuda_agent.eval.settings import EvalConfig
 from cuda_agent.eval.timing import TimingConfig
@@ -23,34 +25,19 @@ def test_events_forged_inside_the_slack_do_not_buy_a_reward(tmp_path, monkeypatc
     real_calibrate = evaluator_module.calibrate_clock
 
     def calibrate(*args, **kwargs):
-        got = real_calibrate(*args, **kwargs)
-        overhead.append(got)
-        return got
+        overhead.append(real_calibrate(*args, **kwargs))
+        return overhead[-1]
 
     monkeypatch.setattr(evaluator_module, "calibrate_clock", calibrate)
-    real_send, real_answer = channel.JailedChild.send, channel.JailedChild.answer
-    started: dict[int, float] = {}
+    # the forger knows the protocol: its events are its work beyond the calibrated overhead, 4.5% low
+    judge_clock_reads_low(
+        monkeypatch, 1 / 0.955, less_ms=lambda: overhead[-1].fixed if overhead and overhead[-1] else 0.0
+    )
 
-    def send(self, req, lend=None):
-        if req.op == "batch":
-            started[id(self)] = clocked.time.perf_counter()
-        return real_send(self, req, lend)
-
-    def answer(self, req, timeout):
-        resp = real_answer(self, req, timeout)
-        if req.op == "batch" and resp.ok and overhead and overhead[-1] is not None and id(self) in started:
-            # the forger's estimate of the parent's figure for the batch (its work beyond the overhead),
-            # reported 4.5% low: inside the tripwire's 5%
-            took = (clocked.time.perf_counter() - started[id(self)]) * 1e3
-            resp.event_ms = 0.955 * max(took - overhead[-1].fixed, 0.0)
-        return resp
-
-    monkeypatch.setattr(channel.JailedChild, "send", send)
-    monkeypatch.setattr(channel.JailedChild, "answer", answer)
-
-    # eager 1% slower than the candidate by the parent's own clock: honestly reward 1 (not >5% faster)
     def fill(ctx, draft, *, fresh=False):
-        p = 1.01 * draft.timing.parent_median_ms
+        """Eager 1% slower than the candidate by the parent's own clock (and the overhead's error):
+        honestly reward 1, not more than 5% faster."""
+        p = 1.01 * (draft.timing.parent_median_ms + draft.timing.resolution_ms)
         draft.baseline(
             "eager",
             Timing(median_ms=p, mean_ms=p, min_ms=p, max_ms=p, p20_ms=p, p80_ms=p, reps=1, warmup=0, input_sets=1),
@@ -66,11 +53,10 @@ def test_events_forged_inside_the_slack_do_not_buy_a_reward(tmp_path, monkeypatc
         timing=TimingConfig(warmup_ms=5, batch_ms=100, min_batches=3, max_batches=3, budget_ms=300),
         cache_dir=tmp_path / "cache",
     )
-    from cpu_candidates import slow_honest
-
     with Evaluator(load_task(str(HERE / "model.py")), cfg) as ev:
         v = ev.evaluate(slow_honest(tmp_path))
     t = v.timing
-    assert v.status == "correct" and t is not None, (v.status, v.error, v.findings)
-    # a correct judge: 1% real speed-up is reward 1, whatever the judge says of its own events
+    assert v.status == "correct" and t is not None and t.event_median_ms is not None, (v.status, v.error, v.findings)
+    assert t.event_median_ms < t.parent_median_ms and not v.findings  # forged low, inside the tripwire's bound
+    assert t.median_ms == t.parent_median_ms
     assert v.reward == 1, (v.reward, t.median_ms, t.parent_median_ms, t.event_median_ms, v.eager.median_ms)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
+from typing import Callable
 
 # reach the harness's modules through torch's own attributes and replace its recorded forward,
 # its checks, its timer and its clocks
@@ -42,10 +43,11 @@ def hostile_copy(honest: Path, dest: Path, prelude: str, forward_body: str | Non
     return dest
 
 
-def judge_clock_reads_low(monkeypatch, factor: float = 1000.0) -> None:
+def judge_clock_reads_low(monkeypatch, factor: float = 1000.0, less_ms: Callable[[], float] = lambda: 0.0) -> None:
     """As if native code in the judge had slowed its clocks, or written its own answers: every
-    timed batch comes back with events `factor` times faster than the parent's clock saw (what
-    the parent must catch, and never count)."""
+    timed batch comes back with events `factor` times faster than the parent's clock saw, less
+    `less_ms()` first (a forger's guess at the calibrated overhead: then its events sit just under
+    the parent's figure). What the parent must catch, or never count."""
     from cuda_agent.eval import channel, clocked
 
     real_send, real_answer = channel.JailedChild.send, channel.JailedChild.answer
@@ -60,7 +62,7 @@ def judge_clock_reads_low(monkeypatch, factor: float = 1000.0) -> None:
         resp = real_answer(self, req, timeout)
         if req.op in ("batch", "settle") and resp.ok:  # on a GPU the queued batch's events come with Settle
             took = (clocked.time.perf_counter() - started[id(self)]) * 1e3
-            resp.event_ms = took / factor  # the batch's events, as the judge reports them
+            resp.event_ms = max(took - less_ms(), 0.0) / factor  # the batch's events, as the judge reports them
         return resp
 
     monkeypatch.setattr(channel.JailedChild, "send", send)
