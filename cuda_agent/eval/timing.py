@@ -7,7 +7,7 @@ lending the block to holding a copy of the outputs it checks. There is no idle w
 no stream hold, no flush, nothing the candidate's own work could fill unseen. What the protocol
 itself costs (the round trip, mapping the block, the copy) is calibrated with the same layout
 in a process that never loaded candidate code, and taken off. CUDA events the judge records
-are a finer estimate, used where they agree with the parent's figure (timing_phase.py).
+can make a figure slower where they read slower, never faster (clocked.figure).
 """
 
 from __future__ import annotations
