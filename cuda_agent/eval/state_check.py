@@ -1,8 +1,8 @@
 """What a call leaves in the Model's parameters and buffers, read in the parent from the block it
 lent: parameters must come back unchanged; a buffer the task's own forward updates (BatchNorm's
 running statistics in training mode) must come back as the reference's forward left it from the
-same start. The correctness phase checks each set's call; the timing phase each sampled call (an
-updated buffer has a copy per rep there: batch.plan_layout)."""
+same start. The correctness phase checks each set's call; the timing phase each sampled call
+(every buffer has a copy per rep there: batch.plan_layout)."""
 
 from __future__ import annotations
 

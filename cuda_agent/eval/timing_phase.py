@@ -349,7 +349,7 @@ def _failed(draft: Draft, resp: Reply) -> None:
 def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
     """After each measured batch, outside the clock: the sampled reps' outputs (copied when the
     judge answered) against references on the same inputs, their inputs unchanged, their own
-    copies of the buffers the task's forward updates as the reference's forward left them, and
+    copies of the Model's buffers as the reference's forward left them from the same start, and
     the parameters the reps share unchanged."""
     checked = Plan(**plan)
     meta = lay.output_meta(checked)
