@@ -177,15 +177,16 @@ def changed_inputs(block: Block, plan: Plan, layout: Layout, rep: int, fresh: li
 
 
 def changed_state(
-    block: Block, plan: Plan, layout: Layout, state: dict, rep: int = 0, *, own_only: bool = False
+    block: Block, plan: Plan, layout: Layout, state: dict, rep: int = 0, *, copies: bool | None = None
 ) -> list[str]:
     """Parameters and buffers whose copy in the block (rep `rep`'s, where it has its own) the batch
-    changed; `own_only`: of those with a copy per rep only."""
+    changed; `copies`: True, of those with a copy per rep only (layout.per_rep); False, of those
+    the reps share only; None, of all."""
     row = layout.reps[rep]
     return [
         _name(s)
         for i, s in enumerate(plan.storages)
         if s.kind == "param"
-        and (i in layout.per_rep or not own_only)
+        and copies in (None, i in layout.per_rep)
         and not same_bytes(block.region(row[i], s.nbytes), storage_bytes(state[_name(s)]))
     ]

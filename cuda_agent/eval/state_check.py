@@ -23,18 +23,22 @@ def state_problem(
     `ctx.ref.outputs` ran. `shared=False`: its own buffers only (layout.per_rep), for a batch whose
     shared parameters are checked once. `when`: where, for the message ("during timing")."""
     wrong = []
+    index: dict[str, int] = {}  # a parameter's or buffer's storage in the plan, by state_dict name
+    for k, s in enumerate(plan.storages):
+        if s.kind == "param" and s.name is not None:
+            index.setdefault(s.name, k)
     # every buffer the reference's forward updated, whether or not this call touched it: one left
     # as it was is as wrong as one written wrongly
-    changed = lay.changed_state(block, plan, layout, ctx.ref.state_dict, rep, own_only=not shared)
+    changed = lay.changed_state(block, plan, layout, ctx.ref.state_dict, rep, copies=None if shared else True)
     names = dict.fromkeys([*changed, *ctx.ref.state_after])
-    if not shared:  # a shared copy holds the whole batch's updates, not this call's
-        names = {n: None for n in names if _index(plan, n) is None or _index(plan, n) in layout.per_rep}
     for name in names:
+        i = index.get(name)
+        if not (shared or i is None or i in layout.per_rep):
+            continue  # a shared copy holds the whole batch's updates, not this call's
         after = ctx.ref.state_after.get(name)
         if after is None:
             wrong.append(f"{name} (read-only)")
             continue
-        i = _index(plan, name)
         if i is None:  # the plan never reads or writes it: it stays as the task began
             mine = lay.storage_bytes(ctx.ref.state_dict[name])
         else:
@@ -65,10 +69,6 @@ def _as_buffer(mine: Any, like: Any) -> Any:
         return None
     typed = mine.view(like.dtype)  # as_strided's offset counts from its storage's start, not the view's
     return typed.as_strided(like.shape, like.stride(), typed.storage_offset() + like.storage_offset())
-
-
-def _index(plan: Plan, name: str) -> int | None:
-    return next((k for k, s in enumerate(plan.storages) if s.kind == "param" and s.name == name), None)
 
 
 def moved(mine: Any, before: Any, after: Any) -> bool:

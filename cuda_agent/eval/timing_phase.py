@@ -392,8 +392,8 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
             failing = [f for f in found if f.severity == "fail"]
             if failing:
                 return Finding(guard="precision", message=f"during timing: {failing[0].message}")
-        own = layout_own(layout)
-        written = [n for n in lay.changed_state(block, checked, layout, ctx.ref.state_dict) if n not in own]
+        # the parameters the reps share (each rep's own buffers were checked above, call by call)
+        written = lay.changed_state(block, checked, layout, ctx.ref.state_dict, copies=False)
         if written:
             return Finding(
                 guard="state_write",
@@ -403,10 +403,6 @@ def candidate_check(ctx: EvalContext, plan: dict, out_tols: dict) -> Check:
                 ),
             )
         return None
-
-    def layout_own(layout: lay.Layout) -> set[str]:
-        """The buffers with a copy per call (checked per sampled call above, not here)."""
-        return {s.name for i, s in enumerate(checked.storages) if i in layout.per_rep and s.name}
 
     return check
 
