@@ -131,12 +131,12 @@ extern "C" void twice(const float* x, int64_t* hits, float* out, int64_t n, int6
 """.replace("THRESHOLD", repr(THRESHOLD) + "f")
 
 
-def _quiet_seeds(ev: Evaluator, n: int) -> list[int]:
-    """Seeds whose input set does not update `hits`."""
+def _quiet_seeds(ev: Evaluator, n: int, threshold: float) -> list[int]:
+    """Seeds whose input set does not update `hits` (its first value at most `threshold`)."""
     found, rng = [], random.Random(7)
     while len(found) < n:
         s = rng.getrandbits(31)
-        if float(ev.task.draw_inputs(s, "cpu")[0][0]) <= THRESHOLD:
+        if float(ev.task.draw_inputs(s, "cpu")[0][0]) <= threshold:
             found.append(s)
     return found
 
@@ -146,8 +146,8 @@ def quiet_checked_sets(monkeypatch):
     """The checked sets happen to hold no input that updates the buffer (chance (1/2)^n_sets here;
     a rarer update makes it the rule): seeds for the correctness phase only."""
 
-    def patch(ev: Evaluator) -> None:
-        seeds = iter(_quiet_seeds(ev, 64))
+    def patch(ev: Evaluator, threshold: float = THRESHOLD) -> None:
+        seeds = iter(_quiet_seeds(ev, 64, threshold))
         monkeypatch.setattr(correctness_phase, "secrets", types.SimpleNamespace(randbits=lambda k: next(seeds)))
 
     return patch
@@ -179,15 +179,9 @@ RARE = 2.878  # P(x > RARE) = 0.2%: a sampled call seldom updates, one of the ot
 RARE_TASK = SOME_TASK.replace(f"> {THRESHOLD})", f"> {RARE})")
 
 
-def test_an_honest_update_on_rare_inputs_is_no_state_write_in_timing(tmp_path_factory, tmp_path, monkeypatch):
+def test_an_honest_update_on_rare_inputs_is_no_state_write_in_timing(tmp_path_factory, tmp_path, quiet_checked_sets):
     with _evaluator(tmp_path_factory, RARE_TASK, n_sets=2) as ev:
-        found, rng = [], random.Random(7)
-        while len(found) < 64:
-            s = rng.getrandbits(31)
-            if float(ev.task.draw_inputs(s, "cpu")[0][0]) <= RARE:
-                found.append(s)
-        seeds = iter(found)
-        monkeypatch.setattr(correctness_phase, "secrets", types.SimpleNamespace(randbits=lambda k: next(seeds)))
+        quiet_checked_sets(ev, RARE)
         root = _write(
             tmp_path / "honest",
             'self.register_buffer("hits", torch.zeros(1, dtype=torch.int64))',
