@@ -50,6 +50,10 @@ class Draft:
     def notes(self) -> list[str]:
         return list(self._v.notes)
 
+    def said(self) -> list[str]:
+        """Everything it says so far, for a caller that keeps none of it: the error, the findings, the notes."""
+        return ([self._v.error] if self._v.error else []) + [f.message for f in self._v.findings] + self.notes
+
     def guards(self) -> set[str]:
         return {f.guard for f in self._v.findings}
 

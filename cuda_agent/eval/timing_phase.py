@@ -505,9 +505,11 @@ def interleave(ctx: EvalContext, b: Batches, overhead: Overhead, check: Check, d
             try:
                 base = base or ctx.spares.start("judge")
                 for mode in ctx.cfg.baselines:
-                    found = _time_reference(ctx, base, mode, base_overhead)
+                    why: list[str] = []
+                    found = _time_reference(ctx, base, mode, base_overhead, why)
                     if found is None:
-                        draft.note(f"{mode} baseline failed beside the candidate: {base.log_tail()[-300:]}")
+                        said = "; ".join(why) or base.log_tail()[-300:]
+                        draft.note(f"{mode} baseline failed beside the candidate: {said}")
                         return
                     times[mode].append(found)
             except (ChildError, TaskError) as e:
@@ -556,9 +558,11 @@ def fill_baselines(ctx: EvalContext, draft: Draft, *, fresh: bool = False) -> in
             cached += entry is not None
             if entry is None:
                 judge = judge or ctx.spares.start("judge")
-                timing = _time_reference(ctx, judge, mode, overheads)
+                why: list[str] = []
+                timing = _time_reference(ctx, judge, mode, overheads, why)
                 if timing is None:
-                    draft.note(f"{mode} baseline failed: {judge.log_tail()[-300:]}; reward uses what was timed")
+                    said = "; ".join(why) or judge.log_tail()[-300:]
+                    draft.note(f"{mode} baseline failed: {said}; reward uses what was timed")
                     continue
                 entry = {"timing": timing.model_dump(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
                 verify_snapshot(ctx.task)  # never cache a time measured on a changed task copy
@@ -577,9 +581,12 @@ def fill_baselines(ctx: EvalContext, draft: Draft, *, fresh: bool = False) -> in
     return cached
 
 
-def _time_reference(ctx: EvalContext, judge: JailedChild, mode: str, overheads: dict[str, Overhead]) -> Timing | None:
+def _time_reference(
+    ctx: EvalContext, judge: JailedChild, mode: str, overheads: dict[str, Overhead], why: list[str]
+) -> Timing | None:
     """One baseline by the same protocol as the candidate: the overhead calibrated in this judge
-    (which never loads a library) on the baseline's own layout, once per judge."""
+    (which never loads a library) on the baseline's own layout, once per judge. Where it gives no
+    figure, `why` gets the protocol's own reasons (not timed, judge failed)."""
     b = reference_batches(ctx, judge, mode)
     judge.wait_ready()
     if "layout" not in overheads:
@@ -587,6 +594,9 @@ def _time_reference(ctx: EvalContext, judge: JailedChild, mode: str, overheads: 
         if found is None:
             return None
         overheads["layout"] = found
-    timing = measure(ctx, b, overheads["layout"], Draft())  # a baseline's failure is a note, not the candidate's
+    scratch = Draft()  # a baseline's failure is a note, not the candidate's finding
+    timing = measure(ctx, b, overheads["layout"], scratch)
     ctx.ref.release_cached()
+    if timing is None:
+        why.extend(scratch.said())
     return timing
