@@ -96,6 +96,24 @@ def test_files_the_walk_scanned_are_not_scanned_twice(cache, tmp_path):
     assert check_build_inputs(cand, built.inputs, task_fp32=True) == []
 
 
+def test_a_qualifier_macro_defined_again_in_a_file_the_walk_skipped_is_a_finding(cache, tmp_path):
+    """kernels/ reads `DI` as __device__, so asm in a DI function is device code; a file of another suffix
+    that makes DI __host__ before that function would put the asm in host code unseen (an operand, so no
+    compiler barrier; valid as PTX and as x86, so it builds either way)."""
+    cand = candidate(tmp_path, "impl.inc", "#undef DI\n#define DI __host__\n" + HONEST)
+    (cand / "kernels" / "qual.cuh").write_text("#define DI __device__\n")
+    source = (cand / "kernels" / "scale_add.cu").read_text()
+    (cand / "kernels" / "scale_add.cu").write_text(
+        '#include "qual.cuh"\n' + source + 'DI int ident(int x) { asm volatile("" : "+r"(x)); return x; }\n'
+    )
+    assert check_candidate_static(cand, task_fp32=True) == []  # DI reads as __device__ in kernels/' sources
+    built = build_kernels(cand / "kernels", cache)
+    assert built.ok, built.errors
+    found = check_build_inputs(cand, built.inputs, task_fp32=True)
+    assert [(f.guard, f.where) for f in found] == [("forbidden_call", "kernels/impl.inc")]
+    assert "defines DI again" in found[0].message
+
+
 def test_a_file_read_outside_the_candidate_is_scanned_by_its_absolute_name(tmp_path):
     outside = tmp_path / "elsewhere.txt"
     outside.write_text(HIDDEN["forbidden_call"])

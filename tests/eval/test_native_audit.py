@@ -432,6 +432,47 @@ def cu(src: str):
         ('void f(long x) { asm volatile("" :: "r"(x)); }', "forbidden_call"),
         ('void f() { asm volatile("" ::: "memory", "rax"); }', "forbidden_call"),
         ('void f() { asm goto("" :::: out); out:; }', "forbidden_call"),
+        # a lambda is the code of the function around it; a qualifier macro is each of its definitions
+        ('extern "C" void f() { auto g = [] { asm volatile("rdtsc"); }; g(); }', "forbidden_call"),
+        ('#define HD __host__\nHD void f() { asm volatile("rdtsc"); }', "forbidden_call"),
+        ('#define D __device__\n#undef D\n#define D\nD void f() { asm volatile("rdtsc"); }', "forbidden_call"),
+        ('#define D __device__\n#define D __host__\nD void f() { asm volatile("rdtsc"); }', "forbidden_call"),
+        ('#define D __device__ void\nD f() { asm volatile("rdtsc"); }', "forbidden_call"),
+        ('#define HD __host__ __device__\nHD void f() { asm volatile("rdtsc"); }', "forbidden_call"),
+        # <nv/target>: only a device-only query's branch is device code (elsewhere asm in a macro's argument is
+        # no statement: the label rule), and its macros are the toolkit's
+        ('__host__ __device__ void f() { NV_IF_TARGET(NV_IS_HOST, (asm volatile("rdtsc");)); }', "native_symbol"),
+        (
+            '__host__ __device__ void f() { NV_IF_ELSE_TARGET(NV_IS_DEVICE, (), (asm volatile("rdtsc");)); }',
+            "native_symbol",
+        ),
+        ("#define NV_IF_TARGET(q, t) t\nvoid f() {}", "native_symbol"),
+        ("#undef NV_IS_DEVICE\n#define NV_IS_DEVICE NV_IS_HOST\nvoid f() {}", "native_symbol"),
+        # namespace std holds specializations of hash/less/equal_to with member functions, nothing else
+        (
+            "namespace std { template <> struct hash<S> { size_t operator()(const S&) const { static size_t n; "
+            "return n++; } }; }",
+            "native_symbol",
+        ),
+        ("namespace std { template <> struct hash<S> { size_t n; }; }", "native_symbol"),
+        (
+            "namespace std { int x; template <> struct hash<S> { size_t operator()(const S&) const { return 0; } }; }",
+            "native_symbol",
+        ),
+        (
+            "namespace std { template <typename T> struct hash<W<T>> { size_t operator()(const W<T>&) const "
+            "{ return 0; } }; }",
+            "native_symbol",
+        ),
+        ("namespace std { template <> struct vector<S> { void f() {} }; }", "native_symbol"),
+        # fp16 spelled through a macro is still fp16; `__hadd` is the half add wherever half precision shows
+        ("#define H half\n__global__ void k(H* x) {}", "precision"),
+        ("#define W(v) { half y = v; }\n__global__ void k() {}", "precision"),
+        (
+            "#include <cub/cub.cuh>\n__global__ void k(unsigned short a) { __hadd(__ushort_as_half(a), "
+            "__ushort_as_half(a)); }",
+            "precision",
+        ),
     ],
 )
 def test_source_rule(src, guard):
@@ -457,12 +498,34 @@ def test_source_rule(src, guard):
         "std::vector<int> make(int n) { return std::vector<int>(n); }",
         'void f(float* t) { for (int i = 0; i < 4; ++i) { t[i] = 0.f; asm volatile("" ::: "memory"); } }',
         'void f() { __asm__ __volatile__("":::"memory"); asm(""); __asm__ volatile("" : : : "memory"); }',
+        '__global__ void k(float* d) { auto ld = [](const float* p) { float v; asm("ld.global.nc.f32 %0, [%1];" '
+        ': "=f"(v) : "l"(p)); return v; }; d[0] = ld(d); }',
+        '#define DI __device__ __forceinline__\nDI float f(float x) { asm("mov.f32 %0, %0;" : "+f"(x)); return x; }',
+        "__host__ __device__ float f(float x) { NV_IF_ELSE_TARGET(NV_IS_DEVICE, "
+        '(asm("mov.f32 %0, %0;" : "+f"(x)); return x;), (return x;)) }',
+        "__host__ __device__ float f(float x) { NV_IF_TARGET(NV_PROVIDES_SM_90, "
+        '(asm("mov.f32 %0, %0;" : "+f"(x));)) return x; }',
+        "struct S { int a; };\nnamespace std { template <> struct hash<S> { size_t operator()(const S& s) const "
+        "noexcept { return hash<int>()(s.a); } }; }",
     ],
 )
 def test_source_look_alikes_do_not_fire(src):
     assert not cu(src) & {"native_symbol", "load_time_code", "forbidden_call"}, check_cuda_source(
         src.encode(), "kernels/k.cu", task_fp32=True
     )
+
+
+@pytest.mark.parametrize(
+    "src",
+    [
+        "__global__ void k(int* o, int lo, int hi) { o[0] = __hadd(lo, hi); }",  # CUDA's integer average
+        "#define REDUCE(v) for (int half = 16; half > 0; half >>= 1) v += __shfl_xor_sync(~0u, v, half)\n"
+        "__global__ void k(float* x) { float v = x[0]; REDUCE(v); x[0] = v; }",
+        "#define SPLIT(n, half) int lo = (n) - (half)\n__global__ void k(int n) { SPLIT(n, n / 2); }",
+    ],
+)
+def test_precision_look_alikes_do_not_fire(src):
+    assert "precision" not in cu(src), check_cuda_source(src.encode(), "kernels/k.cu", task_fp32=True)
 
 
 # -- vendor configuration in a static (native_config.py) -------------------------------------------

@@ -54,6 +54,7 @@ class Unit:
         self.defined = defined  # symbols the library's objects define (plain or mangled)
         self.aliases: dict[str, str] = {}
         self.structs: dict[str, list[str]] = {}
+        self.enums: set[str] = set()  # enums the sources define: integers, as a key's part
         self.own: set[str] = set()  # functions and macros the sources define: never the vendor's
         self.functions: dict[str, list] = {}  # name -> function_definition / declaration nodes
         for n in self._all():
@@ -69,6 +70,9 @@ class Unit:
                     for f in n.child_by_field_name("body").children
                     if f.type == "field_declaration" and not _has(f, "function_declarator")
                 ]
+            elif n.type == "enum_specifier" and n.child_by_field_name("body") is not None:
+                if (name := n.child_by_field_name("name")) is not None:
+                    self.enums.add(_text(name))
             elif n.type in ("preproc_def", "preproc_function_def"):
                 # `#define cublasCreate cublasCreate_v2` (the vendor header's own alias) still names the vendor
                 value = _text(n.child_by_field_name("value")).strip()
@@ -114,7 +118,7 @@ class Unit:
         text = self.resolve(text.removeprefix("const "))
         if depth > 4:
             return False
-        if INTEGER_TYPES.fullmatch(text):
+        if INTEGER_TYPES.fullmatch(text) or text.removeprefix("enum ") in self.enums or re.match(r"enum\b", text):
             return True
         m = re.fullmatch(r"(?:std::)?(tuple|pair|array)<(.*)>", text)
         if m:

@@ -389,7 +389,9 @@ class ObjectAudit:
             return (
                 f"{name} is a {tls}static local variable: it keeps state between calls (a cache of "
                 "pointers or results); compute everything on every call (query device attributes on "
-                f"each call; only vendor handles and chosen algorithms may stay in a static: `{GETTER}`)"
+                "each call; one-time setup such as cudaFuncSetAttribute: `static std::once_flag once; "
+                "std::call_once(once, [] { ... });`; a constant list: `static constexpr int k[] = {...}`; "
+                f"only vendor handles and chosen algorithms may stay in a static: `{GETTER}`)"
             )
         return (
             f"{name} is {tls}writable static data: it keeps state between calls; use locals and "

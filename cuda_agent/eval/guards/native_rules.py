@@ -126,9 +126,17 @@ SYMBOL_GROUPS: tuple[SymbolGroup, ...] = (
             rf"|_ZNK?St\d+(?:{_STD_EXCEPTIONS})\w*"  # std::runtime_error's ctor, dtor, what()
             rf"|_ZT[ISV]St\d+(?:{_STD_EXCEPTIONS})"  # their typeinfo and vtables
             r"|_ZTVN10__cxxabiv1\d+__\w*class_type_infoE"  # vtables of typeinfo objects
-            r"|_ZNKSt8__detail20_Prime_rehash_policy\w+"
+            r"|_ZNKSt8__detail20_Prime_rehash_policy\w+"  # std::unordered_map's bucket counts
+            # an error message built the usual way: std::string, std::to_string, std::ostringstream, and
+            # std::cout / std::cerr (the console only; file streams and their buffers stay off the list)
+            r"|_ZNK?St7__cxx11(?:12basic_string|15basic_stringbuf|19basic_ostringstream)IcSt11char_traitsIcESaIcEE\w+"
+            r"|_ZT[VTI]NSt7__cxx11(?:15basic_stringbuf|19basic_ostringstream)IcSt11char_traitsIcESaIcEEE"
+            r"|_ZNSaIcE[CD][12]Ev|_ZSt4(?:cout|cerr|clog)|_ZNK?So\w+|_ZStlsI\w+"
+            r"|_ZSt16__ostream_insertIcSt11char_traitsIcEE\w+|_ZSt4endlIcSt11char_traitsIcEE\w+"
+            r"|_ZNKSt5ctypeIcE13_M_widen_initEv|_ZNSt9basic_iosIcSt11char_traitsIcEE\w+|_ZNSt8ios_base[CD]2Ev"
+            r"|_ZNSt6locale[CD][12]Ev|_ZTVSt(?:9basic_ios|15basic_streambuf)IcSt11char_traitsIcEE"
         ),
-    ),  # std::unordered_map's bucket counts
+    ),
 )
 
 # Checked before SYMBOL_GROUPS: (regex, why). Each is a way around the harness's rules.
@@ -232,6 +240,10 @@ CONFIG_CONTAINERS = frozenset({"map", "unordered_map"})  # of CONFIG_TYPES value
 INTEGER_TYPES = re.compile(
     r"(?:std::)?(?:u?int(?:8|16|32|64)_t|size_t|ptrdiff_t)|bool|char"
     r"|(?:(?:un)?signed )?(?:int|long|long long|short|char|long int|long long int)|(?:un)?signed"
+    # the vendors' enums a key names a GEMM or convolution by (an enum is an integer); enums of kernels/ too
+    r"|cublas(?:Operation|Fill|Diag|Side|Compute|Math|Pointer|Atomics|Gemm)\w*_t|cudaDataType(?:_t)?"
+    r"|cublasLt(?:Order|Epilogue|ReductionScheme|MatmulTile|MatmulStages|PointerMode)\w*_t"
+    r"|cudnn(?:DataType|TensorFormat|ConvolutionMode|MathType|NanPropagation|ActivationMode|ReduceTensorOp)\w*_t"
 )
 # Libraries a kernel library may need at run time (DT_NEEDED); vendor ones only when linked.
 NEEDED_BASE = ("libstdc++.so", "libgcc_s.so", "libc.so", "libm.so", "ld-linux", "librt.so", "libpthread.so", "libdl.so")

@@ -11,7 +11,7 @@ import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 
-from cuda_agent.eval.guards.static_cu import check_cuda_source
+from cuda_agent.eval.guards.static_cu import Qualifiers, check_cuda_source, defined_macros, qualifier_macros
 from cuda_agent.eval.guards.static_py import check_model_new, dedupe
 from cuda_agent.eval.guards.static_py_rules import DEFAULT_ALLOWED_IMPORTS
 from cuda_agent.eval.verdict import Finding
@@ -53,27 +53,46 @@ def check_candidate_static(
             findings += check_model_new(
                 source, task_fp32=task_fp32, allow_precision=allow_precision, allowed_imports=allowed_imports
             )
+    sources: dict[str, bytes] = {}
+    for rel, data in _kernel_sources(candidate_dir, links):
+        if isinstance(data, Finding):
+            findings.append(data)
+        else:
+            sources[rel] = data
+    qualifiers = _qualifiers(sources.values())  # a macro defined in a header marks functions of every file
+    for rel, data in sources.items():
+        findings += _check_source(
+            data, rel, task_fp32=task_fp32, allow_precision=allow_precision, qualifiers=qualifiers
+        )
+    return dedupe(findings)
+
+
+def _kernel_sources(candidate_dir: Path, links: Iterable[str]):
+    """(shown name, bytes) of each source under kernels/ in path order, or (name, Finding) where one is
+    prebuilt or unreadable; nothing through a symlink (reported by the caller)."""
     kernels = candidate_dir / "kernels"
     for path in sorted(kernels.rglob("*")) if kernels.is_dir() and "kernels" not in links else []:
         rel = path.relative_to(candidate_dir).as_posix()
         if any(p.is_symlink() for p in (path, *path.parents) if kernels in p.parents):
             continue  # reported above (as its shown name, which may differ from rel)
         if path.suffix in BINARY_EXTS:
-            findings.append(
+            yield (
+                rel,
                 Finding(
                     guard="forbidden_call",
                     where=rel,
                     message=(f"{rel} is prebuilt code; ship sources, the harness compiles them"),
-                )
+                ),
             )
         elif path.suffix in SOURCE_EXTS and not path.is_dir():
             try:
-                data = read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=rel)
+                yield rel, read_bytes(path, root=candidate_dir, limit=SOURCE_CAP, shown=rel)
             except OSError as e:  # UnreadableFile: not a regular file, or over the cap
-                findings.append(Finding(guard="forbidden_call", where=rel, message=str(e)))
-            else:
-                findings += _check_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision)
-    return dedupe(findings)
+                yield rel, Finding(guard="forbidden_call", where=rel, message=str(e))
+
+
+def _qualifiers(sources: Iterable[bytes]) -> Qualifiers:
+    return qualifier_macros(data.decode(errors="replace") for data in sources)
 
 
 def check_build_inputs(
@@ -86,6 +105,10 @@ def check_build_inputs(
     candidate_dir = Path(candidate_dir).resolve()
     kernels = candidate_dir / "kernels"
     findings: list[Finding] = []
+    # the qualifier macros check_candidate_static read kernels/' sources with: a file it did not scan may not
+    # define one of them another way (or #undef it), or a function taken for device code could be host code
+    scanned = [d for _, d in _kernel_sources(candidate_dir, candidate_symlinks(candidate_dir)) if isinstance(d, bytes)]
+    qualifiers = _qualifiers(scanned)
     for shown, sha in sorted(inputs.items()):
         path = candidate_dir / shown  # an absolute name stays itself (outside the candidate: not its writing)
         try:
@@ -107,11 +130,27 @@ def check_build_inputs(
                 )
             )
         elif not (path.suffix in SOURCE_EXTS and path.resolve().is_relative_to(kernels)):  # else scanned
-            findings += _check_source(data, shown, task_fp32=task_fp32, allow_precision=allow_precision)
+            findings += _check_source(
+                data, shown, task_fp32=task_fp32, allow_precision=allow_precision, qualifiers=qualifiers
+            )
+            if path.is_relative_to(candidate_dir):
+                for name in sorted(defined_macros(data.decode(errors="replace")) & set(qualifiers)):
+                    findings.append(
+                        Finding(
+                            guard="forbidden_call",
+                            where=shown,
+                            message=(
+                                f"{shown} defines {name} again, which kernels/ uses as a function qualifier: "
+                                "define a qualifier macro once, in a .cuh or .h under kernels/"
+                            ),
+                        )
+                    )
     return dedupe(findings)
 
 
-def _check_source(data: bytes, rel: str, *, task_fp32: bool, allow_precision: bool) -> list[Finding]:
+def _check_source(
+    data: bytes, rel: str, *, task_fp32: bool, allow_precision: bool, qualifiers: Qualifiers | None = None
+) -> list[Finding]:
     try:
         data.decode("utf-8")
     except UnicodeDecodeError as e:  # what is not text cannot be checked as text
@@ -122,4 +161,4 @@ def _check_source(data: bytes, rel: str, *, task_fp32: bool, allow_precision: bo
                 message=(f"{rel} is not UTF-8 text (byte {e.start}): write kernel sources in UTF-8"),
             )
         ]
-    return check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision)
+    return check_cuda_source(data, rel, task_fp32=task_fp32, allow_precision=allow_precision, qualifiers=qualifiers)

@@ -10,6 +10,7 @@ comments and strings.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
 
 import tree_sitter
@@ -232,6 +233,23 @@ _NAMES = frozenset(
         "statement_identifier",
     }
 )
+# Object-like macros that only qualify a function (`#define DEVICE_INLINE __device__ __forceinline__`): read as the
+# words they stand for where a function's kind decides a rule (inline PTX belongs in device code).
+QUALIFIER_WORDS = frozenset(
+    {"__device__", "__host__", "__global__", "__forceinline__", "__noinline__", "inline", "__inline__", "static"}
+)
+_QUALIFIER_BODY = re.compile(r"(?:\s*\b(?:" + "|".join(sorted(QUALIFIER_WORDS)) + r")\b)*\s*")
+_DEFINE = re.compile(r"^[ \t]*#[ \t]*(define|undef)[ \t]+(\w+)(\(?)([^\n]*)", re.M)
+# <nv/target>'s selection macros: the branch of a device-only query is compiled for the device alone.
+NV_TARGET_CALLS = frozenset({"NV_IF_TARGET", "NV_IF_ELSE_TARGET", "NV_DISPATCH_TARGET"})
+_NV_DEVICE_QUERY = re.compile(r"NV_IS_DEVICE|NV_PROVIDES_SM_\d+|NV_IS_EXACTLY_SM_\d+")
+_NV_MACRO = re.compile(r"_?NV_(?:IF_|DISPATCH_|IS_|PROVIDES_|NO_TARGET|ANY_TARGET|TARGET)\w*")
+# `__hadd` is also CUDA's integer average: it is the half add where the code has any sign of half
+# precision (a word naming it, or a header that brings it: the fp16 ones, CUB/CCCL, CUTLASS, wmma).
+_FP16_SIGN = re.compile(
+    r"half|bf16|bfloat|fp16|fp8|e4m3|e5m2|^[ \t]*#[ \t]*include[ \t]*[<\"](?:cub|cuda/|thrust|cutlass|cute|mma)",
+    re.I | re.M,
+)
 _MACRO_NOISE = re.compile(r'//[^\n]*|/\*.*?\*/|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', re.S)
 _WORD = re.compile(r"[A-Za-z_]\w*")
 _PTX_STRINGS = re.compile(r'"(?:\\.|[^"\\])*"')
@@ -243,8 +261,12 @@ def _parser() -> tree_sitter.Parser:
 
 
 class _Scan:
-    def __init__(self, where: str, task_fp32: bool, allow_precision: bool) -> None:
+    def __init__(
+        self, where: str, task_fp32: bool, allow_precision: bool, qualifiers: Qualifiers, fp16: bool = True
+    ) -> None:
         self.where = where
+        self.qualifiers = qualifiers
+        self.fp16 = fp16  # an fp16 header is included: a bare `__hadd` is the half add
         self.task_fp32 = task_fp32
         self.precision_severity: Severity = "warn" if allow_precision else "fail"
         self.findings: list[Finding] = []
@@ -270,6 +292,7 @@ class _Scan:
             self.task_fp32
             and (name in PRECISION or name.startswith(PRECISION_PREFIXES))
             and (name not in TYPE_WORDS or kind == "type_identifier")
+            and (name != "__hadd" or self.fp16)
         ):
             self.add(
                 "precision",
@@ -338,6 +361,8 @@ class _Scan:
         """The code of an asm statement, asm labels on declarations, assembly outside device code."""
         line = n.start_point[0]
         self.asm_code(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"), line)
+        if _nv_device_branch(n):  # compiled for the device alone: neither a label nor host code
+            return
         if n.parent is None or n.parent.type != "expression_statement":
             self.add(
                 "native_symbol",
@@ -346,7 +371,7 @@ class _Scan:
                 "an asm label on a declaration renames the symbol it "
                 "imports or defines; declare and call functions by their own names",
             )
-        elif not _in_device_code(n) and not _compiler_barrier(n):
+        elif not _in_device_code(n, self.qualifiers) and not _compiler_barrier(n):
             self.add(
                 "forbidden_call",
                 "host asm",
@@ -358,7 +383,7 @@ class _Scan:
     def namespace(self, n: tree_sitter.Node) -> None:
         name = n.child_by_field_name("name")
         root = name.text.decode(errors="replace").split("::")[0].strip() if name is not None else ""
-        if root in TOOLKIT_NAMESPACES:
+        if root in TOOLKIT_NAMESPACES and not (root == "std" and _std_specializations_only(n)):
             self.add(
                 "native_symbol",
                 f"namespace {root}",
@@ -437,6 +462,15 @@ class _Scan:
                     bare.count("\n", 0, m.start()),
                     f"#pragma {word} weakens, renames or hides symbols (a hidden import); declare plain functions",
                 )
+        for m in _DEFINE.finditer(bare):
+            if _NV_MACRO.fullmatch(m.group(2)):
+                self.add(
+                    "native_symbol",
+                    m.group(2),
+                    bare.count("\n", 0, m.start()),
+                    f"#{m.group(1)} {m.group(2)}: <nv/target>'s macros are the toolkit's (they decide which code is "
+                    "compiled for the device); include <nv/target> and use them as they are",
+                )
         for m in _NAMESPACE_MACRO.finditer(bare):
             self.add(
                 "native_symbol",
@@ -510,8 +544,10 @@ class _Scan:
             self.asm_code(" ".join(_PTX_STRINGS.findall(raw)), n.start_point[0])
         # Blank out comments and strings, keeping newlines so line numbers still hold.
         body = _MACRO_NOISE.sub(lambda m: "\n" * m.group().count("\n") or " ", raw)
+        names = _macro_variables(n, body)  # `int half` / a parameter `half`: a variable, not the fp16 type
         for m in _WORD.finditer(body):
-            self.token(m.group(), n.start_point[0] + body.count("\n", 0, m.start()))
+            kind = "identifier" if m.group() in names else "type_identifier"
+            self.token(m.group(), n.start_point[0] + body.count("\n", 0, m.start()), kind)
         for name in THREAD_QUALIFIED:
             if name in re.sub(r"\s+", "", body):
                 self.add("side_stream", name, n.start_point[0], f"{name}: host threads escape timing")
@@ -622,8 +658,9 @@ def _compiler_barrier(n: tree_sitter.Node) -> bool:
     return clobbers is None or all(c.text == b'"memory"' for c in clobbers.named_children)
 
 
-def _in_device_code(n: tree_sitter.Node) -> bool:
-    """Inside a __global__/__device__ function (a __host__ __device__ one: under #ifdef __CUDA_ARCH__)."""
+def _in_device_code(n: tree_sitter.Node, qualifiers: Qualifiers) -> bool:
+    """Inside a __global__/__device__ function (a __host__ __device__ one: under #ifdef __CUDA_ARCH__), its
+    qualifiers spelled out or through `qualifiers`' macros. A lambda is the code of the function around it."""
     arch = False
     child, node = n, n.parent
     while node is not None:
@@ -635,13 +672,120 @@ def _in_device_code(n: tree_sitter.Node) -> bool:
             negated = node.children[0].type == "#ifndef" or getattr(condition, "type", None) == "unary_expression"
             in_else = child.type in ("preproc_else", "preproc_elif")
             arch = arch or negated == in_else
-        if node.type == "lambda_expression":
-            return False  # extended __device__ lambdas are not enabled: a lambda here is host code
         if node.type == "function_definition":
-            marks = {c.type for c in node.children}
-            return "__global__" in marks or ("__device__" in marks and ("__host__" not in marks or arch))
+            return all(
+                "__global__" in marks or ("__device__" in marks and ("__host__" not in marks or arch))
+                for marks in _function_marks(node, qualifiers)
+            )
         child, node = node, node.parent
     return False
+
+
+def _function_marks(fn: tree_sitter.Node, qualifiers: Qualifiers) -> list[set[str]]:
+    """The qualifier sets a function may have: its own words, with each qualifier macro before its name read
+    as each of its definitions (a macro defined two ways is each way, and must pass each)."""
+    marks = [{c.type for c in fn.children}]
+    for c in fn.children:
+        if c == fn.child_by_field_name("declarator"):
+            break
+        for leaf in _descendants(c):
+            ways = qualifiers.get(leaf.text.decode(errors="replace")) if leaf.child_count == 0 else None
+            if ways:
+                marks = [m | set(way) for m in marks for way in ways][:64]
+    return marks
+
+
+def _nv_device_branch(n: tree_sitter.Node) -> bool:
+    """Inside the device branch of <nv/target>'s NV_IF_TARGET / NV_IF_ELSE_TARGET / NV_DISPATCH_TARGET: the
+    branch of NV_IS_DEVICE / NV_PROVIDES_SM_* / NV_IS_EXACTLY_SM_*, or NV_IS_HOST's else. A candidate may not
+    define these macros (`nv_target_macro`), so the branch is what the toolkit makes of it."""
+    child, node = n, n.parent
+    while node is not None:
+        call = node.parent
+        if node.type == "argument_list" and call is not None and call.type == "call_expression":
+            fn = call.child_by_field_name("function")
+            args = [a for a in node.named_children if a.type != "comment"]
+            if fn is not None and fn.text.decode() in NV_TARGET_CALLS and child in args:
+                i, name = args.index(child), fn.text.decode()
+                query = args[i - 1].text.decode().strip() if i else ""
+                if name == "NV_IF_ELSE_TARGET" and i == 2:
+                    device = args[0].text.decode().strip() == "NV_IS_HOST"
+                else:
+                    device = i % 2 == 1 and _NV_DEVICE_QUERY.fullmatch(query) is not None
+                if device:
+                    return True
+        child, node = node, node.parent
+    return False
+
+
+def _std_specializations_only(n: tree_sitter.Node) -> bool:
+    """`namespace std { template <> struct hash<Key> { size_t operator()(...) const {...} }; }`: explicit
+    specializations of hash / less / equal_to for the candidate's own key, with member functions only and no
+    `static` or `thread_local` anywhere (data in namespace std is taken for the toolkit's own by the audit)."""
+    body = n.child_by_field_name("body")
+    if body is None:
+        return False
+    items = [c for c in body.named_children if c.type != "comment"]
+    for item in items:
+        params = item.child_by_field_name("parameters")
+        spec = next((c for c in item.named_children if c.type in ("struct_specifier", "class_specifier")), None)
+        if item.type != "template_declaration" or params is None or params.named_children or spec is None:
+            return False
+        name = spec.child_by_field_name("name")
+        fields = spec.child_by_field_name("body")
+        if name is None or name.type != "template_type" or fields is None:
+            return False
+        if name.child_by_field_name("name").text.decode() not in ("hash", "less", "equal_to"):
+            return False
+        if any(
+            c.type not in ("function_definition", "comment", "access_specifier", ":") for c in fields.named_children
+        ):
+            return False
+        if any(
+            d.type in ("storage_class_specifier", "thread_local") or d.text in (b"static", b"thread_local")
+            for d in _descendants(spec)
+            if d.child_count == 0 or d.type == "storage_class_specifier"
+        ):
+            return False
+    return bool(items)
+
+
+def _macro_variables(n: tree_sitter.Node, body: str) -> set[str]:
+    """Words of TYPE_WORDS a macro uses as variables: its parameters, or declared after a plain type."""
+    names: set[str] = set()
+    params = n.parent.child_by_field_name("parameters") if n.parent is not None else None
+    if params is not None:
+        names |= {p.text.decode() for p in params.named_children} & TYPE_WORDS
+    words = "|".join(sorted(TYPE_WORDS))
+    plain = r"(?:int|unsigned|signed|long|short|char|bool|auto|size_t|u?int(?:8|16|32|64)_t|float|double)"
+    names |= set(re.findall(rf"\b{plain}\s+({words})\b", body))
+    return names
+
+
+Qualifiers = Mapping[str, frozenset[frozenset[str]]]
+
+
+def qualifier_macros(sources: Iterable[str]) -> dict[str, frozenset[frozenset[str]]]:
+    """Object-like macros standing for function qualifiers only, over every source given: name -> the word
+    sets of its definitions. A name also #undef'd or defined otherwise (function-like, other words) is left
+    out, so a function it marks is judged as if the macro were unknown."""
+    ways: dict[str, set[frozenset[str]]] = {}
+    dropped: set[str] = set()
+    for source in sources:
+        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
+        for m in _DEFINE.finditer(code):
+            kind, name, paren, body = m.groups()
+            if kind == "undef" or paren or body.rstrip().endswith("\\") or not _QUALIFIER_BODY.fullmatch(body):
+                dropped.add(name)
+            else:
+                ways.setdefault(name, set()).add(frozenset(body.split()))
+    return {name: frozenset(w) for name, w in ways.items() if name not in dropped}
+
+
+def defined_macros(source: str) -> set[str]:
+    """Every name a source #defines or #undefs."""
+    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
+    return {m.group(2) for m in _DEFINE.finditer(code)}
 
 
 def _blank(text: str) -> str:
@@ -658,11 +802,16 @@ def _descendants(n: tree_sitter.Node | None):
         stack.extend(n.children)
 
 
-def check_cuda_source(source: bytes, where: str, *, task_fp32: bool, allow_precision: bool = False) -> list[Finding]:
-    """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu")."""
-    scan = _Scan(where, task_fp32, allow_precision)
-    scan.node(_parser().parse(source).root_node)
+def check_cuda_source(
+    source: bytes, where: str, *, task_fp32: bool, allow_precision: bool = False, qualifiers: Qualifiers | None = None
+) -> list[Finding]:
+    """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu"). `qualifiers`: the
+    qualifier macros of every source of the candidate (qualifier_macros); by default this source's own."""
     text = source.decode(errors="replace")
+    table = qualifier_macros([text]) if qualifiers is None else qualifiers
+    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), text)
+    scan = _Scan(where, task_fp32, allow_precision, table, fp16=_FP16_SIGN.search(code) is not None)
+    scan.node(_parser().parse(source).root_node)
     scan.text(text)
     if task_fp32:  # a note, whatever allow_precision: only the numeric check can tell what the number does
         code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), text)
