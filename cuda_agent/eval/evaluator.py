@@ -88,7 +88,7 @@ class Evaluator:
                 cap = self.cfg.memory_budget_gib
                 budget = min(free, int(cap * 2**30)) if cap else free
             ref = Reference(self.task, self.device, self.cfg.init_seed, self.cfg.timeout_s)
-            self.unscorable = ref.determinism_problem(secrets.randbits(31))
+            self.unscorable = ref.determinism_problem(secrets.randbits(31)) or ref.parameter_problem()
             if self.cuda and not self.unscorable:
                 self.unscorable = checks.memory_problem(ref.eager_bytes, budget)
         except TaskCodeError as e:  # the task's own code raised, hung or ran out of memory

@@ -11,6 +11,7 @@ block is a memfd; on a GPU it is a CUDA VMM allocation exported as a POSIX file 
 from __future__ import annotations
 
 import ctypes
+import fcntl
 import mmap
 import os
 import socket
@@ -64,8 +65,11 @@ class _HostMemory:
     def __init__(self, nbytes: int, fd: int | None = None):
         self.nbytes = nbytes
         if fd is None:
-            fd = os.memfd_create("cuda-agent-block", os.MFD_CLOEXEC)
+            fd = os.memfd_create("cuda-agent-block", os.MFD_CLOEXEC | os.MFD_ALLOW_SEALING)
             os.ftruncate(fd, nbytes)
+            # its size is fixed before the judge has it: a judge that shrank it would leave the parent's
+            # mapping a SIGBUS where it reads back; and no seal it adds itself (writes) can hold the parent
+            fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_SHRINK | fcntl.F_SEAL_GROW | fcntl.F_SEAL_SEAL)
         elif os.fstat(fd).st_size < nbytes:
             os.close(fd)
             raise RuntimeError("the block is smaller than its layout says")

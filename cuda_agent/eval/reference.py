@@ -144,9 +144,13 @@ class Reference:
         # every buffer of the task's Model (not parameters): a timed call gets its own copy of each,
         # since which of them a forward updates can depend on its inputs (timing_phase.candidate_batches)
         self.buffer_names = frozenset(name for name, _ in self.model.named_buffers() if name in self.state_dict)
+        # the tensors registered at build, which each forward starts from again (a forward may assign new ones)
+        self.own_buffers = self._own(self.model)
         self.notes: list[str] = []
+        self.own_buffers64: dict = {}
         try:
             self.model64 = copy.deepcopy(self.model).double()
+            self.own_buffers64 = self._own(self.model64)
         except Exception as e:  # e.g. a module that cannot be deep-copied, or no memory for it
             self.model64 = None
             self.notes.append(f"no float64 reference ({type(e).__name__}: {str(e)[:200]}); judged against fp32")
@@ -159,6 +163,53 @@ class Reference:
         self.eager_bytes = 0  # parameters + one input set + one forward, measured on a GPU (determinism_problem)
         self.inputs_desc = [describe_value(x) for x in sample]
         self.probe_rounds = True  # False once the TF32 probe found no matmul/conv to round
+
+    def _own(self, model: Any) -> dict:
+        """The buffer tensors `model` holds now, by state_dict name (a non-persistent buffer is not the
+        candidate's to match)."""
+        return {name: buf for name, buf in model.named_buffers() if name in self.state_dict}
+
+    def _restart(self, model: Any, own: dict) -> None:
+        """Each buffer back to the tensor registered at build, holding the task's starting values: a
+        forward that assigns one (`self.avg = 0.9 * self.avg + ...`) leaves a new tensor under its name."""
+        for name, buf in own.items():
+            owner, _, leaf = name.rpartition(".")
+            module = model.get_submodule(owner)
+            if getattr(module, leaf, None) is not buf:
+                setattr(module, leaf, buf)
+            buf.copy_(self.state_dict[name])
+
+    def _changed_buffers(self) -> dict:
+        """Copies of the buffers the forward just run left other than they began, read from the module
+        now: the tensors taken before it are not the ones a forward that assigns a buffer leaves."""
+        changed = {}
+        for name, buf in self.model.named_buffers():
+            start = self.state_dict.get(name)
+            if start is None:
+                continue
+            if (buf.shape, buf.dtype, buf.device) != (start.shape, start.dtype, start.device):
+                raise TaskCodeError(
+                    f"the task's forward replaces buffer {name} ({describe_value(start)}) with "
+                    f"{describe_value(buf)}; keep its shape, dtype and device (a candidate updates it in place)"
+                )
+            if not _unchanged(buf, start):
+                changed[name] = buf.detach().clone()
+        return changed
+
+    def parameter_problem(self) -> str | None:
+        """A task whose forward changes a parameter (one with requires_grad=False, updated in place or
+        assigned anew) cannot be judged: a candidate's call must leave the parameters as they were."""
+        changed = [
+            name
+            for name, p in self.model.named_parameters()
+            if name not in self.state_dict or not _unchanged(p, self.state_dict[name])
+        ]
+        if not changed:
+            return None
+        return (
+            f"the task's forward changes its parameter {', '.join(changed)}, and parameters must stay as they "
+            "are; register state that forward updates as a buffer (self.register_buffer) instead"
+        )
 
     def _code(self, call: str):
         files = tuple(f for f in (self.task.path, self.task.inputs_path) if f is not None)
@@ -188,20 +239,17 @@ class Reference:
         import torch
 
         with torch.no_grad():
-            buffers = dict(self.model.named_buffers())
-            for name, buf in buffers.items():  # every call starts from the state a candidate is given
-                if name in self.state_dict:
-                    buf.copy_(self.state_dict[name])
+            self._restart(self.model, self.own_buffers)  # every call starts from the state a candidate is given
             with self._code("forward"):
                 ref = [o.detach() for o in flatten(self.model(*inputs))]
-            self.state_after = {
-                name: buf.detach().clone()
-                for name, buf in buffers.items()
-                if name in self.state_dict and not torch.equal(buf, self.state_dict[name])
-            }
+            problem = self.parameter_problem()
+            if problem:
+                raise TaskCodeError(problem)
+            self.state_after = self._changed_buffers()
             self.updated_buffers |= set(self.state_after)
             ref64 = None
             if self.model64 is not None:
+                self._restart(self.model64, self.own_buffers64)  # the truth from the same start
                 doubles = _to_doubles(inputs)
                 self.release_cached()  # the fp32 inputs' blocks: the float64 outputs cannot reuse them
                 try:
@@ -271,6 +319,7 @@ class Reference:
         for s in (seed + 1, seed + 2):
             seed_everything(s)
             with torch.no_grad(), self._code("forward"):
+                self._restart(self.model, self.own_buffers)  # a buffer the first forward updated is not noise
                 out = [o.detach() for o in flatten(self.model(*inputs))]
             if cuda and not outs:  # before the clone below, which is this check's, not the forward's
                 params = sum(v.untyped_storage().nbytes() for v in self.state_dict.values())
@@ -289,6 +338,19 @@ class Reference:
             f"output {differs} changes between two runs on the same inputs: the reference is not "
             "deterministic (dropout in training mode, sampling, or non-deterministic atomics?)"
         )
+
+
+def _unchanged(now: Any, start: Any) -> bool:
+    """The same shape, dtype and values, NaN where it was NaN (torch.equal calls NaN a change)."""
+    import torch
+
+    if (now.shape, now.dtype, now.device) != (start.shape, start.dtype, start.device):
+        return False
+    if torch.equal(now, start):
+        return True
+    return (now.is_floating_point() or now.is_complex()) and bool(
+        torch.isclose(now, start, rtol=0, atol=0, equal_nan=True).all()
+    )
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -4,6 +4,7 @@ layout keeps every rep's memory apart."""
 
 from __future__ import annotations
 
+import fcntl
 import math
 import os
 import threading
@@ -71,6 +72,22 @@ def test_a_lent_block_is_the_same_memory_in_the_other_process():
         lent.tensor[:4].fill_(7)
         assert block.tensor[:4].tolist() == [7, 7, 7, 7]
         lent.close()
+
+
+def test_the_other_side_cannot_resize_or_seal_a_lent_block():
+    # a judge that shrank it would turn the parent's read-back into a SIGBUS
+    with Block(4096, "cpu") as block:
+        fd = os.dup(block.fd)  # what the judge receives
+        try:
+            for size in (0, 8192):
+                with pytest.raises(PermissionError):
+                    os.ftruncate(fd, size)
+            with pytest.raises(PermissionError):  # nor seal it against the parent's writes
+                fcntl.fcntl(fd, fcntl.F_ADD_SEALS, fcntl.F_SEAL_WRITE)
+            os.pwrite(fd, b"\x07" * 4, 0)  # its outputs it can still write
+        finally:
+            os.close(fd)
+        assert block.tensor[:4].tolist() == [7, 7, 7, 7]
 
 
 class _EarlyJudge:
