@@ -206,6 +206,18 @@ def check_model(f: Facts) -> Found:
     )
 
 
+def check_objdump(f: Facts) -> Found:
+    """The judge reads each built object's host instructions with it (eval/guards/native_code.py)."""
+    from cuda_agent.eval.guards.native_code import NoDisassembler, objdump
+
+    try:
+        path = objdump()
+    except NoDisassembler as e:
+        return Found(False, str(e), "apt-get install binutils: without it every evaluation's library audit fails")
+    first = run_tool(path, "--version").splitlines()
+    return Found(True, f"{first[0] if first else 'objdump'} at {path}: the library audit reads host instructions")
+
+
 def check_jail(f: Facts) -> Found:
     """Whether a jailed evaluation process starts here: the same probe the evaluator uses."""
     from cuda_agent.jail import find_bwrap, jail_problem
@@ -233,5 +245,6 @@ CHECKS: list[tuple[str, Literal["required", "optional"], Callable[[Facts], Found
     ("torch", "required", check_torch),
     ("CUDA versions", "optional", check_cuda_versions),
     ("model", "optional", check_model),
+    ("objdump", "required", check_objdump),
     ("jail", "required", check_jail),
 ]

@@ -38,7 +38,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*/candidate"))
 # the plain candidates benchmarks/memory_peak.py runs on KernelBench's largest level-1 tasks
 BENCH = sorted(p.parent for p in (ROOT / "benchmarks" / "kernelbench_l1").glob("*/kernels"))
 CPU_HONEST = ROOT / "tests" / "harness" / "cpu_task" / "honest"
-GUARDS = {"native_symbol", "load_time_code", "static_state"}
+GUARDS = {"native_symbol", "load_time_code", "static_state", "forbidden_call"}
 
 # Stand-ins for the vendor headers and libraries where the toolkit has none (adversarial_native/README.md)
 VENDOR_STUB = NATIVE / "vendor_stub"
@@ -447,6 +447,24 @@ def cu(src: str):
             "native_symbol",
         ),
         ("#define NV_IF_TARGET(q, t) t\nvoid f() {}", "native_symbol"),
+        ("#include <nv/target>\n#define __NV_IS_DEVICE __NV_IS_HOST\nvoid f() {}", "native_symbol"),
+        # without <nv/target> NV_IF_TARGET is whatever the candidate made it: its asm is no statement
+        (
+            "template <class F> void NV_IF_TARGET(int, F f) { f(); }\nconstexpr int NV_IS_DEVICE = 1;\n"
+            'void g() { NV_IF_TARGET(NV_IS_DEVICE, [] { asm volatile("rdtsc"); }); }',
+            "forbidden_call",
+        ),
+        # CUDA's own qualifiers may not be redefined; a qualifier macro inside a conditional is unknown
+        ("#undef __device__\n#define __device__\nvoid f() {}", "native_symbol"),
+        (
+            '#ifndef CUDARTAPI\n#define CUDARTAPI __device__\n#endif\nCUDARTAPI void f() { asm volatile("rdtsc"); }',
+            "forbidden_call",
+        ),
+        (
+            '#if 0\n#define DEV __device__\n#endif\n#def\\\nine DEV\nDEV void f() { asm volatile("rdtsc"); }',
+            "forbidden_call",
+        ),
+        ("__global__ void k(float* x, double a) { x[0] = __double2half(a); }", "precision"),
         ("#undef NV_IS_DEVICE\n#define NV_IS_DEVICE NV_IS_HOST\nvoid f() {}", "native_symbol"),
         # namespace std holds specializations of hash/less/equal_to with member functions, nothing else
         (
@@ -501,9 +519,11 @@ def test_source_rule(src, guard):
         '__global__ void k(float* d) { auto ld = [](const float* p) { float v; asm("ld.global.nc.f32 %0, [%1];" '
         ': "=f"(v) : "l"(p)); return v; }; d[0] = ld(d); }',
         '#define DI __device__ __forceinline__\nDI float f(float x) { asm("mov.f32 %0, %0;" : "+f"(x)); return x; }',
-        "__host__ __device__ float f(float x) { NV_IF_ELSE_TARGET(NV_IS_DEVICE, "
+        "#ifndef COMMON_CUH\n#define COMMON_CUH\n#define DI __device__ __forceinline__\n"
+        'DI float f(float x) { asm("mov.f32 %0, %0;" : "+f"(x)); return x; }\n#endif',  # an include guard
+        "#include <nv/target>\n__host__ __device__ float f(float x) { NV_IF_ELSE_TARGET(NV_IS_DEVICE, "
         '(asm("mov.f32 %0, %0;" : "+f"(x)); return x;), (return x;)) }',
-        "__host__ __device__ float f(float x) { NV_IF_TARGET(NV_PROVIDES_SM_90, "
+        "#include <nv/target>\n__host__ __device__ float f(float x) { NV_IF_TARGET(NV_PROVIDES_SM_90, "
         '(asm("mov.f32 %0, %0;" : "+f"(x));)) return x; }',
         "struct S { int a; };\nnamespace std { template <> struct hash<S> { size_t operator()(const S& s) const "
         "noexcept { return hash<int>()(s.a); } }; }",

@@ -12,6 +12,8 @@ the candidate's .cu and the linked libkernels-<hash>.so are read (pyelftools + s
 - `load_time_code`: .init_array/.fini_array/.preinit_array/.ctors/.dtors entries other than nvcc's
   `__sti____cudaRegisterAll` (one per object) and <iostream>'s std::ios_base::Init (gcc < 13;
   accepted only when its code touches nothing else); .init/.fini code; ifunc resolvers.
+- `forbidden_call`: a system call, software interrupt or counter read in a candidate object's host
+  code (native_code.py, from objdump): inline assembly the source guard took for device code.
 - `static_state`: writable data (.data, .bss, TLS, common, any writable section) of a candidate
   object beyond nvcc's own (fatbin handle, the statics of its __device_stub_ functions), the
   toolkit headers' inline statics (COMDAT, in cub::/cuda::/thrust::...), `__constant__` shadows and
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import re
 import shlex
+import subprocess
 from collections.abc import Iterable
 from pathlib import Path
 
+from cuda_agent.eval.guards.native_code import NoDisassembler, forbidden_instructions
 from cuda_agent.eval.guards.native_elf import SHN_UNDEF, STB_LOCAL, Elf, ElfError
 from cuda_agent.eval.guards.native_library import audit_shared, toolkit_baseline
 from cuda_agent.eval.guards.native_object import ObjectAudit, Unit
@@ -50,7 +54,8 @@ def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> l
         elves = {u: Elf.read(u.obj) for u in units}
         library = Elf.read(build.lib_path)
         toolkit = toolkit_baseline(nvcc)
-    except (OSError, ValueError, ElfError) as exc:
+        code = {u: forbidden_instructions(u.obj) for u in units if not u.own}
+    except (OSError, ValueError, ElfError, NoDisassembler, subprocess.SubprocessError) as exc:
         return [
             Finding(
                 guard="native_symbol",
@@ -59,7 +64,19 @@ def audit_library(build: BuildResult, *, extra_symbols: Iterable[str] = ()) -> l
             )
         ]
     defined = {s.name for e in elves.values() for s in e.symbols() if s.shndx != SHN_UNDEF and s.bind != STB_LOCAL}
-    findings: list[Finding] = []
+    findings = [
+        Finding(
+            guard="forbidden_call",
+            where=unit.shown,
+            message=(
+                f"{function} executes `{instruction}` in host code: a system call or counter read that no "
+                "import shows; inline assembly belongs in __device__/__global__ functions, and host code "
+                "calls the CUDA runtime and libc by name"
+            ),
+        )
+        for unit, found in code.items()
+        for function, instruction in found
+    ]
     accepted_init: set[str] = set()
     named: set[tuple[str, str]] = set()
     for unit, elf in elves.items():

@@ -57,6 +57,10 @@ from cuda_agent.eval.guards.native_source import SourceHints, source_hints
 from cuda_agent.eval.verdict import Finding
 from cuda_agent.kernels.objects import local_headers
 
+# the only std:: code a candidate writes (static_cu.py): hash/less/equal_to specialized for its own key; a
+# static inside one of their members (or a lambda there) is its data in std::'s name, not the toolkit's
+_OWN_STD = re.compile(r"_Z(?:GV)?Z+NK?St(?:4hash|4less|8equal_to)I")
+
 
 @dataclass(frozen=True)
 class Unit:
@@ -363,6 +367,7 @@ class ObjectAudit:
             and section.flags & SHF_GROUP
             and sym.bind in (STB_WEAK, STB_GNU_UNIQUE)
             and namespace_root(name) in TOOLKIT_NAMESPACES
+            and not _OWN_STD.match(name)
         ):
             return True
         hints = self.hints

@@ -127,11 +127,11 @@ SYMBOL_GROUPS: tuple[SymbolGroup, ...] = (
             rf"|_ZT[ISV]St\d+(?:{_STD_EXCEPTIONS})"  # their typeinfo and vtables
             r"|_ZTVN10__cxxabiv1\d+__\w*class_type_infoE"  # vtables of typeinfo objects
             r"|_ZNKSt8__detail20_Prime_rehash_policy\w+"  # std::unordered_map's bucket counts
-            # an error message built the usual way: std::string, std::to_string, std::ostringstream, and
-            # std::cout / std::cerr (the console only; file streams and their buffers stay off the list)
+            # an error message built the usual way: std::string, std::to_string, std::ostringstream (local
+            # objects: their settings die with them; the console streams are DENIED, file streams unlisted)
             r"|_ZNK?St7__cxx11(?:12basic_string|15basic_stringbuf|19basic_ostringstream)IcSt11char_traitsIcESaIcEE\w+"
             r"|_ZT[VTI]NSt7__cxx11(?:15basic_stringbuf|19basic_ostringstream)IcSt11char_traitsIcESaIcEEE"
-            r"|_ZNSaIcE[CD][12]Ev|_ZSt4(?:cout|cerr|clog)|_ZNK?So\w+|_ZStlsI\w+"
+            r"|_ZNSaIcE[CD][12]Ev|_ZNK?So\w+|_ZStlsI\w+"
             r"|_ZSt16__ostream_insertIcSt11char_traitsIcEE\w+|_ZSt4endlIcSt11char_traitsIcEE\w+"
             r"|_ZNKSt5ctypeIcE13_M_widen_initEv|_ZNSt9basic_iosIcSt11char_traitsIcEE\w+|_ZNSt8ios_base[CD]2Ev"
             r"|_ZNSt6locale[CD][12]Ev|_ZTVSt(?:9basic_ios|15basic_streambuf)IcSt11char_traitsIcEE"
@@ -171,6 +171,11 @@ DENIED: tuple[tuple[str, str], ...] = (
     ),
     (r"cudaMemcpyFromSymbol\w*|cudaGetSymbolAddress", "reads device variables back: state that survives between calls"),
     (r"cublasXt\w*", "cuBLAS-XT runs host threads"),
+    (
+        r"_ZSt4(?:cout|cerr|clog)",
+        "the console streams keep what a call sets (precision, width, iword) for the next call: write "
+        "messages with fprintf(stderr, ...) or printf, and build them with std::string or std::ostringstream",
+    ),
 )
 
 _DENIED = re.compile("|".join(f"({pattern})" for pattern, _ in DENIED))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 
 import tree_sitter
@@ -239,11 +240,24 @@ QUALIFIER_WORDS = frozenset(
     {"__device__", "__host__", "__global__", "__forceinline__", "__noinline__", "inline", "__inline__", "static"}
 )
 _QUALIFIER_BODY = re.compile(r"(?:\s*\b(?:" + "|".join(sorted(QUALIFIER_WORDS)) + r")\b)*\s*")
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*(define|undef)[ \t]+(\w+)(\(?)([^\n]*)", re.M)
+# a directive as the preprocessor reads it (after line splices; `%:` is `#`): the conditionals too, for depth
+_DIRECTIVE = re.compile(
+    r"^[ \t]*(?:#|%:)[ \t]*(define|undef|if|ifdef|ifndef|elif|elifdef|elifndef|else|endif)\b[ \t]*(\w*)(\(?)([^\n]*)",
+    re.M,
+)
 # <nv/target>'s selection macros: the branch of a device-only query is compiled for the device alone.
 NV_TARGET_CALLS = frozenset({"NV_IF_TARGET", "NV_IF_ELSE_TARGET", "NV_DISPATCH_TARGET"})
 _NV_DEVICE_QUERY = re.compile(r"NV_IS_DEVICE|NV_PROVIDES_SM_\d+|NV_IS_EXACTLY_SM_\d+")
-_NV_MACRO = re.compile(r"_?NV_(?:IF_|DISPATCH_|IS_|PROVIDES_|NO_TARGET|ANY_TARGET|TARGET)\w*")
+# conversions to and reinterpretations as 16-bit floats, whatever the source type (`__double2half`,
+# `__int2half_rn`, `__ushort_as_half`): the operators of the type they return need no name of their own
+_FP16_NAME = re.compile(r"__\w*(?:2|_as_)(?:half|bfloat16|bf16)\w*")
+_NV_MACRO = re.compile(r"_*NV_\w*")
+_NV_TARGET_INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*include[ \t]*<nv/target>", re.M)
+# CUDA's own qualifiers and the macro that says which compile this is: a candidate that redefined them would
+# make the source say device where the compiler sees host
+_CUDA_KEYWORDS = frozenset(
+    {"__device__", "__host__", "__global__", "__forceinline__", "__noinline__", "__location__", "__CUDA_ARCH__"}
+)
 # `__hadd` is also CUDA's integer average: it is the half add where the code has any sign of half
 # precision (a word naming it, or a header that brings it: the fp16 ones, CUB/CCCL, CUTLASS, wmma).
 _FP16_SIGN = re.compile(
@@ -266,7 +280,8 @@ class _Scan:
     ) -> None:
         self.where = where
         self.qualifiers = qualifiers
-        self.fp16 = fp16  # an fp16 header is included: a bare `__hadd` is the half add
+        self.fp16 = fp16  # the file shows half precision: a bare `__hadd` is the half add
+        self.nv_target = False  # the file includes <nv/target>: NV_IF_TARGET is the toolkit's macro
         self.task_fp32 = task_fp32
         self.precision_severity: Severity = "warn" if allow_precision else "fail"
         self.findings: list[Finding] = []
@@ -290,7 +305,7 @@ class _Scan:
             )
         if (
             self.task_fp32
-            and (name in PRECISION or name.startswith(PRECISION_PREFIXES))
+            and (name in PRECISION or name.startswith(PRECISION_PREFIXES) or _FP16_NAME.fullmatch(name) is not None)
             and (name not in TYPE_WORDS or kind == "type_identifier")
             and (name != "__hadd" or self.fp16)
         ):
@@ -361,7 +376,7 @@ class _Scan:
         """The code of an asm statement, asm labels on declarations, assembly outside device code."""
         line = n.start_point[0]
         self.asm_code(" ".join(s.text.decode() for s in _descendants(n) if s.type == "string_literal"), line)
-        if _nv_device_branch(n):  # compiled for the device alone: neither a label nor host code
+        if self.nv_target and _nv_device_branch(n):  # compiled for the device alone: neither a label nor host code
             return
         if n.parent is None or n.parent.type != "expression_statement":
             self.add(
@@ -462,14 +477,14 @@ class _Scan:
                     bare.count("\n", 0, m.start()),
                     f"#pragma {word} weakens, renames or hides symbols (a hidden import); declare plain functions",
                 )
-        for m in _DEFINE.finditer(bare):
-            if _NV_MACRO.fullmatch(m.group(2)):
+        for d in directives(source):
+            if d.kind in ("define", "undef") and (_NV_MACRO.fullmatch(d.name) or d.name in _CUDA_KEYWORDS):
                 self.add(
                     "native_symbol",
-                    m.group(2),
-                    bare.count("\n", 0, m.start()),
-                    f"#{m.group(1)} {m.group(2)}: <nv/target>'s macros are the toolkit's (they decide which code is "
-                    "compiled for the device); include <nv/target> and use them as they are",
+                    d.name,
+                    d.line,
+                    f"#{d.kind} {d.name}: CUDA's qualifiers and <nv/target>'s macros are the toolkit's (they decide "
+                    "which code is compiled for the device); include the headers and use them as they are",
                 )
         for m in _NAMESPACE_MACRO.finditer(bare):
             self.add(
@@ -765,27 +780,66 @@ def _macro_variables(n: tree_sitter.Node, body: str) -> set[str]:
 Qualifiers = Mapping[str, frozenset[frozenset[str]]]
 
 
+@dataclass(frozen=True)
+class Directive:
+    kind: str  # define, undef, if, ifdef, ifndef, elif..., else, endif
+    name: str  # the macro named (a conditional's first word)
+    function_like: bool
+    body: str
+    line: int
+    conditional: bool  # inside an #if/#ifdef/#ifndef (a file's include guard aside)
+
+
+def directives(source: str) -> list[Directive]:
+    """The preprocessor directives of a source as the preprocessor sees them: comments and strings blanked,
+    backslash-newlines spliced, `%:` read as `#`, each with whether a conditional encloses it."""
+    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source).replace("\\\n", "")
+    found = [
+        (m.group(1), m.group(2), bool(m.group(3)), m.group(4), code.count("\n", 0, m.start()))
+        for m in _DIRECTIVE.finditer(code)
+    ]
+    depths, depth = [], 0  # how many conditionals enclose each directive
+    for kind, *_ in found:
+        depth -= kind == "endif"
+        depths.append(depth)
+        depth += kind in ("if", "ifdef", "ifndef")
+    # a file-wide include guard (#ifndef X / #define X, empty / ... / its #endif last) encloses nothing: were X
+    # defined already, the whole file would be gone, not a part of it
+    guarded = (
+        len(found) >= 3
+        and found[0][0] == "ifndef"
+        and found[1][:2] == ("define", found[0][1])
+        and not found[1][3].strip()
+        and found[-1][0] == "endif"
+        and all(d > 0 for d in depths[1:-1])
+    )
+    return [
+        Directive(kind, name, paren, body, line, kind in ("elif", "else") or depths[i] - guarded > 0)
+        for i, (kind, name, paren, body, line) in enumerate(found)
+    ]
+
+
 def qualifier_macros(sources: Iterable[str]) -> dict[str, frozenset[frozenset[str]]]:
     """Object-like macros standing for function qualifiers only, over every source given: name -> the word
-    sets of its definitions. A name also #undef'd or defined otherwise (function-like, other words) is left
-    out, so a function it marks is judged as if the macro were unknown."""
+    sets of its definitions. A name #undef'd, defined otherwise (function-like, other words) or inside a
+    conditional (whose branch the toolkit's headers may decide) is left out, so a function it marks is judged
+    as if the macro were unknown; the built objects' host code is read too (native_code.py)."""
     ways: dict[str, set[frozenset[str]]] = {}
     dropped: set[str] = set()
     for source in sources:
-        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
-        for m in _DEFINE.finditer(code):
-            kind, name, paren, body = m.groups()
-            if kind == "undef" or paren or body.rstrip().endswith("\\") or not _QUALIFIER_BODY.fullmatch(body):
-                dropped.add(name)
+        for d in directives(source):
+            if d.kind not in ("define", "undef"):
+                continue
+            if d.kind == "undef" or d.function_like or d.conditional or not _QUALIFIER_BODY.fullmatch(d.body):
+                dropped.add(d.name)
             else:
-                ways.setdefault(name, set()).add(frozenset(body.split()))
-    return {name: frozenset(w) for name, w in ways.items() if name not in dropped}
+                ways.setdefault(d.name, set()).add(frozenset(d.body.split()))
+    return {name: frozenset(w) for name, w in ways.items() if name not in dropped and name not in _CUDA_KEYWORDS}
 
 
 def defined_macros(source: str) -> set[str]:
     """Every name a source #defines or #undefs."""
-    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
-    return {m.group(2) for m in _DEFINE.finditer(code)}
+    return {d.name for d in directives(source) if d.kind in ("define", "undef")}
 
 
 def _blank(text: str) -> str:
@@ -811,6 +865,7 @@ def check_cuda_source(
     table = qualifier_macros([text]) if qualifiers is None else qualifiers
     code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), text)
     scan = _Scan(where, task_fp32, allow_precision, table, fp16=_FP16_SIGN.search(code) is not None)
+    scan.nv_target = _NV_TARGET_INCLUDE.search(code) is not None
     scan.node(_parser().parse(source).root_node)
     scan.text(text)
     if task_fp32:  # a note, whatever allow_precision: only the numeric check can tell what the number does
