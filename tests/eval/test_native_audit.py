@@ -465,6 +465,8 @@ def cu(src: str):
             "forbidden_call",
         ),
         ("__global__ void k(float* x, double a) { x[0] = __double2half(a); }", "precision"),
+        # raw bytes: an instruction a disassembly misses where the code jumps into it mid-way
+        ('__device__ void f() { asm volatile("jmp 1f+1\\n1: .byte 0xb8, 0x0f, 0x05, 0, 0"); }', "load_time_code"),
         ("#undef NV_IS_DEVICE\n#define NV_IS_DEVICE NV_IS_HOST\nvoid f() {}", "native_symbol"),
         # namespace std holds specializations of hash/less/equal_to with member functions, nothing else
         (

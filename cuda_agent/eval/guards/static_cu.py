@@ -213,11 +213,12 @@ _ATTRIBUTE = re.compile(r"\b__attribute(?:__)?\s*\(\((.*?)\)\)|\[\[(.*?)\]\]", r
 _PRAGMA = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+(weak|redefine_extname|GCC[ \t]+visibility|init|fini)\b", re.M)
 _PRAGMA_OP = re.compile(r"\b(?:_Pragma|__pragma)\s*\(\s*\"\s*(weak|redefine_extname|GCC\s+visibility|init|fini)\b")
 _NAMESPACE_MACRO = re.compile(r"\b\w*(?:NAMESPACE_BEGIN|BEGIN_NAMESPACE)\w*\b")
-# Assembler directives that place sections or define, alias or weaken symbols (none is PTX).
+# Assembler directives that place sections or define, alias or weaken symbols, or emit raw bytes (an
+# instruction no disassembly shows where it is jumped into mid-way): none is PTX.
 _ASM_DIRECTIVE = re.compile(
     r"(?:^|[\s;{\"])\.(section|pushsection|popsection|previous|init_array|fini_array|"
     r"preinit_array|ctors|dtors|symver|weak|weakref|globl|set|equ|incbin|comm|lcomm|text|"
-    r"data|bss|quad)\b"
+    r"data|bss|quad|byte|short|word|long|int|ascii|asciz|string|skip|space|fill|org|zero|inst|insn|octa)\b"
 )
 _COMMENT_OR_STRING = re.compile(r'//[^\n]*|/\*.*?\*/|("(?:\\.|[^"\\\n])*"|\'(?:\\.|[^\'\\\n])*\')', re.S)
 
@@ -549,8 +550,8 @@ class _Scan:
                 "load_time_code",
                 "asm ." + m.group(1),
                 line,
-                f"asm directive .{m.group(1)} places sections or "
-                "defines symbols (code run at load, hidden imports); write plain functions",
+                f"asm directive .{m.group(1)} places sections, defines symbols or emits raw bytes (code run at "
+                "load, hidden imports, instructions no disassembly shows); write plain functions and PTX",
             )
 
     def macro(self, n: tree_sitter.Node) -> None:
