@@ -25,7 +25,9 @@ X86 = frozenset(
 ARM = frozenset({"svc", "hvc", "smc"})
 _ARM_COUNTERS = re.compile(r"\bmrs\b.*\b(?:cntvct_el0|cntpct_el0|cntvctss_el0|cntpctss_el0|pmccntr_el0)\b", re.I)
 _FUNCTION = re.compile(r"^[0-9a-f]+ <(.+)>:$")
-_INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(?:(?:rep|lock|notrack|bnd|data16|addr32|cs|ds)\s+)*([a-z][\w.]*)(.*)$")
+# an instruction line: its words, prefixes included (`rex.W syscall`, `fs rdtsc`, `repz syscall`)
+_INSTRUCTION = re.compile(r"^\s*[0-9a-f]+:\s+(.*)$")
+_WORD = re.compile(r"[a-z][\w.]*")
 
 
 class NoDisassembler(RuntimeError):
@@ -52,7 +54,8 @@ def forbidden_instructions(obj: Path) -> list[tuple[str, str]]:
         if m := _FUNCTION.match(line):
             function = m.group(1)
         elif m := _INSTRUCTION.match(line):
-            mnemonic, rest = m.group(1), m.group(2)
-            if mnemonic in X86 or mnemonic in ARM or (mnemonic == "mrs" and _ARM_COUNTERS.search(line)):
-                found[(function, f"{mnemonic}{rest}".strip())] = None
+            text = m.group(1).split("#")[0].split("//")[0].split("<")[0].strip()  # no comment, no symbol
+            words = set(_WORD.findall(text.split(",")[0]))  # prefixes and mnemonic, before the operands
+            if words & (X86 | ARM) or (_ARM_COUNTERS.search(text) and "mrs" in words):
+                found[(function, text)] = None
     return list(found)
