@@ -713,8 +713,9 @@ def _function_marks(fn: tree_sitter.Node, qualifiers: Qualifiers) -> list[set[st
 
 def _nv_device_branch(n: tree_sitter.Node) -> bool:
     """Inside the device branch of <nv/target>'s NV_IF_TARGET / NV_IF_ELSE_TARGET / NV_DISPATCH_TARGET: the
-    branch of NV_IS_DEVICE / NV_PROVIDES_SM_* / NV_IS_EXACTLY_SM_*, or NV_IS_HOST's else. A candidate may not
-    define these macros (`nv_target_macro`), so the branch is what the toolkit makes of it."""
+    branch of NV_IS_DEVICE / NV_PROVIDES_SM_* / NV_IS_EXACTLY_SM_*, or NV_IS_HOST's else. Asked only where the
+    file includes <nv/target>, and a candidate may not #define an NV_ name (`native_symbol`), so the branch is
+    what the toolkit makes of it."""
     child, node = n, n.parent
     while node is not None:
         call = node.parent
