@@ -30,6 +30,10 @@ def precision(src: str, **kw) -> list:
             "#define MODE ((cublasMath_t)3)\nvoid f(cublasHandle_t h) { cublasSetMathMode(h, MODE); }",
             "CUBLAS_TF32_TENSOR_OP_MATH",
         ),
+        (  # a plain number through a #define (another regex of that module once shadowed the one reading it)
+            "#define MODE 3\nvoid f(cublasHandle_t h) { cublasSetMathMode(h, MODE); }",
+            "CUBLAS_TF32_TENSOR_OP_MATH",
+        ),
         (
             "constexpr int kMode = 3;\nvoid f(cublasHandle_t h) { cublasSetMathMode(h, (cublasMath_t)kMode); }",
             "CUBLAS_TF32_TENSOR_OP_MATH",
