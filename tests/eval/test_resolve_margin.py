@@ -74,3 +74,19 @@ def test_where_memory_caps_r_a_slower_candidate_reads_faster_than_eager(tmp_path
     eager, _ = _measure(tmp_path, monkeypatch, TRUE_OVERHEAD_MS, true_ms=0.096, max_reps=16)
     reward = milestone_reward(True, False, t.counted_ms, eager.median_ms, None)
     assert reward == 1, (reward, t.batch_reps, t.median_ms, eager.median_ms)
+
+
+def test_only_the_candidates_figure_is_shown_counted(tmp_path, monkeypatch):
+    """The verdict shows "counted as" where the speed-up counts it: the candidate's row, never a baseline's,
+    whose speed-up counts its median."""
+    from rich.console import Console
+
+    from cuda_agent.eval.render import render_verdict
+    from cuda_agent.eval.verdict import Verdict
+
+    t, _ = _measure(tmp_path, monkeypatch, CALIBRATED_MS)
+    assert t is not None and t.resolution_ms > 0.005 * t.median_ms
+    console = Console(record=True, width=300)
+    render_verdict(Verdict(status="correct", timing=t, eager=t), console)
+    rows = {line.split()[0]: line for line in console.export_text().splitlines() if line.strip()}
+    assert "counted as" in rows["candidate"] and "counted as" not in rows["eager"]
