@@ -521,6 +521,7 @@ def test_source_rule(src, guard):
         '__global__ void k(float* d) { auto ld = [](const float* p) { float v; asm("ld.global.nc.f32 %0, [%1];" '
         ': "=f"(v) : "l"(p)); return v; }; d[0] = ld(d); }',
         '#define DI __device__ __forceinline__\nDI float f(float x) { asm("mov.f32 %0, %0;" : "+f"(x)); return x; }',
+        "#undef __noinline__\n#define __noinline__ __attribute__((noinline))\nvoid f() {}",  # an old gcc clash
         "#ifndef COMMON_CUH\n#define COMMON_CUH\n#define DI __device__ __forceinline__\n"
         'DI float f(float x) { asm("mov.f32 %0, %0;" : "+f"(x)); return x; }\n#endif',  # an include guard
         "#include <nv/target>\n__host__ __device__ float f(float x) { NV_IF_ELSE_TARGET(NV_IS_DEVICE, "

@@ -256,9 +256,7 @@ _NV_MACRO = re.compile(r"_*NV_\w*")
 _NV_TARGET_INCLUDE = re.compile(r"^[ \t]*(?:#|%:)[ \t]*include[ \t]*<nv/target>", re.M)
 # CUDA's own qualifiers and the macro that says which compile this is: a candidate that redefined them would
 # make the source say device where the compiler sees host
-_CUDA_KEYWORDS = frozenset(
-    {"__device__", "__host__", "__global__", "__forceinline__", "__noinline__", "__location__", "__CUDA_ARCH__"}
-)
+_CUDA_KEYWORDS = frozenset({"__device__", "__host__", "__global__", "__location__", "__CUDA_ARCH__"})
 # `__hadd` is also CUDA's integer average: it is the half add where the code has any sign of half
 # precision (a word naming it, or a header that brings it: the fp16 ones, CUB/CCCL, CUTLASS, wmma).
 _FP16_SIGN = re.compile(
