@@ -141,11 +141,11 @@ class Reference:
         # candidate's call does; a candidate's call must leave them the same
         self.state_after: dict = {}
         self.updated_buffers: set[str] = set()
-        # every buffer of the task's Model (not parameters): a timed call gets its own copy of each,
-        # since which of them a forward updates can depend on its inputs (timing_phase.candidate_batches)
-        self.buffer_names = frozenset(name for name, _ in self.model.named_buffers() if name in self.state_dict)
         # the tensors registered at build, which each forward starts from again (a forward may assign new ones)
         self.own_buffers = self._own(self.model)
+        # every buffer of the task's Model (not parameters): a timed call gets its own copy of each,
+        # since which of them a forward updates can depend on its inputs (timing_phase.candidate_batches)
+        self.buffer_names = frozenset(self.own_buffers)
         self.notes: list[str] = []
         self.own_buffers64: dict = {}
         try:

@@ -505,11 +505,9 @@ def interleave(ctx: EvalContext, b: Batches, overhead: Overhead, check: Check, d
             try:
                 base = base or ctx.spares.start("judge")
                 for mode in ctx.cfg.baselines:
-                    why: list[str] = []
-                    found = _time_reference(ctx, base, mode, base_overhead, why)
+                    found, why = _time_reference(ctx, base, mode, base_overhead)
                     if found is None:
-                        said = "; ".join(why) or base.log_tail()[-300:]
-                        draft.note(f"{mode} baseline failed beside the candidate: {said}")
+                        draft.note(f"{mode} baseline failed beside the candidate: {why}")
                         return
                     times[mode].append(found)
             except (ChildError, TaskError) as e:
@@ -558,11 +556,9 @@ def fill_baselines(ctx: EvalContext, draft: Draft, *, fresh: bool = False) -> in
             cached += entry is not None
             if entry is None:
                 judge = judge or ctx.spares.start("judge")
-                why: list[str] = []
-                timing = _time_reference(ctx, judge, mode, overheads, why)
+                timing, why = _time_reference(ctx, judge, mode, overheads)
                 if timing is None:
-                    said = "; ".join(why) or judge.log_tail()[-300:]
-                    draft.note(f"{mode} baseline failed: {said}; reward uses what was timed")
+                    draft.note(f"{mode} baseline failed: {why}; reward uses what was timed")
                     continue
                 entry = {"timing": timing.model_dump(), "measured_at": time.strftime("%Y-%m-%dT%H:%M:%S")}
                 verify_snapshot(ctx.task)  # never cache a time measured on a changed task copy
@@ -582,21 +578,19 @@ def fill_baselines(ctx: EvalContext, draft: Draft, *, fresh: bool = False) -> in
 
 
 def _time_reference(
-    ctx: EvalContext, judge: JailedChild, mode: str, overheads: dict[str, Overhead], why: list[str]
-) -> Timing | None:
+    ctx: EvalContext, judge: JailedChild, mode: str, overheads: dict[str, Overhead]
+) -> tuple[Timing | None, str]:
     """One baseline by the same protocol as the candidate: the overhead calibrated in this judge
-    (which never loads a library) on the baseline's own layout, once per judge. Where it gives no
-    figure, `why` gets the protocol's own reasons (not timed, judge failed)."""
+    (which never loads a library) on the baseline's own layout, once per judge. With no figure, why
+    not: the protocol's own reasons (not timed, judge failed), else the judge's last lines."""
     b = reference_batches(ctx, judge, mode)
     judge.wait_ready()
     if "layout" not in overheads:
         found = calibrate_clock(ctx, judge)
         if found is None:
-            return None
+            return None, judge.log_tail()[-300:]
         overheads["layout"] = found
     scratch = Draft()  # a baseline's failure is a note, not the candidate's finding
     timing = measure(ctx, b, overheads["layout"], scratch)
     ctx.ref.release_cached()
-    if timing is None:
-        why.extend(scratch.said())
-    return timing
+    return timing, "" if timing else "; ".join(scratch.said()) or judge.log_tail()[-300:]

@@ -109,9 +109,9 @@ def slowed_beside(monkeypatch, *, alone: bool = True) -> None:
 
     def slowed(*args, **kwargs):
         if not (alone or beside["now"]):
-            return None
-        t = real_time(*args, **kwargs)
-        return t.model_copy(update={"median_ms": 3 * t.median_ms}) if t is not None and beside["now"] else t
+            return None, "not timed alone (the test's stub)"
+        t, why = real_time(*args, **kwargs)
+        return (t.model_copy(update={"median_ms": 3 * t.median_ms}) if t is not None and beside["now"] else t), why
 
     monkeypatch.setattr(phase, "interleave", interleave)
     monkeypatch.setattr(phase, "_time_reference", slowed)

@@ -275,12 +275,18 @@ def _parser() -> tree_sitter.Parser:
 
 class _Scan:
     def __init__(
-        self, where: str, task_fp32: bool, allow_precision: bool, qualifiers: Qualifiers, fp16: bool = True
+        self,
+        where: str,
+        task_fp32: bool,
+        allow_precision: bool,
+        qualifiers: Qualifiers,
+        fp16: bool = True,
+        nv_target: bool = False,
     ) -> None:
         self.where = where
         self.qualifiers = qualifiers
         self.fp16 = fp16  # the file shows half precision: a bare `__hadd` is the half add
-        self.nv_target = False  # the file includes <nv/target>: NV_IF_TARGET is the toolkit's macro
+        self.nv_target = nv_target  # the file includes <nv/target>: NV_IF_TARGET is the toolkit's macro
         self.task_fp32 = task_fp32
         self.precision_severity: Severity = "warn" if allow_precision else "fail"
         self.findings: list[Finding] = []
@@ -444,10 +450,9 @@ class _Scan:
                     "a toolkit library's namespace, taken for the toolkit's own; use a namespace of your own",
                 )
 
-    def text(self, source: str) -> None:
-        """Attributes, pragmas and namespace macros, from the text (they survive parse errors and macros)."""
-        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), source)
-        bare = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
+    def text(self, code: str, bare: str, found: list[Directive]) -> None:
+        """Attributes, pragmas, directives and namespace macros, from the text (they survive parse errors and
+        macros): `code` with comments blanked, `bare` with strings blanked too, `found` its directives."""
         for m in _ATTRIBUTE.finditer(bare):
             line = bare.count("\n", 0, m.start())
             for word in {w.strip("_") for w in _WORD.findall(m.group(1) or m.group(2) or "")}:
@@ -476,7 +481,7 @@ class _Scan:
                     bare.count("\n", 0, m.start()),
                     f"#pragma {word} weakens, renames or hides symbols (a hidden import); declare plain functions",
                 )
-        for d in directives(source):
+        for d in found:
             if d.kind in ("define", "undef") and (_NV_MACRO.fullmatch(d.name) or d.name in _CUDA_KEYWORDS):
                 self.add(
                     "native_symbol",
@@ -790,10 +795,20 @@ class Directive:
     conditional: bool  # inside an #if/#ifdef/#ifndef (a file's include guard aside)
 
 
+def _blanked(source: str) -> tuple[str, str]:
+    """(the source with comments blanked, with strings blanked too), newlines kept: line numbers hold."""
+    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), source)
+    return code, _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source)
+
+
 def directives(source: str) -> list[Directive]:
     """The preprocessor directives of a source as the preprocessor sees them: comments and strings blanked,
     backslash-newlines spliced, `%:` read as `#`, each with whether a conditional encloses it."""
-    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), source).replace("\\\n", "")
+    return _directives(_blanked(source)[1])
+
+
+def _directives(bare: str) -> list[Directive]:
+    code = bare.replace("\\\n", "")
     found = [
         (m.group(1), m.group(2), bool(m.group(3)), m.group(4), code.count("\n", 0, m.start()))
         for m in _DIRECTIVE.finditer(code)
@@ -824,10 +839,14 @@ def qualifier_macros(sources: Iterable[str]) -> dict[str, frozenset[frozenset[st
     sets of its definitions. A name #undef'd, defined otherwise (function-like, other words) or inside a
     conditional (whose branch the toolkit's headers may decide) is left out, so a function it marks is judged
     as if the macro were unknown; the built objects' host code is read too (native_code.py)."""
+    return _qualifier_table(directives(source) for source in sources)
+
+
+def _qualifier_table(per_source: Iterable[list[Directive]]) -> dict[str, frozenset[frozenset[str]]]:
     ways: dict[str, set[frozenset[str]]] = {}
     dropped: set[str] = set()
-    for source in sources:
-        for d in directives(source):
+    for found in per_source:
+        for d in found:
             if d.kind not in ("define", "undef"):
                 continue
             if d.kind == "undef" or d.function_like or d.conditional or not _QUALIFIER_BODY.fullmatch(d.body):
@@ -861,16 +880,20 @@ def check_cuda_source(
 ) -> list[Finding]:
     """Findings for one CUDA/C++ source; `where` is its path as reported ("kernels/x.cu"). `qualifiers`: the
     qualifier macros of every source of the candidate (qualifier_macros); by default this source's own."""
-    text = source.decode(errors="replace")
-    table = qualifier_macros([text]) if qualifiers is None else qualifiers
-    code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()) if m.group(1) is None else m.group(), text)
-    scan = _Scan(where, task_fp32, allow_precision, table, fp16=_FP16_SIGN.search(code) is not None)
-    scan.nv_target = _NV_TARGET_INCLUDE.search(code) is not None
+    code, bare = _blanked(source.decode(errors="replace"))
+    found = _directives(bare)
+    scan = _Scan(
+        where,
+        task_fp32,
+        allow_precision,
+        _qualifier_table([found]) if qualifiers is None else qualifiers,
+        fp16=_FP16_SIGN.search(code) is not None,
+        nv_target=_NV_TARGET_INCLUDE.search(code) is not None,
+    )
     scan.node(_parser().parse(source).root_node)
-    scan.text(text)
+    scan.text(code, bare, found)
     if task_fp32:  # a note, whatever allow_precision: only the numeric check can tell what the number does
-        code = _COMMENT_OR_STRING.sub(lambda m: _blank(m.group()), text)
-        for line, enum, expr, numbers in math_mode_numbers(code):
+        for line, enum, expr, numbers in math_mode_numbers(bare):
             scan.findings.append(
                 Finding(
                     guard="precision",
